@@ -1,0 +1,55 @@
+import Foundation
+
+/// The readable part of a connect token: `base64url(claims JSON) "." base64url(signature)`.
+///
+/// Only the server can verify a token; the client reads the user id from it to open the user's
+/// local database before the connection is up (RongCloud's `dbOpened` comes before `success`).
+public struct ConnectTokenClaims: Sendable, Equatable, Codable {
+    public var appKey: String
+    public var userId: String
+    public var issuedAt: Int64
+    public var nonce: String
+
+    public init(appKey: String, userId: String, issuedAt: Int64, nonce: String) {
+        self.appKey = appKey
+        self.userId = userId
+        self.issuedAt = issuedAt
+        self.nonce = nonce
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case appKey = "a", userId = "u", issuedAt = "t", nonce = "n"
+    }
+
+    /// Splits a token into its claims bytes and signature bytes, or nil if it is not shaped like one.
+    public static func parts(of token: String) -> (payload: Data, signature: Data)? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2,
+              let payload = Base64URL.decode(String(parts[0])),
+              let signature = Base64URL.decode(String(parts[1]))
+        else { return nil }
+        return (payload, signature)
+    }
+
+    /// The claims of a token, without verifying its signature.
+    public static func unverified(_ token: String) -> ConnectTokenClaims? {
+        guard let (payload, _) = parts(of: token) else { return nil }
+        return try? JSONDecoder().decode(ConnectTokenClaims.self, from: payload)
+    }
+}
+
+/// Base64 with the URL-safe alphabet and no padding.
+public enum Base64URL {
+    public static func encode(_ data: Data) -> String {
+        data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    public static func decode(_ text: String) -> Data? {
+        var base = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base.count % 4 != 0 { base += "=" }
+        return Data(base64Encoded: base)
+    }
+}

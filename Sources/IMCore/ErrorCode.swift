@@ -1,0 +1,82 @@
+/// RongCloud's numeric status codes, as the seed documents list them
+/// (spec/imlib-core.md Appendix A, spec/system-push-ultra.md, spec/server-api.md §5.2).
+///
+/// Every error a client or an HTTP caller sees carries one of these values, so an app written
+/// against RongCloud can keep its error handling unchanged.
+public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public init(_ rawValue: Int) { self.rawValue = rawValue }
+
+    // Server API (HTTP) business codes.
+    public static let apiSuccess = ErrorCode(200)
+    public static let apiNotFound = ErrorCode(404)
+    public static let apiInternalError = ErrorCode(1000)
+    public static let apiSecretMismatch = ErrorCode(1001)
+    public static let apiBadParameter = ErrorCode(1002)
+    public static let apiNoPostData = ErrorCode(1003)
+    public static let apiSignatureFailed = ErrorCode(1004)
+    public static let apiParameterTooLong = ErrorCode(1005)
+    public static let apiAppLocked = ErrorCode(1006)
+    public static let apiRateLimited = ErrorCode(1008)
+
+    // Sending.
+    public static let rejectedByBlacklist = ErrorCode(405)
+    public static let notInWhitelist = ErrorCode(407)
+    public static let sendTimeout = ErrorCode(5004)
+    public static let sendRateTooHigh = ErrorCode(20604)
+    public static let callFrequencyExceeded = ErrorCode(20607)
+    public static let cloudHistoryDisabled = ErrorCode(25102)
+
+    // Connection.
+    public static let connectionReleased = ErrorCode(30001)
+    public static let connectionUnavailable = ErrorCode(30002)
+    public static let responseTimeout = ErrorCode(30003)
+    public static let socketDisconnected = ErrorCode(30011)
+    public static let pingTimeout = ErrorCode(30013)
+    public static let messageTooLarge = ErrorCode(30016)
+    public static let connectAckTimeout = ErrorCode(31000)
+    public static let wrongAppKey = ErrorCode(31002)
+    public static let serverUnavailable = ErrorCode(31003)
+    public static let tokenIncorrect = ErrorCode(31004)
+    public static let appBlockedOrDeleted = ErrorCode(31008)
+    public static let userBlocked = ErrorCode(31009)
+    public static let kickedByOtherClient = ErrorCode(31010)
+    public static let tokenExpired = ErrorCode(31020)
+    public static let otherDeviceLogin = ErrorCode(31023)
+
+    // SDK.
+    public static let clientNotInit = ErrorCode(33001)
+    public static let databaseError = ErrorCode(33002)
+    public static let invalidParameter = ErrorCode(33003)
+    public static let connectionExists = ErrorCode(34001)
+    public static let connectTimeout = ErrorCode(34006)
+    public static let messageTypeNotRegistered = ErrorCode(34021)
+
+    public var description: String { "\(rawValue)" }
+
+    /// Connect results after which a client must not reconnect by itself: the user or the app has
+    /// to act (new token, unban, log in again).
+    public var isUnrecoverableConnectError: Bool {
+        switch self {
+        case .tokenIncorrect, .tokenExpired, .userBlocked, .appBlockedOrDeleted, .kickedByOtherClient,
+             .otherDeviceLogin, .wrongAppKey, .invalidParameter:
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+/// An error with a RongCloud status code and a message that says what to do about it.
+public struct IMError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let code: ErrorCode
+    public let message: String
+
+    public init(_ code: ErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}

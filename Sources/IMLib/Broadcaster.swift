@@ -1,0 +1,25 @@
+import Foundation
+import Synchronization
+
+/// Fans events out to every subscriber's AsyncStream.
+final class Broadcaster<Element: Sendable>: Sendable {
+    private let subscribers = Mutex<[UUID: AsyncStream<Element>.Continuation]>([:])
+
+    /// A new stream of the events from now on (after `initial`, if given).
+    func stream(initial: Element? = nil) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
+        let id = UUID()
+        if let initial { continuation.yield(initial) }
+        subscribers.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func yield(_ element: Element) {
+        for continuation in subscribers.withLock({ Array($0.values) }) {
+            continuation.yield(element)
+        }
+    }
+}

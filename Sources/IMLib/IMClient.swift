@@ -1,0 +1,529 @@
+import Foundation
+import IMCore
+import IMWire
+import Logging
+
+/// Settings of an `IMClient`.
+public struct IMClientOptions: Sendable {
+    /// The platform reported to the server; decides which sessions a login kicks.
+    public var platform: Platform = .current
+    /// Identifies this device to the server.
+    public var deviceId: String = UUID().uuidString
+    /// Where the per-user local databases live (default: Application Support on Apple platforms,
+    /// `~/.local/share/imlib` elsewhere).
+    public var databaseDirectory: URL?
+    /// RongCloud's `setReconnectKickEnable`: an automatic reconnect does not kick another online
+    /// device of the same class; it is refused (31023) and the client stops.
+    public var reconnectKickEnable = false
+    /// How long a request may wait for its reply before failing with 30003.
+    public var requestTimeout: Duration = .seconds(30)
+    /// Reconnect waits, per attempt (RongCloud's schedule by default).
+    public var reconnectDelay: @Sendable (Int) -> Duration = { ReconnectSchedule.delay(attempt: $0) }
+    public var logger = Logger(label: "IMLib")
+
+    public init() {}
+}
+
+/// The client SDK, RongCloud's `RCCoreClient`: connection, messages and the local database.
+///
+/// Create one per app key and server, `connect(token:)`, and read events from
+/// `connectionStatusUpdates()` and `receivedMessages()`.
+public actor IMClient {
+    public nonisolated let appKey: String
+    /// The server's base URL, e.g. `http://127.0.0.1:8080` (the WebSocket is `/ws` below it).
+    public nonisolated let serverURL: String
+    private let options: IMClientOptions
+    private let types = MessageTypeRegistry()
+    private let statusEvents = Broadcaster<ConnectionStatus>()
+    private let messageEvents = Broadcaster<ReceivedMessage>()
+
+    private var status: ConnectionStatus = .unconnected
+    private var store: LocalStore?
+    private var token: String?
+    private var connection: WireConnection?
+    /// False after disconnect, logout or an unrecoverable error: nothing reconnects then.
+    private var wantsConnection = false
+    /// Bumped on every connect, disconnect and lost connection, so stale tasks stop.
+    private var generation = 0
+    private var heartbeatInterval: Duration = .seconds(30)
+    private var heartbeat: Task<Void, Never>?
+    private var reconnecting: Task<Void, Never>?
+    private var syncing = false
+    private var heldPushes: [Im_Message] = []
+
+    public init(appKey: String, serverURL: String, options: IMClientOptions = IMClientOptions()) {
+        self.appKey = appKey
+        self.serverURL = serverURL
+        self.options = options
+    }
+
+    // MARK: events
+
+    /// Connection status changes, starting with the current status.
+    public nonisolated func connectionStatusUpdates() -> AsyncStream<ConnectionStatus> {
+        statusEvents.stream()
+    }
+
+    /// The current connection status.
+    public var connectionStatus: ConnectionStatus { status }
+
+    /// Every message this device receives: live, offline (pulled after a connect) and the user's own
+    /// messages sent from other devices.
+    public nonisolated func receivedMessages() -> AsyncStream<ReceivedMessage> {
+        messageEvents.stream()
+    }
+
+    /// The user id of the current token, once `connect` has been called.
+    public var currentUserId: String? { store?.userId }
+
+    /// Registers an app-defined message type so it is decoded on receipt. Names starting with `RC:`
+    /// are reserved.
+    public func registerMessageType(_ type: any MessageContent.Type) throws {
+        try types.register(type)
+    }
+
+    // MARK: connection
+
+    /// Connects with a token from the app server and returns its user id.
+    ///
+    /// - Parameter timeLimit: seconds to keep trying; on expiry the call fails with 34006 and the
+    ///   client stops. 0 or less: keep trying until connected or an unrecoverable error.
+    /// - Throws: `IMError` with 31004 (bad token), 31009 (banned), 31023 (refused reconnect),
+    ///   34001 (already connected), 34006 (time limit).
+    @discardableResult
+    public func connect(token: String, timeLimit: Int = 0) async throws -> String {
+        if wantsConnection && (status == .connected || status == .connecting) {
+            throw IMError(.connectionExists, "already connected or connecting: call disconnect() before connecting again")
+        }
+        guard let claims = ConnectTokenClaims.unverified(token), UserID.isValid(claims.userId) else {
+            setStatus(.tokenIncorrect)
+            throw IMError(.tokenIncorrect, "the token is malformed: get a new token from your app server (/user/getToken.json)")
+        }
+        guard claims.appKey == appKey else {
+            setStatus(.tokenIncorrect)
+            throw IMError(.tokenIncorrect, "the token was issued for app key \(claims.appKey), but this client uses \(appKey): use the same app key on client and server")
+        }
+        if store?.userId != claims.userId {
+            store = try LocalStore(directory: databaseDirectory(userId: claims.userId), userId: claims.userId, registry: types)
+        }
+        self.token = token
+        wantsConnection = true
+        generation += 1
+        reconnecting?.cancel()
+        let deadline = timeLimit > 0 ? ContinuousClock.now + .seconds(timeLimit) : nil
+        try await connectLoop(generation: generation, isReconnect: false, deadline: deadline)
+        return claims.userId
+    }
+
+    /// Disconnects. With `receivePush` the server keeps pushing notifications to this device.
+    public func disconnect(receivePush: Bool = true) async {
+        await close(status: .unconnected, receivePush: receivePush)
+    }
+
+    /// Disconnects and stops push to this device.
+    public func logout() async {
+        await close(status: .signOut, receivePush: false)
+    }
+
+    private func close(status newStatus: ConnectionStatus, receivePush: Bool) async {
+        wantsConnection = false
+        generation += 1
+        reconnecting?.cancel()
+        heartbeat?.cancel()
+        if let connection {
+            var request = Im_DisconnectRequest()
+            request.receivePush = receivePush
+            _ = try? await connection.request(.disconnect, request, timeout: .seconds(2))
+            await connection.close()
+        }
+        connection = nil
+        syncing = false
+        heldPushes = []
+        setStatus(newStatus)
+    }
+
+    private func setStatus(_ newStatus: ConnectionStatus) {
+        guard newStatus != status else { return }
+        status = newStatus
+        statusEvents.yield(newStatus)
+    }
+
+    /// Tries to connect on the reconnect schedule until connected, an unrecoverable error, the
+    /// deadline, or a newer connect/disconnect.
+    private func connectLoop(generation: Int, isReconnect: Bool, deadline: ContinuousClock.Instant?) async throws {
+        setStatus(.connecting)
+        var attempt = 0
+        while true {
+            let delay = options.reconnectDelay(attempt)
+            if delay > .zero {
+                let wait = deadline.map { min(delay, max(.zero, $0 - .now)) } ?? delay
+                try? await Task.sleep(for: wait)
+            }
+            guard generation == self.generation, wantsConnection else {
+                throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
+            }
+            if let deadline, ContinuousClock.now >= deadline {
+                wantsConnection = false
+                setStatus(.timeout)
+                throw IMError(.connectTimeout, "could not connect within the time limit: check the network and call connect again")
+            }
+            do {
+                try await establish(generation: generation, isReconnect: isReconnect)
+                return
+            } catch let error as IMError where error.code.isUnrecoverableConnectError {
+                guard generation == self.generation else { throw error }
+                wantsConnection = false
+                setStatus(Self.status(for: error.code))
+                throw error
+            } catch {
+                guard generation == self.generation, wantsConnection else { throw error }
+                options.logger.debug("connect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
+                attempt += 1
+            }
+        }
+    }
+
+    private static func status(for code: ErrorCode) -> ConnectionStatus {
+        switch code {
+        case .tokenIncorrect, .tokenExpired: return .tokenIncorrect
+        case .kickedByOtherClient, .otherDeviceLogin: return .kickedOfflineByOtherClient
+        case .userBlocked: return .disconnectException
+        default: return .unconnected
+        }
+    }
+
+    /// One connect attempt: socket, CONNECT handshake, then heartbeat and offline sync.
+    private func establish(generation: Int, isReconnect: Bool) async throws {
+        guard let token else { return }
+        let connection = WireConnection(
+            url: webSocketURL, logger: options.logger,
+            onPush: { [weak self] frame in await self?.handlePush(frame, generation: generation) },
+            onClose: { [weak self] _ in await self?.connectionLost(generation: generation) })
+        try await connection.open()
+        var request = Im_ConnectRequest()
+        request.appKey = appKey
+        request.token = token
+        request.platform = options.platform.wire
+        request.deviceID = options.deviceId
+        request.sdkVersion = IMLibVersion.current
+        request.reconnectKickRefuse = isReconnect && options.reconnectKickEnable
+        let reply: Im_ConnectReply
+        do {
+            reply = try await connection.request(.connect, request, timeout: options.requestTimeout).body(Im_ConnectReply.self)
+        } catch {
+            await connection.close()
+            throw error
+        }
+        guard generation == self.generation, wantsConnection else {
+            await connection.close()
+            throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
+        }
+        self.connection = connection
+        if reply.heartbeatIntervalMs > 0 { heartbeatInterval = .milliseconds(Int64(reply.heartbeatIntervalMs)) }
+        setStatus(.connected)
+        startHeartbeat(generation: generation)
+        syncing = true
+        Task { await self.syncOffline(generation: generation) }
+    }
+
+    private var webSocketURL: String {
+        var base = serverURL
+        if base.hasSuffix("/") { base.removeLast() }
+        if base.hasPrefix("http://") { base = "ws://" + base.dropFirst("http://".count) }
+        if base.hasPrefix("https://") { base = "wss://" + base.dropFirst("https://".count) }
+        return base.hasSuffix("/ws") ? base : base + "/ws"
+    }
+
+    private func startHeartbeat(generation: Int) {
+        heartbeat?.cancel()
+        let interval = heartbeatInterval
+        heartbeat = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard !Task.isCancelled, let self else { return }
+                await self.ping(generation: generation, timeout: interval)
+            }
+        }
+    }
+
+    private func ping(generation: Int, timeout: Duration) async {
+        guard generation == self.generation, let connection else { return }
+        do {
+            _ = try await connection.request(.ping, Im_Pong(), timeout: timeout)
+        } catch {
+            guard generation == self.generation else { return }
+            await connection.close()
+            await connectionLost(generation: generation)
+        }
+    }
+
+    /// The socket closed under us: reconnect unless the app disconnected or an error was final.
+    private func connectionLost(generation: Int) async {
+        guard generation == self.generation else { return }
+        self.generation += 1
+        connection = nil
+        heartbeat?.cancel()
+        syncing = false
+        heldPushes = []
+        guard wantsConnection else { return }
+        let next = self.generation
+        reconnecting = Task { [weak self] in
+            try? await self?.connectLoop(generation: next, isReconnect: true, deadline: nil)
+        }
+    }
+
+    // MARK: receiving
+
+    private func handlePush(_ frame: Im_Frame, generation: Int) async {
+        guard generation == self.generation else { return }
+        switch frame.op {
+        case .message:
+            guard let wire = try? frame.body(Im_Message.self) else { return }
+            if syncing {
+                heldPushes.append(wire)
+            } else {
+                receive([wire], offline: false, hasPackage: false, watermark: wire.seq > 0 ? wire.seq : nil)
+            }
+        case .kicked:
+            let kicked = (try? frame.body(Im_Kicked.self)) ?? Im_Kicked()
+            wantsConnection = false
+            self.generation += 1
+            heartbeat?.cancel()
+            let connection = self.connection
+            self.connection = nil
+            setStatus(Self.status(for: ErrorCode(Int(kicked.code))))
+            await connection?.close()
+        default:
+            break
+        }
+    }
+
+    /// Pulls offline messages page by page, then releases the live messages held meanwhile.
+    private func syncOffline(generation: Int) async {
+        guard let store else { return }
+        do {
+            var hasMore = true
+            while hasMore {
+                guard generation == self.generation, let connection else { return }
+                var request = Im_SyncRequest()
+                request.since = try store.watermark()
+                let reply = try await connection.request(.sync, request, timeout: options.requestTimeout).body(Im_SyncReply.self)
+                guard generation == self.generation else { return }
+                hasMore = reply.morePackages
+                receive(reply.messages, offline: true, hasPackage: hasMore, watermark: reply.watermark)
+            }
+            syncing = false
+            let held = heldPushes
+            heldPushes = []
+            let watermark = try store.watermark()
+            for wire in held where wire.seq == 0 || wire.seq > watermark {
+                receive([wire], offline: false, hasPackage: false, watermark: wire.seq > 0 ? wire.seq : nil)
+            }
+        } catch {
+            options.logger.debug("offline sync stopped", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Stores what is new and emits it.
+    private func receive(_ wires: [Im_Message], offline: Bool, hasPackage: Bool, watermark: UInt64?) {
+        guard let store else { return }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let messages = wires.map { message(from: $0, me: store.userId, receivedAt: now) }
+        let fresh: [Message]
+        do {
+            fresh = try store.storeIncoming(messages, watermark: watermark)
+        } catch {
+            options.logger.error("could not store received messages", metadata: ["error": "\(error)"])
+            return
+        }
+        for (index, message) in fresh.enumerated() {
+            messageEvents.yield(ReceivedMessage(message: message, left: fresh.count - index - 1, offline: offline, hasPackage: hasPackage))
+        }
+    }
+
+    private func message(from wire: Im_Message, me: String, receivedAt: Int64) -> Message {
+        let type = ConversationType(rawValue: Int(wire.conversationType)) ?? .private
+        let outgoing = wire.senderUserID == me
+        let target = type == .private ? (outgoing ? wire.targetID : wire.senderUserID) : wire.targetID
+        return Message(
+            messageId: 0, conversationType: type, targetId: target, channelId: wire.channelID,
+            senderUserId: wire.senderUserID, direction: outgoing ? .send : .receive, objectName: wire.objectName,
+            contentData: wire.content, content: types.decode(objectName: wire.objectName, data: wire.content),
+            flags: PersistentFlag(rawValue: wire.flags), sentStatus: outgoing ? .sent : .received, isRead: outgoing,
+            sentTime: wire.sentTime, receivedTime: receivedAt, messageUId: wire.messageUid,
+            clientMessageId: wire.clientMessageID, pushContent: wire.pushContent, pushData: wire.pushData)
+    }
+
+    // MARK: sending
+
+    /// Sends a message: stores it locally (`attached` sees it with status `sending`), sends it, and
+    /// returns it with its messageUId and server sentTime once the server has stored it.
+    ///
+    /// - Throws: `SendMessageError` carrying the code (30016 too large, 20604 too fast, 30002 not
+    ///   connected, ...) and the message as stored, with status `failed`.
+    @discardableResult
+    public func sendMessage(
+        _ conversationType: ConversationType, targetId: String, content: some MessageContent,
+        pushContent: String? = nil, pushData: String? = nil,
+        attached: @Sendable (Message) -> Void = { _ in }
+    ) async throws -> Message {
+        let store = try openStore()
+        let data: Data
+        do {
+            data = try content.encode()
+        } catch {
+            throw IMError(.invalidParameter, "the message content could not be encoded: \(error)")
+        }
+        guard UserID.isValid(targetId) else {
+            throw IMError(.invalidParameter, "targetId '\(targetId)' is not a valid id")
+        }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        var message = Message(
+            messageId: 0, conversationType: conversationType, targetId: targetId, channelId: "",
+            senderUserId: store.userId, direction: .send, objectName: type(of: content).objectName, contentData: data,
+            content: content, flags: type(of: content).persistentFlag, sentStatus: .sending, isRead: true,
+            sentTime: now, receivedTime: now, messageUId: "", clientMessageId: UUID().uuidString,
+            pushContent: pushContent ?? "", pushData: pushData ?? "")
+        message = try store.insertOutgoing(message)
+        attached(message)
+        return try await transmit(message, store: store)
+    }
+
+    /// Sends a failed message again with its original client message id: if the server already
+    /// stored it (the reply was lost), it answers with the first messageUId and stores nothing twice.
+    @discardableResult
+    public func resendMessage(messageId: Int64) async throws -> Message {
+        let store = try openStore()
+        guard var message = try store.message(id: messageId), message.direction == .send else {
+            throw IMError(.invalidParameter, "no outgoing message \(messageId) in the local database")
+        }
+        guard message.sentStatus != .sent else { return message }
+        message.sentStatus = .sending
+        return try await transmit(message, store: store)
+    }
+
+    private func transmit(_ message: Message, store: LocalStore) async throws -> Message {
+        var message = message
+        func failed(_ error: IMError) -> SendMessageError {
+            try? store.markFailed(message.messageId)
+            message.sentStatus = .failed
+            return SendMessageError(error: error, message: message)
+        }
+        guard message.contentData.count <= MessageLimits.maxContentBytes else {
+            throw failed(IMError(.messageTooLarge, "message content is \(message.contentData.count) bytes; the limit is 128 KB: send large data as a media file"))
+        }
+        guard let connection, status == .connected else {
+            throw failed(IMError(.connectionUnavailable, "not connected: wait for status connected, then resend the message"))
+        }
+        var request = Im_SendMessageRequest()
+        request.conversationType = Int32(message.conversationType.rawValue)
+        request.targetID = message.targetId
+        request.objectName = message.objectName
+        request.content = message.contentData
+        request.clientMessageID = message.clientMessageId
+        request.flags = message.flags.rawValue
+        request.pushContent = message.pushContent
+        request.pushData = message.pushData
+        request.channelID = message.channelId
+        do {
+            let reply = try await connection.request(.sendMessage, request, timeout: options.requestTimeout)
+                .body(Im_SendMessageReply.self)
+            message.messageUId = reply.messageUid
+            message.sentTime = reply.sentTime
+            message.sentStatus = .sent
+            try store.markSent(message)
+            return message
+        } catch let error as IMError {
+            throw failed(error)
+        } catch {
+            throw failed(IMError(.connectionUnavailable, "the send failed: \(error)"))
+        }
+    }
+
+    // MARK: local conversations and history
+
+    private func openStore() throws -> LocalStore {
+        guard let store else {
+            throw IMError(.clientNotInit, "the local database opens with connect(token:): call connect first")
+        }
+        return store
+    }
+
+    /// Conversations of the given types, pinned first, then newest first. `startTime` > 0 returns
+    /// only conversations whose latest message is older than it (paging).
+    public func getConversationList(types: [ConversationType], count: Int = 100, startTime: Int64 = 0) throws -> [Conversation] {
+        try openStore().conversations(types: types, count: count, startTime: startTime)
+    }
+
+    public func getConversation(_ type: ConversationType, targetId: String) throws -> Conversation? {
+        try openStore().conversation(type: type, targetId: targetId, channelId: "")
+    }
+
+    /// Removes a conversation from the local list (its messages stay); no server effect.
+    @discardableResult
+    public func removeConversation(_ type: ConversationType, targetId: String) throws -> Bool {
+        try openStore().removeConversation(type: type, targetId: targetId, channelId: "")
+    }
+
+    /// Removes every local conversation of these types.
+    @discardableResult
+    public func clearConversations(types: [ConversationType]) throws -> Bool {
+        try openStore().clearConversations(types: types)
+        return true
+    }
+
+    /// Pins a conversation to the top of the local list.
+    @discardableResult
+    public func setConversationToTop(_ type: ConversationType, targetId: String, isTop: Bool) throws -> Bool {
+        try openStore().setTop(type: type, targetId: targetId, channelId: "", isTop: isTop)
+    }
+
+    /// Local history: up to `count` (at most 20) messages older than `oldestMessageId`, newest
+    /// first; pass -1 to start from the newest.
+    public func getHistoryMessages(_ type: ConversationType, targetId: String, oldestMessageId: Int64 = -1, count: Int = 20) throws -> [Message] {
+        let limit = min(max(count, 1), MessageLimits.localHistoryMaxCount)
+        return try openStore().history(type: type, targetId: targetId, channelId: "", oldestMessageId: oldestMessageId, count: limit)
+    }
+
+    /// Cloud history from the server: `count` (1-100) messages before `recordTime` (descending;
+    /// 0 = from the newest) or after it (ascending), and whether more remain.
+    public func getRemoteHistoryMessages(
+        _ type: ConversationType, targetId: String, recordTime: Int64 = 0, count: Int = 20, order: HistoryOrder = .descending
+    ) async throws -> (messages: [Message], isRemaining: Bool) {
+        let store = try openStore()
+        guard MessageLimits.historyCountRange.contains(count) else {
+            throw IMError(.invalidParameter, "count must be 1...100, got \(count)")
+        }
+        guard let connection, status == .connected else {
+            throw IMError(.connectionUnavailable, "not connected: remote history needs a connection")
+        }
+        var request = Im_HistoryRequest()
+        request.conversationType = Int32(type.rawValue)
+        request.targetID = targetId
+        request.recordTime = recordTime
+        request.count = Int32(count)
+        request.order = Int32(order.rawValue)
+        let reply = try await connection.request(.history, request, timeout: options.requestTimeout).body(Im_HistoryReply.self)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        return (reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }, reply.isRemaining)
+    }
+
+    private func databaseDirectory(userId: String) -> URL {
+        let base: URL
+        if let directory = options.databaseDirectory {
+            base = directory
+        } else {
+            #if canImport(Darwin)
+            base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0].appendingPathComponent("IMLib")
+            #else
+            base = FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share/imlib")
+            #endif
+        }
+        return base.appendingPathComponent(appKey).appendingPathComponent(userId)
+    }
+}
+
+/// The SDK version reported to the server.
+public enum IMLibVersion {
+    public static let current = "0.1.0"
+}

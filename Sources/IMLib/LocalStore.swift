@@ -1,0 +1,279 @@
+import Foundation
+import GRDB
+import IMCore
+
+/// The client's own database, one per app and user: messages, conversations and the sync watermark.
+final class LocalStore: Sendable {
+    let pool: DatabasePool
+    private let registry: MessageTypeRegistry
+    let userId: String
+
+    init(directory: URL, userId: String, registry: MessageTypeRegistry) throws {
+        self.userId = userId
+        self.registry = registry
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            pool = try DatabasePool(path: directory.appendingPathComponent("imlib.sqlite").path)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw IMError(.databaseError, "cannot open the local database in \(directory.path): \(error)")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE messages (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    conv_type INTEGER NOT NULL,
+                    target_id TEXT NOT NULL,
+                    channel_id TEXT NOT NULL DEFAULT '',
+                    sender_id TEXT NOT NULL,
+                    direction INTEGER NOT NULL,
+                    object_name TEXT NOT NULL,
+                    content BLOB NOT NULL,
+                    flags INTEGER NOT NULL,
+                    uid TEXT UNIQUE,
+                    client_msg_id TEXT NOT NULL,
+                    sent_time INTEGER NOT NULL,
+                    received_time INTEGER NOT NULL,
+                    sent_status INTEGER NOT NULL,
+                    is_read INTEGER NOT NULL DEFAULT 0,
+                    push_content TEXT NOT NULL DEFAULT '',
+                    push_data TEXT NOT NULL DEFAULT ''
+                );
+                CREATE INDEX messages_by_conversation ON messages (conv_type, target_id, channel_id, sent_time, id);
+                CREATE TABLE conversations (
+                    conv_type INTEGER NOT NULL,
+                    target_id TEXT NOT NULL,
+                    channel_id TEXT NOT NULL DEFAULT '',
+                    latest_message_id INTEGER NOT NULL DEFAULT 0,
+                    sort_time INTEGER NOT NULL DEFAULT 0,
+                    unread_count INTEGER NOT NULL DEFAULT 0,
+                    is_top INTEGER NOT NULL DEFAULT 0,
+                    draft TEXT NOT NULL DEFAULT '',
+                    PRIMARY KEY (conv_type, target_id, channel_id)
+                ) WITHOUT ROWID;
+                CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: sync watermark
+
+    func watermark() throws -> UInt64 {
+        try pool.read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_watermark'").flatMap(UInt64.init) ?? 0
+        }
+    }
+
+    // MARK: writes
+
+    /// Stores an outgoing message before it is sent (status `sending`).
+    func insertOutgoing(_ message: Message) throws -> Message {
+        try pool.write { db in
+            var message = message
+            if message.flags.contains(.isPersisted) {
+                try insert(message, db)
+                message.messageId = db.lastInsertedRowID
+                try touchConversation(message, counted: false, db)
+            }
+            return message
+        }
+    }
+
+    func markSent(_ message: Message) throws {
+        guard message.messageId != 0 else { return }
+        try pool.write { db in
+            try db.execute(sql: "UPDATE messages SET uid = ?, sent_time = ?, sent_status = ? WHERE id = ?",
+                           arguments: [message.messageUId, message.sentTime, SentStatus.sent.rawValue, message.messageId])
+            try touchConversation(message, counted: false, db)
+        }
+    }
+
+    func markFailed(_ messageId: Int64) throws {
+        guard messageId != 0 else { return }
+        try pool.write { db in
+            try db.execute(sql: "UPDATE messages SET sent_status = ? WHERE id = ?", arguments: [SentStatus.failed.rawValue, messageId])
+        }
+    }
+
+    /// Stores messages from the server, skipping ones already stored (by messageUId), and advances the
+    /// watermark, in one transaction. Returns the messages that are new to this device.
+    func storeIncoming(_ messages: [Message], watermark: UInt64?) throws -> [Message] {
+        try pool.write { db in
+            var fresh: [Message] = []
+            for var message in messages {
+                if !message.messageUId.isEmpty,
+                   let id = try Int64.fetchOne(db, sql: "SELECT id FROM messages WHERE uid = ?", arguments: [message.messageUId]) {
+                    _ = id
+                    continue
+                }
+                if message.flags.contains(.isPersisted) {
+                    try insert(message, db)
+                    message.messageId = db.lastInsertedRowID
+                    let counted = message.direction == .receive && message.flags.contains(.isCounted)
+                    try touchConversation(message, counted: counted, db)
+                }
+                fresh.append(message)
+            }
+            if let watermark {
+                try db.execute(sql: """
+                    INSERT INTO meta (key, value) VALUES ('sync_watermark', ?)
+                    ON CONFLICT(key) DO UPDATE SET value = CASE
+                        WHEN CAST(excluded.value AS INTEGER) > CAST(meta.value AS INTEGER) THEN excluded.value ELSE meta.value END
+                    """, arguments: [String(watermark)])
+            }
+            return fresh
+        }
+    }
+
+    private func insert(_ message: Message, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO messages (conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags,
+                uid, client_msg_id, sent_time, received_time, sent_status, is_read, push_content, push_data)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [
+                message.conversationType.rawValue, message.targetId, message.channelId, message.senderUserId,
+                message.direction.rawValue, message.objectName, message.contentData, Int64(message.flags.rawValue),
+                message.messageUId.isEmpty ? nil : message.messageUId, message.clientMessageId, message.sentTime,
+                message.receivedTime, message.sentStatus.rawValue, message.isRead, message.pushContent, message.pushData,
+            ])
+    }
+
+    /// Creates or updates the conversation of a stored message.
+    private func touchConversation(_ message: Message, counted: Bool, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO conversations (conv_type, target_id, channel_id, latest_message_id, sort_time, unread_count)
+            VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT(conv_type, target_id, channel_id) DO UPDATE SET
+                latest_message_id = CASE WHEN excluded.sort_time >= conversations.sort_time
+                    THEN excluded.latest_message_id ELSE conversations.latest_message_id END,
+                sort_time = MAX(conversations.sort_time, excluded.sort_time),
+                unread_count = conversations.unread_count + excluded.unread_count
+            """, arguments: [message.conversationType.rawValue, message.targetId, message.channelId,
+                             message.messageId, message.sentTime, counted ? 1 : 0])
+    }
+
+    // MARK: conversations
+
+    private static let conversationColumns = """
+        c.conv_type, c.target_id, c.channel_id, c.unread_count, c.is_top, c.sort_time, c.latest_message_id, c.draft,
+        m.object_name, m.sender_id
+        """
+
+    func conversations(types: [ConversationType], count: Int, startTime: Int64) throws -> [Conversation] {
+        guard !types.isEmpty, count > 0 else { return [] }
+        return try pool.read { db in
+            let marks = types.map { _ in "?" }.joined(separator: ",")
+            var arguments: [any DatabaseValueConvertible] = types.map(\.rawValue)
+            var filter = ""
+            if startTime > 0 {
+                filter = "AND c.sort_time < ?"
+                arguments.append(startTime)
+            }
+            arguments.append(count)
+            return try Row.fetchAll(db, sql: """
+                SELECT \(Self.conversationColumns) FROM conversations c LEFT JOIN messages m ON m.id = c.latest_message_id
+                WHERE c.conv_type IN (\(marks)) \(filter)
+                ORDER BY c.is_top DESC, c.sort_time DESC LIMIT ?
+                """, arguments: StatementArguments(arguments)).map(Self.conversation)
+        }
+    }
+
+    func conversation(type: ConversationType, targetId: String, channelId: String) throws -> Conversation? {
+        try pool.read { db in
+            try Row.fetchOne(db, sql: """
+                SELECT \(Self.conversationColumns) FROM conversations c LEFT JOIN messages m ON m.id = c.latest_message_id
+                WHERE c.conv_type = ? AND c.target_id = ? AND c.channel_id = ?
+                """, arguments: [type.rawValue, targetId, channelId]).map(Self.conversation)
+        }
+    }
+
+    func removeConversation(type: ConversationType, targetId: String, channelId: String) throws -> Bool {
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM conversations WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
+                           arguments: [type.rawValue, targetId, channelId])
+            return db.changesCount > 0
+        }
+    }
+
+    func clearConversations(types: [ConversationType]) throws {
+        guard !types.isEmpty else { return }
+        try pool.write { db in
+            let marks = types.map { _ in "?" }.joined(separator: ",")
+            try db.execute(sql: "DELETE FROM conversations WHERE conv_type IN (\(marks))",
+                           arguments: StatementArguments(types.map(\.rawValue)))
+        }
+    }
+
+    func setTop(type: ConversationType, targetId: String, channelId: String, isTop: Bool) throws -> Bool {
+        try pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO conversations (conv_type, target_id, channel_id, is_top) VALUES (?, ?, ?, ?)
+                ON CONFLICT(conv_type, target_id, channel_id) DO UPDATE SET is_top = excluded.is_top
+                """, arguments: [type.rawValue, targetId, channelId, isTop])
+            return true
+        }
+    }
+
+    private static func conversation(_ row: Row) -> Conversation {
+        Conversation(
+            conversationType: ConversationType(rawValue: row["conv_type"]) ?? .private,
+            targetId: row["target_id"], channelId: row["channel_id"], unreadMessageCount: row["unread_count"],
+            isTop: row["is_top"], sentTime: row["sort_time"], latestMessageId: row["latest_message_id"],
+            latestObjectName: row["object_name"] ?? "", latestSenderUserId: row["sender_id"] ?? "", draft: row["draft"])
+    }
+
+    // MARK: messages
+
+    private static let messageColumns = """
+        id, conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags, uid, client_msg_id,
+        sent_time, received_time, sent_status, is_read, push_content, push_data
+        """
+
+    /// Up to `count` messages older than `oldestMessageId` (-1 or 0: from the newest), newest first.
+    func history(type: ConversationType, targetId: String, channelId: String, oldestMessageId: Int64, count: Int) throws -> [Message] {
+        try pool.read { db in
+            var anchor = "(sent_time, id) < (?, ?)"
+            var arguments: [any DatabaseValueConvertible] = [type.rawValue, targetId, channelId]
+            if oldestMessageId > 0,
+               let time = try Int64.fetchOne(db, sql: "SELECT sent_time FROM messages WHERE id = ?", arguments: [oldestMessageId]) {
+                arguments += [time, oldestMessageId]
+            } else if oldestMessageId > 0 {
+                return []
+            } else {
+                anchor = "1"
+            }
+            arguments.append(count)
+            return try Row.fetchAll(db, sql: """
+                SELECT \(Self.messageColumns) FROM messages
+                WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND \(anchor)
+                ORDER BY sent_time DESC, id DESC LIMIT ?
+                """, arguments: StatementArguments(arguments)).map { self.message($0) }
+        }
+    }
+
+    func message(id: Int64) throws -> Message? {
+        try pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE id = ?", arguments: [id]).map { self.message($0) }
+        }
+    }
+
+    private func message(_ row: Row) -> Message {
+        let objectName: String = row["object_name"]
+        let data: Data = row["content"]
+        let flags: Int64 = row["flags"]
+        return Message(
+            messageId: row["id"], conversationType: ConversationType(rawValue: row["conv_type"]) ?? .private,
+            targetId: row["target_id"], channelId: row["channel_id"], senderUserId: row["sender_id"],
+            direction: MessageDirection(rawValue: row["direction"]) ?? .receive, objectName: objectName,
+            contentData: data, content: registry.decode(objectName: objectName, data: data),
+            flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)),
+            sentStatus: SentStatus(rawValue: row["sent_status"]) ?? .sent, isRead: row["is_read"],
+            sentTime: row["sent_time"], receivedTime: row["received_time"], messageUId: row["uid"] ?? "",
+            clientMessageId: row["client_msg_id"], pushContent: row["push_content"], pushData: row["push_data"])
+    }
+}

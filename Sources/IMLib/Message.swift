@@ -1,0 +1,96 @@
+import Foundation
+import IMCore
+
+/// Whether this device's user sent or received a message.
+public enum MessageDirection: Int, Sendable, Hashable {
+    case send = 1
+    case receive = 2
+}
+
+/// RongCloud's `RCSentStatus` values.
+public enum SentStatus: Int, Sendable, Hashable {
+    case sending = 10
+    case failed = 20
+    case sent = 30
+    case received = 40
+    case read = 50
+    case destroyed = 60
+    case canceled = 70
+}
+
+/// A message as the client sees it: RongCloud's `RCMessage`.
+public struct Message: Sendable, Identifiable {
+    /// Local id in this device's database; 0 for a message that is not stored locally.
+    public var messageId: Int64
+    public var conversationType: ConversationType
+    /// The conversation's target: the other user of a private chat.
+    public var targetId: String
+    public var channelId: String
+    public var senderUserId: String
+    public var direction: MessageDirection
+    public var objectName: String
+    /// The JSON body as it travels.
+    public var contentData: Data
+    /// The decoded body, when its object name is registered on this client.
+    public var content: (any MessageContent)?
+    public var flags: PersistentFlag
+    public var sentStatus: SentStatus
+    /// Whether the user has read a received message.
+    public var isRead: Bool
+    /// Server time in ms (local time for a message not yet sent).
+    public var sentTime: Int64
+    public var receivedTime: Int64
+    /// The server's globally unique id; empty until the server has stored the message.
+    public var messageUId: String
+    /// The client's id of the send, used to make a resend idempotent.
+    public var clientMessageId: String
+    public var pushContent: String
+    public var pushData: String
+
+    public var id: Int64 { messageId }
+
+    /// The content as a given type, if it is one.
+    public func content<T: MessageContent>(as type: T.Type) -> T? { content as? T }
+}
+
+/// One message from the receive stream, with RongCloud's delivery details.
+public struct ReceivedMessage: Sendable {
+    public var message: Message
+    /// Messages still to come in the current package.
+    public var left: Int
+    /// Pulled from the server after being offline, not pushed live.
+    public var offline: Bool
+    /// More packages wait on the server: sync is not finished.
+    public var hasPackage: Bool
+}
+
+/// A conversation in the local list: RongCloud's `RCConversation`.
+public struct Conversation: Sendable, Hashable {
+    public var conversationType: ConversationType
+    public var targetId: String
+    public var channelId: String
+    public var unreadMessageCount: Int
+    public var isTop: Bool
+    /// Time of the latest message (ms); the list is sorted by it.
+    public var sentTime: Int64
+    public var latestMessageId: Int64
+    public var latestObjectName: String
+    public var latestSenderUserId: String
+    public var draft: String
+}
+
+/// A send that failed: the code, and the message as it is stored locally (status `failed`).
+public struct SendMessageError: Error, Sendable, CustomStringConvertible {
+    public let error: IMError
+    public let message: Message
+    public var code: ErrorCode { error.code }
+    public var description: String { "send failed with \(error) (local message \(message.messageId))" }
+}
+
+/// Order of a remote history page.
+public enum HistoryOrder: Int, Sendable {
+    /// Older than the record time, newest first.
+    case descending = 0
+    /// Newer than the record time, oldest first.
+    case ascending = 1
+}

@@ -1,0 +1,170 @@
+import Foundation
+import HummingbirdWebSocket
+import IMCore
+import IMWire
+import Logging
+import NIOCore
+import SwiftProtobuf
+import Synchronization
+
+/// The client gateway: one WebSocket connection from CONNECT to close.
+///
+/// The first frame must be CONNECT (within `handshakeTimeoutSeconds`). After it, requests are
+/// handled one at a time in arrival order, so a client's messages are committed in the order it
+/// sent them; replies and pushes leave through the session's queue, written by a separate task.
+struct Gateway: Sendable {
+    let core: ServerCore
+
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async {
+        let handshake = HandshakeGuard()
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(core.config.handshakeTimeoutSeconds))
+            if handshake.expire() {
+                try? await outbound.close(.policyViolation, reason: "no CONNECT frame in time")
+            }
+        }
+        defer { timeout.cancel() }
+
+        var messages = inbound.messages(maxSize: FrameCodec.maxFrameBytes).makeAsyncIterator()
+        guard let first = try? await messages.next(), handshake.complete() else { return }
+        guard case .binary(let buffer) = first, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
+            try? await outbound.close(.unacceptableData, reason: "expected a binary CONNECT frame")
+            return
+        }
+        let session: ClientSession
+        let stream: AsyncStream<[UInt8]>
+        do {
+            (session, stream) = try await connect(frame)
+        } catch {
+            let imError = (error as? IMError) ?? IMError(.serverUnavailable, "the server could not open the session: retry later")
+            var buffer = ByteBufferAllocator().buffer(capacity: 64)
+            buffer.writeBytes(FrameCodec.errorReply(to: frame, imError))
+            try? await outbound.write(.binary(buffer))
+            try? await outbound.close(.normalClosure, reason: "connect refused: \(imError.code.rawValue)")
+            return
+        }
+        var sessionLogger = logger
+        sessionLogger[metadataKey: "user"] = "\(session.userId)"
+        sessionLogger[metadataKey: "session"] = "\(session.id)"
+        sessionLogger.debug("session opened", metadata: ["platform": "\(session.platform)"])
+
+        // The writer drains the session's queue to the socket; when the queue ends (disconnect,
+        // kick, slow reader) it closes the socket, which ends the reader loop below too.
+        let writer = Task {
+            for await frame in stream {
+                var buffer = ByteBufferAllocator().buffer(capacity: frame.count)
+                buffer.writeBytes(frame)
+                do {
+                    try await outbound.write(.binary(buffer))
+                } catch {
+                    break
+                }
+                session.frameWritten()
+            }
+            try? await outbound.close(.normalClosure, reason: nil)
+        }
+        while let message = try? await messages.next() {
+            guard case .binary(let buffer) = message, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
+                continue
+            }
+            await handle(frame, session: session)
+            if session.isClosed { break }
+        }
+        session.close()
+        await writer.value
+        core.registry.remove(session)
+        sessionLogger.debug("session closed")
+    }
+
+    /// Authenticates CONNECT and registers the session under the login rules.
+    private func connect(_ frame: Im_Frame) async throws -> (ClientSession, AsyncStream<[UInt8]>) {
+        guard frame.op == .connect, let request = try? frame.body(Im_ConnectRequest.self) else {
+            throw IMError(.invalidParameter, "the first frame of a connection must be CONNECT")
+        }
+        guard !request.token.isEmpty else { throw IMError(.invalidParameter, "token is empty: pass the token your app server got from /user/getToken.json") }
+        guard let platform = Platform(wire: request.platform) else {
+            throw IMError(.invalidParameter, "platform is missing or unknown")
+        }
+        guard let app = core.apps.app(key: request.appKey) else {
+            throw IMError(.wrongAppKey, "app key '\(request.appKey)' does not exist on this server: check the app key the client was initialised with")
+        }
+        let claims = try core.tokens.verify(request.token, app: app)
+        let revokedBefore = try await core.store.tokensValidAfter(appId: app.id, userId: claims.userId)
+        guard claims.issuedAt >= revokedBefore else {
+            throw IMError(.tokenIncorrect, "this token was revoked: get a new token from your app server")
+        }
+        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
+        let session = ClientSession(
+            id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,
+            deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
+            maxQueuedFrames: core.config.maxQueuedFramesPerConnection, outbound: continuation)
+        let displaced = try core.registry.register(session, refuseIfClassTaken: request.reconnectKickRefuse)
+        for old in displaced {
+            old.kick(code: .kickedByOtherClient, reason: "user \(claims.userId) logged in on another \(platform.loginClass.rawValue) device")
+        }
+        var reply = Im_ConnectReply()
+        reply.userID = claims.userId
+        reply.serverTime = core.clock.nowMilliseconds()
+        reply.sessionID = session.id
+        reply.heartbeatIntervalMs = Int32(core.config.heartbeatIntervalSeconds * 1000)
+        session.send(try FrameCodec.reply(to: frame, reply))
+        return (session, stream)
+    }
+
+    /// Handles one request of an open session and queues its reply.
+    private func handle(_ frame: Im_Frame, session: ClientSession) async {
+        session.touch(now: core.clock.nowMilliseconds())
+        do {
+            let reply: [UInt8]
+            switch frame.op {
+            case .ping:
+                var pong = Im_Pong()
+                pong.serverTime = core.clock.nowMilliseconds()
+                reply = try FrameCodec.reply(to: frame, pong)
+            case .sendMessage:
+                let request = try body(Im_SendMessageRequest.self, of: frame)
+                reply = try FrameCodec.reply(to: frame, try await core.messages.send(request, from: session))
+            case .sync:
+                let request = try body(Im_SyncRequest.self, of: frame)
+                let page = try await core.sync.page(request, for: session)
+                // The page goes out before the live messages held during sync are released.
+                session.send(try FrameCodec.reply(to: frame, page))
+                session.syncProgressed(watermark: page.watermark, complete: !page.morePackages)
+                return
+            case .history:
+                let request = try body(Im_HistoryRequest.self, of: frame)
+                reply = try FrameCodec.reply(to: frame, try await core.sync.history(request, for: session))
+            case .disconnect:
+                session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
+                session.close()
+                return
+            case .connect:
+                throw IMError(.connectionExists, "this connection is already connected")
+            default:
+                throw IMError(.invalidParameter, "unknown request op \(frame.op.rawValue)")
+            }
+            session.send(reply)
+        } catch let error as IMError {
+            session.send(FrameCodec.errorReply(to: frame, error))
+        } catch {
+            core.logger.error("request failed", metadata: ["op": "\(frame.op)", "error": "\(error)"])
+            session.send(FrameCodec.errorReply(to: frame, IMError(.serverUnavailable, "the server failed to handle the request: retry later")))
+        }
+    }
+
+    private func body<M: SwiftProtobuf.Message>(_ type: M.Type, of frame: Im_Frame) throws -> M {
+        do {
+            return try frame.body(type)
+        } catch {
+            throw IMError(.invalidParameter, "malformed \(frame.op) request")
+        }
+    }
+}
+
+/// Decides the race between the first frame and the handshake timeout.
+private final class HandshakeGuard: Sendable {
+    private let state = Mutex<Int>(0)   // 0 waiting, 1 connected, 2 expired
+
+    func complete() -> Bool { state.withLock { if $0 == 0 { $0 = 1; return true }; return false } }
+    func expire() -> Bool { state.withLock { if $0 == 0 { $0 = 2; return true }; return false } }
+}

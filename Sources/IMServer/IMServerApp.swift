@@ -1,0 +1,51 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import IMCore
+import IMWire
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// The running server: Server API and client gateway on one HTTP port.
+public struct IMServerApp: Sendable {
+    public let core: ServerCore
+
+    public init(core: ServerCore) {
+        self.core = core
+    }
+
+    /// Builds the Hummingbird application. `onListening` receives the bound port (useful with port 0).
+    public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.add(middleware: JSONErrorMiddleware())
+        router.get("/health") { _, _ in APIResponse.success(["sessions": core.registry.sessionCount]) }
+        ServerAPI(core: core).register(on: router)
+        let gateway = Gateway(core: core)
+        let logger = core.logger
+        router.ws("/ws") { inbound, outbound, context in
+            await gateway.run(inbound: inbound, outbound: outbound, logger: logger)
+        }
+        let wsConfig = WebSocketServerConfiguration(maxFrameSize: FrameCodec.maxFrameBytes, autoPing: .disabled)
+        return Application(
+            router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: router, configuration: .init(ws: wsConfig)),
+            configuration: .init(address: .hostname(core.config.host, port: core.config.port), serverName: "imserver"),
+            services: [HeartbeatSweeper(core: core)],
+            onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
+            logger: logger)
+    }
+}
+
+/// Drops dead connections: runs `sweepIdleSessions` once per heartbeat interval.
+struct HeartbeatSweeper: Service {
+    let core: ServerCore
+
+    func run() async throws {
+        let interval = Duration.seconds(core.config.heartbeatIntervalSeconds)
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            try? await Task.sleep(for: interval)
+            core.sweepIdleSessions()
+        }
+    }
+}

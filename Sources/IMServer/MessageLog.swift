@@ -1,0 +1,91 @@
+import Foundation
+import IMCore
+
+/// The single writer of the message log, with group commit.
+///
+/// Senders append and wait; the writer takes everything queued, assigns each message its
+/// `messageUId` and a `sentTime` strictly increasing inside its conversation, commits them in one
+/// durable transaction, hands them to delivery in commit order, and only then answers the senders.
+/// While one transaction is being written the next batch gathers, so one fsync covers many messages
+/// under load and a lone message waits for no timer.
+public actor MessageLog {
+    private let store: any IMStore
+    private let clock: any WallClock
+    private let uids = MessageUIDGenerator()
+    private let maxBatch: Int
+    private let committed: @Sendable ([CommittedMessage]) -> Void
+
+    private var queue: [(message: StoredMessage, origin: String, reply: CheckedContinuation<CommitOutcome, any Error>)] = []
+    private var writing = false
+    /// Latest sentTime per conversation; bounded, refilled from the store on a miss.
+    private var lastSentTime: [String: Int64] = [:]
+    private static let lastSentTimeCacheLimit = 100_000
+
+    /// - Parameter committed: called with each committed batch, in commit order, before any sender
+    ///   is answered (delivery hangs here). It must not block.
+    public init(store: any IMStore, clock: any WallClock, maxBatch: Int = 512,
+                committed: @escaping @Sendable ([CommittedMessage]) -> Void) {
+        self.store = store
+        self.clock = clock
+        self.maxBatch = maxBatch
+        self.committed = committed
+    }
+
+    /// Stores the message durably and returns it with its seq, uid and sentTime; for a resend of an
+    /// already stored client message id, returns the first message.
+    /// - Parameter origin: the id of the session that sent it (it is not echoed back there).
+    public func append(_ message: StoredMessage, origin: String) async throws -> CommitOutcome {
+        try await withCheckedThrowingContinuation { reply in
+            queue.append((message, origin, reply))
+            if !writing {
+                writing = true
+                Task { await self.drain() }
+            }
+        }
+    }
+
+    private func drain() async {
+        while !queue.isEmpty {
+            let count = min(queue.count, maxBatch)
+            let batch = Array(queue.prefix(count))
+            queue.removeFirst(count)
+            do {
+                var messages: [StoredMessage] = []
+                messages.reserveCapacity(batch.count)
+                for entry in batch {
+                    messages.append(try await stamp(entry.message))
+                }
+                let outcomes = try await store.commit(messages)
+                committed(zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) })
+                for (entry, outcome) in zip(batch, outcomes) { entry.reply.resume(returning: outcome) }
+            } catch {
+                // Nothing of this batch is stored; forget cached times that may be ahead of the store.
+                lastSentTime = [:]
+                for entry in batch { entry.reply.resume(throwing: error) }
+            }
+        }
+        writing = false
+    }
+
+    /// Assigns uid and sentTime.
+    private func stamp(_ message: StoredMessage) async throws -> StoredMessage {
+        var message = message
+        let key = message.conversationKey
+        var last = lastSentTime[key]
+        if last == nil {
+            last = try await store.lastSentTime(appId: message.appId, conversationKey: key)
+        }
+        let now = clock.nowMilliseconds()
+        message.sentTime = max(now, (last ?? 0) + 1)
+        message.uid = uids.next(milliseconds: now)
+        if lastSentTime.count >= Self.lastSentTimeCacheLimit { lastSentTime.removeAll(keepingCapacity: true) }
+        lastSentTime[key] = message.sentTime
+        return message
+    }
+}
+
+/// A message the log has committed, and the session it came from.
+public struct CommittedMessage: Sendable {
+    public var outcome: CommitOutcome
+    public var origin: String
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Hummingbird
+import IMCore
+
+/// A Server API call's parameters, from a form body (repeated keys, comma lists, bracket keys) or a
+/// JSON body, read leniently the way the official SDKs send them (spec/server-api.md §3).
+public struct APIParameters: Sendable {
+    /// Every value of every key, in body order.
+    public private(set) var values: [String: [String]] = [:]
+
+    public init(form body: String) {
+        for pair in body.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = Self.decode(String(parts[0]))
+            let value = parts.count > 1 ? Self.decode(String(parts[1])) : ""
+            values[key, default: []].append(value)
+        }
+    }
+
+    public init(json object: [String: Any]) {
+        for (key, value) in object {
+            switch value {
+            case let list as [Any]: values[key] = list.map(Self.text)
+            default: values[key] = [Self.text(value)]
+            }
+        }
+    }
+
+    /// The first value of a key; nil when absent or empty (the SDKs send empty for "not set").
+    public func string(_ key: String) -> String? {
+        guard let value = values[key]?.first, !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// A list parameter: repeated keys and comma-joined values alike.
+    public func list(_ key: String) -> [String] {
+        (values[key] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
+    }
+
+    /// `+` is a space; a malformed percent escape is kept literally instead of failing the call.
+    static func decode(_ text: String) -> String {
+        let spaced = text.replacingOccurrences(of: "+", with: " ")
+        return spaced.removingPercentEncoding ?? spaced
+    }
+
+    static func text(_ value: Any) -> String {
+        switch value {
+        case let string as String: return string
+        case let number as NSNumber: return number.stringValue
+        case is NSNull: return ""
+        default:
+            if let data = try? JSONSerialization.data(withJSONObject: value), let text = String(data: data, encoding: .utf8) {
+                return text
+            }
+            return "\(value)"
+        }
+    }
+}
+
+/// A Server API failure: RongCloud's business code, HTTP status and a message saying what to do.
+public struct APIError: Error, Sendable {
+    public let code: ErrorCode
+    public let status: HTTPResponse.Status
+    public let message: String
+
+    public init(_ code: ErrorCode, _ status: HTTPResponse.Status, _ message: String) {
+        self.code = code
+        self.status = status
+        self.message = message
+    }
+
+    static func badParameter(_ message: String) -> APIError { APIError(.apiBadParameter, .badRequest, message) }
+}
+
+/// JSON envelope responses: `{"code":200,...}` on success, `{"code":N,"errorMessage":...}` on error.
+enum APIResponse {
+    static func success(_ fields: [String: Any] = [:]) -> Response {
+        var body = fields
+        body["code"] = 200
+        return json(body, status: .ok)
+    }
+
+    static func failure(_ error: APIError) -> Response {
+        json(["code": error.code.rawValue, "errorMessage": error.message], status: error.status)
+    }
+
+    static func json(_ object: [String: Any], status: HTTPResponse.Status) -> Response {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

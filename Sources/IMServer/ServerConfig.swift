@@ -1,0 +1,107 @@
+import Foundation
+import IMCore
+
+/// All of the server's settings, with their defaults. Filled from a JSON config file, then
+/// `IMSERVER_*` environment variables, then command-line flags (later sources win).
+public struct ServerConfig: Sendable, Codable, Equatable {
+    /// Address to listen on.
+    public var host: String = "0.0.0.0"
+    /// Port for HTTP (Server API) and WebSocket (`/ws`); 0 picks a free port.
+    public var port: Int = 8080
+    /// Directory of the embedded database.
+    public var dataDir: String = "./data"
+    /// The development app's key and secret. Unset: generated once and kept in the database.
+    public var appKey: String?
+    public var appSecret: String?
+    /// Days an offline message waits for its recipient (1-7).
+    public var offlineRetentionDays: Int = MessageLimits.defaultOfflineRetentionDays
+    /// Client heartbeat interval; a connection silent for three intervals is dropped.
+    public var heartbeatIntervalSeconds: Int = 30
+    /// Messages one client connection may send per second before getting 20604.
+    public var clientSendsPerSecond: Int = MessageLimits.clientSendsPerSecond
+    /// Offline messages per sync page.
+    public var syncPageSize: Int = 200
+    /// Seconds a new WebSocket connection has to send its CONNECT frame.
+    public var handshakeTimeoutSeconds: Int = 10
+    /// Frames queued for one connection before it is treated as a slow reader and dropped.
+    public var maxQueuedFramesPerConnection: Int = 10_000
+    /// Check Server API timestamps: refuse requests older than this many seconds (0 = off; the
+    /// official SDKs send seconds or milliseconds and some reuse signatures, spec/server-api.md §2).
+    public var apiTimestampWindowSeconds: Int = 0
+    /// Log level: trace, debug, info, notice, warning, error, critical.
+    public var logLevel: String = "info"
+
+    public init() {}
+
+    /// Checks every value and says which one is wrong and what is allowed.
+    public func validate() throws {
+        func fail(_ message: String) -> IMError { IMError(.invalidParameter, message) }
+        guard (0...65535).contains(port) else { throw fail("port must be 0...65535, got \(port)") }
+        guard MessageLimits.offlineRetentionDayRange.contains(offlineRetentionDays) else {
+            throw fail("offlineRetentionDays must be 1...7, got \(offlineRetentionDays)")
+        }
+        guard heartbeatIntervalSeconds >= 1 else { throw fail("heartbeatIntervalSeconds must be at least 1") }
+        guard clientSendsPerSecond >= 1 else { throw fail("clientSendsPerSecond must be at least 1") }
+        guard (1...1000).contains(syncPageSize) else { throw fail("syncPageSize must be 1...1000, got \(syncPageSize)") }
+        guard maxQueuedFramesPerConnection >= 16 else { throw fail("maxQueuedFramesPerConnection must be at least 16") }
+        if let appKey, !(1...64).contains(appKey.utf8.count) { throw fail("appKey must be 1 to 64 bytes") }
+        if let appSecret, !(1...64).contains(appSecret.utf8.count) { throw fail("appSecret must be 1 to 64 bytes") }
+    }
+
+    /// Applies `IMSERVER_*` environment variables (e.g. IMSERVER_PORT, IMSERVER_APP_KEY).
+    public mutating func apply(environment: [String: String]) throws {
+        func int(_ name: String) throws -> Int? {
+            guard let text = environment[name] else { return nil }
+            guard let value = Int(text) else { throw IMError(.invalidParameter, "\(name) must be a whole number, got '\(text)'") }
+            return value
+        }
+        if let value = environment["IMSERVER_HOST"] { host = value }
+        if let value = try int("IMSERVER_PORT") { port = value }
+        if let value = environment["IMSERVER_DATA_DIR"] { dataDir = value }
+        if let value = environment["IMSERVER_APP_KEY"] { appKey = value }
+        if let value = environment["IMSERVER_APP_SECRET"] { appSecret = value }
+        if let value = try int("IMSERVER_OFFLINE_RETENTION_DAYS") { offlineRetentionDays = value }
+        if let value = try int("IMSERVER_HEARTBEAT_INTERVAL_SECONDS") { heartbeatIntervalSeconds = value }
+        if let value = try int("IMSERVER_CLIENT_SENDS_PER_SECOND") { clientSendsPerSecond = value }
+        if let value = environment["IMSERVER_LOG_LEVEL"] { logLevel = value }
+    }
+
+    /// Reads a JSON config file; keys are the property names above.
+    public static func load(file path: String) throws -> ServerConfig {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw IMError(.invalidParameter, "cannot read config file \(path): \(error.localizedDescription)")
+        }
+        do {
+            return try JSONDecoder().decode(ServerConfig.self, from: data)
+        } catch {
+            throw IMError(.invalidParameter, "config file \(path) is not valid: \(error)")
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case host, port, dataDir, appKey, appSecret, offlineRetentionDays, heartbeatIntervalSeconds,
+             clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedFramesPerConnection,
+             apiTimestampWindowSeconds, logLevel
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let d = ServerConfig()
+        host = try c.decodeIfPresent(String.self, forKey: .host) ?? d.host
+        port = try c.decodeIfPresent(Int.self, forKey: .port) ?? d.port
+        dataDir = try c.decodeIfPresent(String.self, forKey: .dataDir) ?? d.dataDir
+        appKey = try c.decodeIfPresent(String.self, forKey: .appKey)
+        appSecret = try c.decodeIfPresent(String.self, forKey: .appSecret)
+        offlineRetentionDays = try c.decodeIfPresent(Int.self, forKey: .offlineRetentionDays) ?? d.offlineRetentionDays
+        heartbeatIntervalSeconds = try c.decodeIfPresent(Int.self, forKey: .heartbeatIntervalSeconds) ?? d.heartbeatIntervalSeconds
+        clientSendsPerSecond = try c.decodeIfPresent(Int.self, forKey: .clientSendsPerSecond) ?? d.clientSendsPerSecond
+        syncPageSize = try c.decodeIfPresent(Int.self, forKey: .syncPageSize) ?? d.syncPageSize
+        handshakeTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .handshakeTimeoutSeconds) ?? d.handshakeTimeoutSeconds
+        maxQueuedFramesPerConnection = try c.decodeIfPresent(Int.self, forKey: .maxQueuedFramesPerConnection) ?? d.maxQueuedFramesPerConnection
+        apiTimestampWindowSeconds = try c.decodeIfPresent(Int.self, forKey: .apiTimestampWindowSeconds) ?? d.apiTimestampWindowSeconds
+        logLevel = try c.decodeIfPresent(String.self, forKey: .logLevel) ?? d.logLevel
+    }
+}

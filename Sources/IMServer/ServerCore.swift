@@ -1,0 +1,77 @@
+import Foundation
+import IMCore
+import Logging
+
+/// The server's services wired together over one store and one clock: what the gateway and the
+/// Server API call into. Built by `IMServerApp`; tests may build it around a `ManualClock`.
+public final class ServerCore: Sendable {
+    public let config: ServerConfig
+    public let store: any IMStore
+    public let clock: any WallClock
+    public let logger: Logger
+    public let apps: AppRegistry
+    public let tokens = TokenService()
+    public let registry = SessionRegistry()
+    public let delivery: Delivery
+    public let log: MessageLog
+    public let messages: MessageService
+    public let sync: SyncService
+
+    public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger) {
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.logger = logger
+        self.apps = AppRegistry(store: store)
+        let delivery = Delivery(registry: registry)
+        self.delivery = delivery
+        self.log = MessageLog(store: store, clock: clock) { delivery.committed($0) }
+        self.messages = MessageService(log: log, delivery: delivery, clock: clock, config: config)
+        self.sync = SyncService(store: store, clock: clock, config: config)
+    }
+
+    /// Loads the apps and makes sure the development app exists: the configured key and secret, or
+    /// the first app in the store, or a new one with a random key and secret.
+    @discardableResult
+    public func prepare() async throws -> AppRecord {
+        try await apps.load()
+        let now = clock.nowMilliseconds()
+        if let key = config.appKey {
+            let existing = apps.app(key: key)
+            let secret = config.appSecret ?? existing?.appSecret ?? AppRegistry.randomCredential(length: 16)
+            if let existing, existing.appSecret == secret { return existing }
+            return try await apps.upsert(appKey: key, appSecret: secret, name: existing?.name ?? "development", now: now)
+        }
+        if let first = apps.all.first {
+            if let secret = config.appSecret, secret != first.appSecret {
+                return try await apps.upsert(appKey: first.appKey, appSecret: secret, name: first.name, now: now)
+            }
+            return first
+        }
+        return try await apps.upsert(appKey: AppRegistry.randomCredential(length: 13),
+                                     appSecret: config.appSecret ?? AppRegistry.randomCredential(length: 16),
+                                     name: "development", now: now)
+    }
+
+    /// Closes the user's connections without a kick, as a network failure would: their clients
+    /// reconnect by themselves. Returns how many were closed.
+    @discardableResult
+    public func dropConnections(appId: Int64, userId: String) -> Int {
+        let sessions = registry.sessions(appId: appId, userId: userId)
+        for session in sessions { session.close() }
+        return sessions.count
+    }
+
+    /// Drops sessions silent for three heartbeat intervals (dead peers). Returns how many.
+    @discardableResult
+    public func sweepIdleSessions() -> Int {
+        let deadline = clock.nowMilliseconds() - Int64(config.heartbeatIntervalSeconds) * 3000
+        var dropped = 0
+        for session in registry.allSessions() where session.lastSeen() < deadline {
+            session.close()
+            registry.remove(session)
+            dropped += 1
+        }
+        return dropped
+    }
+}

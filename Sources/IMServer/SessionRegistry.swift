@@ -1,0 +1,59 @@
+import IMCore
+import Synchronization
+
+/// The live sessions of every user, by app and user id: where delivery finds recipients.
+public final class SessionRegistry: Sendable {
+    struct UserKey: Hashable {
+        let appId: Int64
+        let userId: String
+    }
+
+    private let table = Mutex<[UserKey: [ClientSession]]>([:])
+
+    public init() {}
+
+    /// Adds a session under the login rules: one session per login class (mobile, desktop, web) per
+    /// user. The older session of the same class is returned to be kicked (31010); with
+    /// `refuseIfClassTaken` the new session is refused with 31023 instead.
+    func register(_ session: ClientSession, refuseIfClassTaken: Bool) throws -> [ClientSession] {
+        let key = UserKey(appId: session.appId, userId: session.userId)
+        return try table.withLock { table in
+            var sessions = table[key, default: []].filter { !$0.isClosed }
+            let sameClass = sessions.filter { $0.loginClass == session.loginClass }
+            if !sameClass.isEmpty && refuseIfClassTaken {
+                throw IMError(.otherDeviceLogin, "another \(session.loginClass.rawValue) device of user \(session.userId) is online; this reconnect was refused because reconnect-kick is enabled")
+            }
+            sessions.removeAll { $0.loginClass == session.loginClass }
+            sessions.append(session)
+            table[key] = sessions
+            return sameClass
+        }
+    }
+
+    func remove(_ session: ClientSession) {
+        let key = UserKey(appId: session.appId, userId: session.userId)
+        table.withLock { table in
+            guard var sessions = table[key] else { return }
+            sessions.removeAll { $0 === session }
+            table[key] = sessions.isEmpty ? nil : sessions
+        }
+    }
+
+    /// The user's live sessions.
+    public func sessions(appId: Int64, userId: String) -> [ClientSession] {
+        table.withLock { $0[UserKey(appId: appId, userId: userId)] ?? [] }
+    }
+
+    public func isOnline(appId: Int64, userId: String) -> Bool {
+        !sessions(appId: appId, userId: userId).isEmpty
+    }
+
+    /// Every live session.
+    public func allSessions() -> [ClientSession] {
+        table.withLock { $0.values.flatMap { $0 } }
+    }
+
+    public var sessionCount: Int {
+        table.withLock { $0.values.reduce(0) { $0 + $1.count } }
+    }
+}

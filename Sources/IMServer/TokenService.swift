@@ -1,0 +1,38 @@
+import Crypto
+import Foundation
+import IMCore
+
+/// Issues and verifies connect tokens.
+///
+/// A token is `base64url(claims).base64url(HMAC-SHA256(appSecret, claims))` (IMCore's
+/// `ConnectTokenClaims`). It names its app, so a token of app A fails on app B with 31004. Tokens do
+/// not expire unless the user's tokens are revoked (`tokensValidAfter`), and issuing a new token does
+/// not invalidate older ones (spec/imlib-core.md §7.2).
+public struct TokenService: Sendable {
+    public init() {}
+
+    public func issue(app: AppRecord, userId: String, now: Int64) -> String {
+        let claims = ConnectTokenClaims(appKey: app.appKey, userId: userId, issuedAt: now,
+                                        nonce: AppRegistry.randomCredential(length: 6))
+        let payload = (try? JSONEncoder().encode(claims)) ?? Data()
+        return Base64URL.encode(payload) + "." + Base64URL.encode(mac(payload, secret: app.appSecret))
+    }
+
+    /// Verifies the token against the app it was presented to; 31004 when it is not valid there.
+    public func verify(_ token: String, app: AppRecord) throws -> ConnectTokenClaims {
+        guard let (payload, signature) = ConnectTokenClaims.parts(of: token),
+              let claims = try? JSONDecoder().decode(ConnectTokenClaims.self, from: payload),
+              claims.appKey == app.appKey,
+              HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: payload,
+                                                     using: SymmetricKey(data: Data(app.appSecret.utf8))),
+              UserID.isValid(claims.userId)
+        else {
+            throw IMError(.tokenIncorrect, "the token is not valid for app key \(app.appKey): get a new token from your app server (Server API /user/getToken.json) for this app key")
+        }
+        return claims
+    }
+
+    private func mac(_ payload: Data, secret: String) -> Data {
+        Data(HMAC<SHA256>.authenticationCode(for: payload, using: SymmetricKey(data: Data(secret.utf8))))
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import IMCore
+import SwiftProtobuf
+
+/// Encoding and decoding of the `Frame` envelope that every WebSocket binary message carries.
+public enum FrameCodec {
+    /// Frames larger than this are refused by both ends (a sync page is bounded well below it).
+    public static let maxFrameBytes = 4 * 1024 * 1024
+
+    public static func request<M: SwiftProtobuf.Message>(id: UInt32, op: Im_Op, _ body: M) throws -> [UInt8] {
+        var frame = Im_Frame()
+        frame.id = id
+        frame.op = op
+        frame.payload = try body.serializedData()
+        return try frame.serializedBytes()
+    }
+
+    public static func reply<M: SwiftProtobuf.Message>(to request: Im_Frame, _ body: M) throws -> [UInt8] {
+        var frame = Im_Frame()
+        frame.id = request.id
+        frame.op = request.op
+        frame.payload = try body.serializedData()
+        return try frame.serializedBytes()
+    }
+
+    public static func errorReply(to request: Im_Frame, _ error: IMError) -> [UInt8] {
+        var frame = Im_Frame()
+        frame.id = request.id
+        frame.op = request.op
+        frame.code = Int32(error.code.rawValue)
+        frame.errorMessage = error.message
+        return (try? frame.serializedBytes()) ?? []
+    }
+
+    public static func push<M: SwiftProtobuf.Message>(op: Im_Op, _ body: M) throws -> [UInt8] {
+        var frame = Im_Frame()
+        frame.op = op
+        frame.payload = try body.serializedData()
+        return try frame.serializedBytes()
+    }
+
+    public static func decode<Bytes: Collection>(_ bytes: Bytes) throws -> Im_Frame where Bytes.Element == UInt8 {
+        try Im_Frame(serializedBytes: Array(bytes))
+    }
+}
+
+extension Im_Frame {
+    /// The error a failed reply carries, or nil for a success.
+    public var error: IMError? {
+        code == 0 ? nil : IMError(ErrorCode(Int(code)), errorMessage)
+    }
+
+    public func body<M: SwiftProtobuf.Message>(_ type: M.Type) throws -> M {
+        try M(serializedBytes: payload)
+    }
+}
+
+extension Platform {
+    public init?(wire: Im_Platform) {
+        self.init(rawValue: wire.rawValue)
+    }
+
+    public var wire: Im_Platform { Im_Platform(rawValue: rawValue) ?? .unspecified }
+}

@@ -1,0 +1,199 @@
+import Crypto
+import Foundation
+import IMCore
+import IMLib
+import IMServer
+import IMStoreSQLite
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A real imserver running in this process on a free port, with its own SQLite database in a
+/// temporary directory.
+final class TestServer: Sendable {
+    let core: ServerCore
+    let baseURL: String
+    let dataDir: URL
+    let app: AppRecord
+    private let group: ServiceGroup
+    private let runner: Task<Void, any Error>
+
+    static func start(clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
+        var config = ServerConfig()
+        config.host = "127.0.0.1"
+        config.port = 0
+        config.dataDir = dataDir.path
+        config.appKey = "testappkey"
+        config.appSecret = "testsecret"
+        configure(&config)
+        var logger = Logger(label: "imserver-test")
+        logger.logLevel = .warning
+        let store = try SQLiteStore(directory: config.dataDir)
+        let core = ServerCore(config: config, store: store, clock: clock, logger: logger)
+        let app = try await core.prepare()
+        let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+        let application = IMServerApp(core: core).application { port in
+            portContinuation.yield(port)
+            portContinuation.finish()
+        }
+        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
+        let runner = Task { try await group.run() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw IMError(.serverUnavailable, "test server did not start") }
+        return TestServer(core: core, baseURL: "http://127.0.0.1:\(port)", dataDir: dataDir, app: app, group: group, runner: runner)
+    }
+
+    private init(core: ServerCore, baseURL: String, dataDir: URL, app: AppRecord, group: ServiceGroup, runner: Task<Void, any Error>) {
+        self.core = core
+        self.baseURL = baseURL
+        self.dataDir = dataDir
+        self.app = app
+        self.group = group
+        self.runner = runner
+    }
+
+    func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = await runner.result
+        try? FileManager.default.removeItem(at: dataDir)
+    }
+
+    /// A token for the user, through the Server API exactly as an app server gets one.
+    func token(_ userId: String, app: AppRecord? = nil) async throws -> String {
+        let (status, body) = try await ServerAPIClient(baseURL: baseURL, app: app ?? self.app).post("/user/getToken.json", form: ["userId": userId, "name": userId])
+        #expect(status == 200, "getToken failed: \(body)")
+        return try #require(body["token"] as? String)
+    }
+
+    /// A client with its own temporary database directory.
+    func client(platform: Platform = .linux, app: AppRecord? = nil, configure: (inout IMClientOptions) -> Void = { _ in }) -> IMClient {
+        var options = IMClientOptions()
+        options.platform = platform
+        options.databaseDirectory = dataDir.appendingPathComponent("clients/\(UUID().uuidString)")
+        options.requestTimeout = .seconds(10)
+        configure(&options)
+        return IMClient(appKey: (app ?? self.app).appKey, serverURL: baseURL, options: options)
+    }
+
+    /// A connected client of a user.
+    func connectedClient(_ userId: String, platform: Platform = .linux, configure: (inout IMClientOptions) -> Void = { _ in }) async throws -> IMClient {
+        let client = client(platform: platform, configure: configure)
+        try await client.connect(token: try await token(userId))
+        return client
+    }
+}
+
+/// Calls the Server API with RongCloud's signature headers.
+struct ServerAPIClient {
+    let baseURL: String
+    let app: AppRecord
+
+    func post(_ path: String, form: [String: String], signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {
+        let body = form.map { key, value in
+            "\(key)=\(value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value)"
+        }.joined(separator: "&")
+        return try await post(path, body: Data(body.utf8), contentType: "application/x-www-form-urlencoded", signatureSecret: signatureSecret)
+    }
+
+    func post(_ path: String, body: Data, contentType: String, signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {
+        var request = URLRequest(url: URL(string: baseURL + path)!)
+        request.httpMethod = "POST"
+        let nonce = String(Int.random(in: 0..<1_000_000_000))
+        let timestamp = String(Int(Date().timeIntervalSince1970))
+        let signature = Insecure.SHA1.hash(data: Data(((signatureSecret ?? app.appSecret) + nonce + timestamp).utf8))
+            .map { String(format: "%02x", $0) }.joined()
+        request.setValue(app.appKey, forHTTPHeaderField: "App-Key")
+        request.setValue(nonce, forHTTPHeaderField: "Nonce")
+        request.setValue(timestamp, forHTTPHeaderField: "Timestamp")
+        request.setValue(signature, forHTTPHeaderField: "Signature")
+        request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+        request.httpBody = body
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, object)
+    }
+}
+
+/// Collects events from a stream in the background, for assertions that await them.
+final class EventRecorder<Element: Sendable>: Sendable {
+    private final class State: Sendable {
+        let mutex = Mutex<(items: [Element], waiters: [(Int, CheckedContinuation<Void, Never>)])>(([], []))
+        func withLock<R>(_ body: (inout (items: [Element], waiters: [(Int, CheckedContinuation<Void, Never>)])) -> R) -> R {
+            mutex.withLock { body(&$0) }
+        }
+    }
+
+    private let state = State()
+    private let task: Task<Void, Never>
+
+    init(_ stream: AsyncStream<Element>) {
+        let state = self.state
+        task = Task {
+            for await item in stream {
+                let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                    state.items.append(item)
+                    let count = state.items.count
+                    let (done, waiting) = state.waiters.reduce(into: ([CheckedContinuation<Void, Never>](), [(Int, CheckedContinuation<Void, Never>)]())) { acc, waiter in
+                        if waiter.0 <= count { acc.0.append(waiter.1) } else { acc.1.append(waiter) }
+                    }
+                    state.waiters = waiting
+                    return done
+                }
+                for waiter in ready { waiter.resume() }
+            }
+        }
+    }
+
+    deinit { task.cancel() }
+
+    var items: [Element] { state.withLock { $0.items } }
+
+    /// Waits until at least `count` events arrived (or the time limit passes) and returns them all.
+    @discardableResult
+    func wait(for count: Int, timeout: Duration = .seconds(20)) async -> [Element] {
+        let timer = Task { [state] in
+            try? await Task.sleep(for: timeout)
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                defer { state.waiters = [] }
+                return state.waiters.map(\.1)
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+        defer { timer.cancel() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.items.count >= count { return true }
+                state.waiters.append((count, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+        return items
+    }
+
+    /// Waits until an event satisfies the predicate; returns it, or nil after the time limit.
+    func first(timeout: Duration = .seconds(20), where predicate: @Sendable (Element) -> Bool) async -> Element? {
+        var seen = 0
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let all = await wait(for: seen + 1, timeout: deadline - .now)
+            if let match = all.first(where: predicate) { return match }
+            if all.count == seen { return nil }
+            seen = all.count
+        }
+        return nil
+    }
+}
+
+/// A value shared between test tasks.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+    var value: Value { mutex.withLock { $0 } }
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds everything (the imserver binary included: the crash-recovery test runs it as a child
+# process) and runs the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# GRDB links the system SQLite; Debian's headers are in libsqlite3-dev.
+if ! [ -f /usr/include/sqlite3.h ]; then
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq libsqlite3-dev; else sudo apt-get install -y libsqlite3-dev; fi
+fi
+swift build --build-tests
+swift test --skip-build "$@"
