@@ -36,6 +36,7 @@ public actor IMClient {
     private let types = MessageTypeRegistry()
     private let statusEvents = Broadcaster<ConnectionStatus>()
     private let messageEvents = Broadcaster<ReceivedMessage>()
+    private let syncEvents = Broadcaster<Void>()
 
     private var status: ConnectionStatus = .unconnected
     private var store: LocalStore?
@@ -71,6 +72,12 @@ public actor IMClient {
     /// messages sent from other devices.
     public nonisolated func receivedMessages() -> AsyncStream<ReceivedMessage> {
         messageEvents.stream()
+    }
+
+    /// An event each time the offline messages of a connect have all been received (RongCloud's
+    /// `onOfflineMessageSyncCompleted`); live messages follow it.
+    public nonisolated func offlineMessageSyncCompleted() -> AsyncStream<Void> {
+        syncEvents.stream()
     }
 
     /// The user id of the current token, once `connect` has been called.
@@ -259,7 +266,8 @@ public actor IMClient {
 
     /// The socket closed under us: reconnect unless the app disconnected or an error was final.
     private func connectionLost(generation: Int) async {
-        guard generation == self.generation else { return }
+        // A connection that never finished its handshake is the connect loop's business.
+        guard generation == self.generation, connection != nil else { return }
         self.generation += 1
         connection = nil
         heartbeat?.cancel()
@@ -316,6 +324,7 @@ public actor IMClient {
             let held = heldPushes
             heldPushes = []
             let watermark = try store.watermark()
+            syncEvents.yield(())
             for wire in held where wire.seq == 0 || wire.seq > watermark {
                 receive([wire], offline: false, hasPackage: false, watermark: wire.seq > 0 ? wire.seq : nil)
             }

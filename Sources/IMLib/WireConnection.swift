@@ -22,6 +22,7 @@ actor WireConnection {
     private var pending: [UInt32: CheckedContinuation<Im_Frame, any Error>] = [:]
     private var nextId: UInt32 = 0
     private var closed = false
+    private var didOpen = false
     private var task: Task<Void, Never>?
 
     init(url: String, logger: Logger, onPush: @escaping PushHandler, onClose: @escaping CloseHandler) {
@@ -58,6 +59,7 @@ actor WireConnection {
 
     private func opened(_ outbound: WebSocketOutboundWriter) {
         writer = outbound
+        didOpen = true
         opening?.resume()
         opening = nil
     }
@@ -83,7 +85,8 @@ actor WireConnection {
         opening = nil
         for reply in pending.values { reply.resume(throwing: lost) }
         pending = [:]
-        if !wasClosed { await onClose(error) }
+        // Only an open connection that the owner did not close itself is reported as lost.
+        if didOpen && !wasClosed { await onClose(error) }
     }
 
     /// Sends a request and waits for its reply; a failed reply throws its IMError.

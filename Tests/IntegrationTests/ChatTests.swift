@@ -33,14 +33,16 @@ struct ChatTests {
         #expect(received.message.direction == .receive)
         #expect(received.message.content(as: TextMessage.self)?.content == "hi bob")
 
+        let aliceInbox = EventRecorder(alice.receivedMessages())
         let reply = try await bob.sendMessage(.private, targetId: "alice", content: TextMessage(content: "hello alice"))
         #expect(reply.sentTime > sent.sentTime, "sentTime strictly increases inside the conversation")
+        #expect(await aliceInbox.wait(for: 1).first?.message.messageUId == reply.messageUId)
 
         let bobList = try await bob.getConversationList(types: [.private])
         #expect(bobList.map(\.targetId) == ["alice"])
         #expect(bobList.first?.unreadMessageCount == 1)
         let aliceConversation = try #require(try await alice.getConversation(.private, targetId: "bob"))
-        #expect(aliceConversation.unreadMessageCount == 0)
+        #expect(aliceConversation.unreadMessageCount == 1, "her own message does not count, bob's reply does")
         let bobHistory = try await bob.getHistoryMessages(.private, targetId: "alice")
         #expect(bobHistory.map { $0.content(as: TextMessage.self)?.content } == ["hello alice", "hi bob"])
         await alice.disconnect()
@@ -57,8 +59,10 @@ struct ChatTests {
         let alice = try await server.connectedClient("alice")
         let bobToken = try await server.token("bob")
         let bobDevice = server.client()
+        let firstSession = EventRecorder(bobDevice.receivedMessages())
         try await bobDevice.connect(token: bobToken)
         _ = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "before"))
+        #expect(await firstSession.wait(for: 1).count == 1)
         await bobDevice.disconnect()
 
         var sent: [String] = []
@@ -77,7 +81,10 @@ struct ChatTests {
 
         // A reconnect delivers nothing twice; a new message after it arrives live.
         await bobDevice.disconnect()
+        let synced = EventRecorder(bobDevice.offlineMessageSyncCompleted())
         try await bobDevice.connect(token: bobToken)
+        #expect(await synced.wait(for: 1).count == 1)
+        #expect(inbox.items.count == 100)
         let after = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "live"))
         let next = await inbox.wait(for: 101)
         #expect(next.count == 101)

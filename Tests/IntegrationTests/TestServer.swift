@@ -158,6 +158,7 @@ final class EventRecorder<Element: Sendable>: Sendable {
     func wait(for count: Int, timeout: Duration = .seconds(20)) async -> [Element] {
         let timer = Task { [state] in
             try? await Task.sleep(for: timeout)
+            guard !Task.isCancelled else { return }
             let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
                 defer { state.waiters = [] }
                 return state.waiters.map(\.1)
