@@ -76,6 +76,14 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .executableTarget(
+            name: "imlib-demo",
+            dependencies: [
+                "IMCore", "IMLib",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",

@@ -1,0 +1,80 @@
+import ArgumentParser
+import Foundation
+import IMCore
+import IMLib
+
+/// A small command-line client over IMLib, for trying a server by hand: `listen` prints what a
+/// user receives, `send` sends one text message.
+@main
+struct IMLibDemo: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "imlib-demo",
+        abstract: "Try imserver from a terminal with the IMLib client SDK.",
+        subcommands: [Listen.self, Send.self])
+}
+
+struct ClientOptions: ParsableArguments {
+    @Option(help: "Server base URL.") var server = "http://127.0.0.1:8080"
+    @Option(help: "App key (imserver prints it at start).") var appKey: String
+    @Option(help: "Token from /user/getToken.json.") var token: String
+    @Option(help: "Platform to connect as: ios, android, web, linux, macos, windows.") var platform = "linux"
+
+    func connect() async throws -> IMClient {
+        var options = IMClientOptions()
+        options.platform = switch platform.lowercased() {
+        case "ios": .iOS
+        case "android": .android
+        case "web": .web
+        case "macos": .macOS
+        case "windows": .windows
+        default: .linux
+        }
+        options.databaseDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("imlib-demo")
+        let client = IMClient(appKey: appKey, serverURL: server, options: options)
+        do {
+            let userId = try await client.connect(token: token, timeLimit: 10)
+            say("connected as \(userId)")
+        } catch let error as IMError {
+            throw ValidationError("connect failed: \(error)")
+        }
+        return client
+    }
+}
+
+struct Listen: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Connect and print every message received (Ctrl-C to stop).")
+    @OptionGroup var client: ClientOptions
+
+    func run() async throws {
+        let connected = try await client.connect()
+        let statuses = connected.connectionStatusUpdates()
+        Task { for await status in statuses { say("status: \(status)") } }
+        for await event in connected.receivedMessages() {
+            let text = event.message.content(as: TextMessage.self)?.content ?? String(decoding: event.message.contentData, as: UTF8.self)
+            say("\(event.offline ? "[offline] " : "")\(event.message.senderUserId): \(text)")
+        }
+    }
+}
+
+struct Send: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Connect, send one text message, and disconnect.")
+    @OptionGroup var client: ClientOptions
+    @Option(help: "The receiving user id.") var to: String
+    @Argument(help: "The text to send.") var text: String
+
+    func run() async throws {
+        let connected = try await client.connect()
+        do {
+            let message = try await connected.sendMessage(.private, targetId: to, content: TextMessage(content: text))
+            say("sent \(message.messageUId) at \(message.sentTime)")
+        } catch let error as SendMessageError {
+            say("send failed: \(error.error)")
+        }
+        await connected.disconnect()
+    }
+}
+
+/// Prints a line unbuffered, so output piped to a file or another program appears at once.
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
