@@ -21,6 +21,17 @@ extension MessageContent {
     public var conversationDigest: String { "" }
 }
 
+/// Contents whose JSON body is their Codable form.
+extension MessageContent where Self: Codable {
+    public init(data: Data) throws {
+        self = try JSONDecoder().decode(Self.self, from: data)
+    }
+
+    public func encode() throws -> Data {
+        try JSONEncoder().encode(self)
+    }
+}
+
 /// `RC:TxtMsg`: a text message. Stored and counted.
 public struct TextMessage: MessageContent, Equatable, Codable {
     public static let objectName = "RC:TxtMsg"
@@ -32,14 +43,6 @@ public struct TextMessage: MessageContent, Equatable, Codable {
     public init(content: String, extra: String? = nil) {
         self.content = content
         self.extra = extra
-    }
-
-    public init(data: Data) throws {
-        self = try JSONDecoder().decode(TextMessage.self, from: data)
-    }
-
-    public func encode() throws -> Data {
-        try JSONEncoder().encode(self)
     }
 
     public var conversationDigest: String { content }
@@ -56,14 +59,6 @@ public struct CommandMessage: MessageContent, Equatable, Codable {
     public init(name: String, data: String) {
         self.name = name
         self.data = data
-    }
-
-    public init(data: Data) throws {
-        self = try JSONDecoder().decode(CommandMessage.self, from: data)
-    }
-
-    public func encode() throws -> Data {
-        try JSONEncoder().encode(self)
     }
 }
 
