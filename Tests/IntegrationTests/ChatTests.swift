@@ -94,6 +94,26 @@ struct ChatTests {
         await bobDevice.disconnect()
     }
 
+    @Test("offline messages older than the retention are not delivered")
+    func offlineRetention() async throws {
+        let clock = ManualClock()
+        let server = try await TestServer.start(clock: clock) { $0.offlineRetentionDays = 2 }
+        defer { Task { await server.stop() } }
+        let alice = try await server.connectedClient("alice")
+        _ = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "expires"))
+        clock.advance(milliseconds: 86_400_000)
+        let kept = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "kept"))
+        clock.advance(milliseconds: 86_400_000 + 1)
+        let bob = server.client()
+        let inbox = EventRecorder(bob.receivedMessages())
+        let synced = EventRecorder(bob.offlineMessageSyncCompleted())
+        try await bob.connect(token: try await server.token("bob"))
+        #expect(await synced.wait(for: 1).count == 1)
+        #expect(inbox.items.map(\.message.messageUId) == [kept.messageUId])
+        // Cloud history still has both.
+        #expect(try await bob.getRemoteHistoryMessages(.private, targetId: "alice").messages.count == 2)
+    }
+
     @Test("a user's other devices receive what the user sends, as outgoing messages")
     func multiDeviceSync() async throws {
         let server = try await TestServer.start()
