@@ -107,8 +107,7 @@ final class LocalStore: Sendable {
             var fresh: [Message] = []
             for var message in messages {
                 if !message.messageUId.isEmpty,
-                   let id = try Int64.fetchOne(db, sql: "SELECT id FROM messages WHERE uid = ?", arguments: [message.messageUId]) {
-                    _ = id
+                   try Bool.fetchOne(db, sql: "SELECT 1 FROM messages WHERE uid = ?", arguments: [message.messageUId]) == true {
                     continue
                 }
                 if message.flags.contains(.isPersisted) {
