@@ -110,6 +110,13 @@ final class LocalStore: Sendable {
                    try Bool.fetchOne(db, sql: "SELECT 1 FROM messages WHERE uid = ?", arguments: [message.messageUId]) == true {
                     continue
                 }
+                // This device's own send whose reply was lost: the server's copy completes the local one.
+                if message.direction == .send, !message.clientMessageId.isEmpty {
+                    try db.execute(
+                        sql: "UPDATE messages SET uid = ?, sent_time = ?, sent_status = ? WHERE client_msg_id = ? AND uid IS NULL",
+                        arguments: [message.messageUId, message.sentTime, SentStatus.sent.rawValue, message.clientMessageId])
+                    if db.changesCount > 0 { continue }
+                }
                 if message.flags.contains(.isPersisted) {
                     try insert(message, db)
                     message.messageId = db.lastInsertedRowID

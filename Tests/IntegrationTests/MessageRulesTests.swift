@@ -151,4 +151,38 @@ struct MessageRulesTests {
         #expect(try await Self.send(again, request).messageUid == first.messageUid)
         #expect(try await Self.historyCount(server, "alice", "bob") == 2)
     }
+
+    @Test("a send whose reply was lost is completed by the server's copy on the next sync, not duplicated")
+    func lostReplyCompletedBySync() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let token = try await server.token("alice")
+        let alice = server.client()
+        try await alice.connect(token: token)
+        await alice.disconnect()
+        let local: Message
+        do {
+            _ = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "lost reply"))
+            Issue.record("sent while disconnected")
+            return
+        } catch let error as SendMessageError {
+            #expect(error.code == .connectionUnavailable)
+            local = error.message
+        }
+        // The request did reach the server (only its reply was lost).
+        let raw = try await Self.rawConnection(server, user: "alice")
+        var request = Self.text(to: "bob", "lost reply", clientId: local.clientMessageId)
+        request.content = local.contentData
+        let stored = try await Self.send(raw, request)
+        await raw.close()
+
+        let synced = EventRecorder(alice.offlineMessageSyncCompleted())
+        try await alice.connect(token: token)
+        #expect(await synced.wait(for: 1).count == 1)
+        let history = try await alice.getHistoryMessages(.private, targetId: "bob")
+        #expect(history.count == 1)
+        #expect(history.first?.messageId == local.messageId)
+        #expect(history.first?.messageUId == stored.messageUid)
+        #expect(history.first?.sentStatus == .sent)
+    }
 }

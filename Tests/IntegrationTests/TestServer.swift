@@ -80,10 +80,13 @@ final class TestServer: Sendable {
         return IMClient(appKey: (app ?? self.app).appKey, serverURL: baseURL, options: options)
     }
 
-    /// A connected client of a user.
+    /// A connected client of a user, returned once its offline sync is done (so what is sent next
+    /// arrives live).
     func connectedClient(_ userId: String, platform: Platform = .linux, configure: (inout IMClientOptions) -> Void = { _ in }) async throws -> IMClient {
         let client = client(platform: platform, configure: configure)
+        let synced = EventRecorder(client.offlineMessageSyncCompleted())
         try await client.connect(token: try await token(userId))
+        #expect(await synced.wait(for: 1).count == 1, "offline sync of \(userId) completed")
         return client
     }
 }
