@@ -44,6 +44,7 @@ final class LocalStore: Sendable {
                     push_data TEXT NOT NULL DEFAULT ''
                 );
                 CREATE INDEX messages_by_conversation ON messages (conv_type, target_id, channel_id, sent_time, id);
+                CREATE INDEX messages_unsent_by_client_id ON messages (client_msg_id) WHERE uid IS NULL;
                 CREATE TABLE conversations (
                     conv_type INTEGER NOT NULL,
                     target_id TEXT NOT NULL,

@@ -19,26 +19,29 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "Token from /user/getToken.json.") var token: String
     @Option(help: "Platform to connect as: ios, android, web, linux, macos, windows.") var platform = "linux"
 
-    func connect() async throws -> IMClient {
-        var options = IMClientOptions()
-        options.platform = switch platform.lowercased() {
-        case "ios": .iOS
-        case "android": .android
-        case "web": .web
-        case "macos": .macOS
-        case "windows": .windows
-        default: .linux
+    /// The client, not yet connected: subscribe to its events first, so nothing is missed.
+    func makeClient() throws -> IMClient {
+        guard let chosen = Self.platforms[platform.lowercased()] else {
+            throw ValidationError("unknown platform '\(platform)': use one of \(Self.platforms.keys.sorted().joined(separator: ", "))")
         }
+        var options = IMClientOptions()
+        options.platform = chosen
         options.databaseDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("imlib-demo")
-        let client = IMClient(appKey: appKey, serverURL: server, options: options)
+        return IMClient(appKey: appKey, serverURL: server, options: options)
+    }
+
+    func connect(_ client: IMClient) async throws {
         do {
             let userId = try await client.connect(token: token, timeLimit: 10)
             say("connected as \(userId)")
         } catch let error as IMError {
             throw ValidationError("connect failed: \(error)")
         }
-        return client
     }
+
+    static let platforms: [String: Platform] = [
+        "ios": .iOS, "android": .android, "web": .web, "linux": .linux, "macos": .macOS, "windows": .windows,
+    ]
 }
 
 struct Listen: AsyncParsableCommand {
@@ -46,10 +49,12 @@ struct Listen: AsyncParsableCommand {
     @OptionGroup var client: ClientOptions
 
     func run() async throws {
-        let connected = try await client.connect()
+        let connected = try client.makeClient()
         let statuses = connected.connectionStatusUpdates()
+        let messages = connected.receivedMessages()
         Task { for await status in statuses { say("status: \(status)") } }
-        for await event in connected.receivedMessages() {
+        try await client.connect(connected)
+        for await event in messages {
             let text = event.message.content(as: TextMessage.self)?.content ?? String(decoding: event.message.contentData, as: UTF8.self)
             say("\(event.offline ? "[offline] " : "")\(event.message.senderUserId): \(text)")
         }
@@ -63,7 +68,8 @@ struct Send: AsyncParsableCommand {
     @Argument(help: "The text to send.") var text: String
 
     func run() async throws {
-        let connected = try await client.connect()
+        let connected = try client.makeClient()
+        try await client.connect(connected)
         do {
             let message = try await connected.sendMessage(.private, targetId: to, content: TextMessage(content: text))
             say("sent \(message.messageUId) at \(message.sentTime)")
