@@ -27,6 +27,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let sendRateTooHigh = ErrorCode(20604)
     public static let callFrequencyExceeded = ErrorCode(20607)
     public static let cloudHistoryDisabled = ErrorCode(25102)
+    /// Recall refused: no such message, not the sender's, or wrong conversation (spec/server-api.md §5.2).
+    public static let recallParameterInvalid = ErrorCode(25101)
 
     // Connection.
     public static let connectionReleased = ErrorCode(30001)

@@ -34,3 +34,41 @@ public enum UserID {
         return true
     }
 }
+
+/// Group limits (spec/group-chatroom.md, group part).
+public enum GroupLimits {
+    /// "默认一个群上限为 3000 人，可调整" (3000 members per group by default, adjustable).
+    public static let defaultMaxMembers = 3000
+    /// Users per join/quit/create call (spec/server-api.md §6.3).
+    public static let usersPerCall = 1000
+    /// Users and groups per mute call (spec/server-api.md §6.3).
+    public static let mutesPerCall = 20
+    /// Longest timed mute, minutes (30 days; spec/server-api.md §6.3).
+    public static let maxMuteMinutes = 43_200
+}
+
+/// Content moderation limits (spec/server-api.md §6.6).
+public enum ModerationLimits {
+    /// Sensitive words per app (RongCloud's console limit for the word list).
+    public static let maxSensitiveWords = 50
+    /// Longest sensitive word, characters.
+    public static let maxWordLength = 32
+    /// Words per batch delete.
+    public static let wordsPerBatch = 50
+}
+
+/// Server API rate limits per app, as RongCloud documents them (spec/server-api.md §5.2, §6.2).
+public enum APIRateLimits {
+    /// Calls per second to one endpoint ("100 req/s per API by default").
+    public static let callsPerSecond = 100
+    /// Private messages per minute, each recipient counted ("6000 msgs/min for private publish").
+    public static let privateMessagesPerMinute = 6000
+    /// System messages per second, each recipient counted.
+    public static let systemMessagesPerSecond = 100
+    /// Broadcasts to every user: 2 per hour and 3 per day.
+    public static let broadcastsPerHour = 2
+    public static let broadcastsPerDay = 3
+    /// Recipients per private publish and per system publish.
+    public static let privateRecipientsPerCall = 1000
+    public static let systemRecipientsPerCall = 100
+}

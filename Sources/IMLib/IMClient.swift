@@ -353,7 +353,10 @@ public actor IMClient {
     private func message(from wire: Im_Message, me: String, receivedAt: Int64) -> Message {
         let type = ConversationType(rawValue: Int(wire.conversationType)) ?? .private
         let outgoing = wire.senderUserID == me
-        let target = type == .private ? (outgoing ? wire.targetID : wire.senderUserID) : wire.targetID
+        // One-to-one and system conversations are named after the other side: the sender of a
+        // received message (a system account for system messages and broadcasts).
+        let namedBySender = type == .private || type == .system
+        let target = namedBySender ? (outgoing ? wire.targetID : wire.senderUserID) : wire.targetID
         return Message(
             messageId: 0, conversationType: type, targetId: target, channelId: wire.channelID,
             senderUserId: wire.senderUserID, direction: outgoing ? .send : .receive, objectName: wire.objectName,

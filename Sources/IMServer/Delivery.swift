@@ -22,10 +22,16 @@ public final class Delivery: Sendable {
 
     func deliver(_ message: StoredMessage, origin: String) {
         let frame = message.pushFrame()
+        if message.targetId == StoredMessage.everyone {
+            for session in registry.sessions(appId: message.appId) where session.userId != message.senderId {
+                session.deliver(seq: message.seq, frame: frame)
+            }
+            return
+        }
         for session in registry.sessions(appId: message.appId, userId: message.targetId) where session.id != origin {
             session.deliver(seq: message.seq, frame: frame)
         }
-        guard message.senderId != message.targetId else { return }
+        guard message.senderId != message.targetId, message.includeSender else { return }
         for session in registry.sessions(appId: message.appId, userId: message.senderId) where session.id != origin {
             session.deliver(seq: message.seq, frame: frame)
         }

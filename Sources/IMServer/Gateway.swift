@@ -89,10 +89,8 @@ struct Gateway: Sendable {
             throw IMError(.wrongAppKey, "app key '\(request.appKey)' does not exist on this server: check the app key the client was initialised with")
         }
         let claims = try core.tokens.verify(request.token, app: app)
-        let revokedBefore = try await core.store.tokensValidAfter(appId: app.id, userId: claims.userId)
-        guard claims.issuedAt >= revokedBefore else {
-            throw IMError(.tokenIncorrect, "this token was revoked: get a new token from your app server")
-        }
+        try await core.directory.checkConnect(appId: app.id, userId: claims.userId, tokenIssuedAt: claims.issuedAt,
+                                              now: core.clock.nowMilliseconds())
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
         let session = ClientSession(
             id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,

@@ -44,6 +44,19 @@ public actor MessageLog {
         }
     }
 
+    /// A stored message by uid (read from the store; the log's order is not involved).
+    nonisolated func storedMessage(appId: Int64, uid: String) async throws -> StoredMessage? {
+        try await store.message(appId: appId, uid: uid)
+    }
+
+    nonisolated func replaceStoredMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws {
+        try await store.replaceMessage(appId: appId, uid: uid, objectName: objectName, content: content)
+    }
+
+    nonisolated func deleteStoredMessage(appId: Int64, uid: String) async throws {
+        try await store.deleteMessage(appId: appId, uid: uid)
+    }
+
     private func drain() async {
         while !queue.isEmpty {
             let count = min(queue.count, maxBatch)

@@ -13,13 +13,18 @@ public final class MessageService: Sendable {
     private let delivery: Delivery
     private let clock: any WallClock
     private let config: ServerConfig
+    private let directory: UserDirectory
+    private let words: SensitiveWordFilter
     private let uids = MessageUIDGenerator()
 
-    init(log: MessageLog, delivery: Delivery, clock: any WallClock, config: ServerConfig) {
+    init(log: MessageLog, delivery: Delivery, clock: any WallClock, config: ServerConfig,
+         directory: UserDirectory, words: SensitiveWordFilter) {
         self.log = log
         self.delivery = delivery
         self.clock = clock
         self.config = config
+        self.directory = directory
+        self.words = words
     }
 
     /// Handles SEND_MESSAGE from a session.
@@ -28,21 +33,122 @@ public final class MessageService: Sendable {
         guard session.admitSend(now: clock.nowMilliseconds(), perSecond: config.clientSendsPerSecond) else {
             throw IMError(.sendRateTooHigh, "more than \(config.clientSendsPerSecond) messages per second from this client: wait a second before sending again, or send in bulk through the Server API")
         }
-        let sent: StoredMessage
-        if message.flags.contains(.status) {
-            var status = message
-            status.sentTime = clock.nowMilliseconds()
-            status.uid = uids.next(milliseconds: status.sentTime)
-            delivery.deliver(status, origin: session.id)
-            sent = status
-        } else {
-            sent = try await log.append(message, origin: session.id).message
-        }
+        try await directory.checkPrivateMessage(appId: message.appId, from: message.senderId, to: message.targetId)
+        let sent = try await send(message, origin: session.id)
         var reply = Im_SendMessageReply()
         reply.messageUid = sent.uid
         reply.sentTime = sent.sentTime
         reply.seq = sent.seq
         return reply
+    }
+
+    /// Filters, stores and delivers one checked message. A STATUS message is delivered to online
+    /// sessions only; a message with a blocking sensitive word is answered as sent but neither
+    /// stored nor delivered.
+    func send(_ message: StoredMessage, origin: String) async throws -> StoredMessage {
+        var message = message
+        switch try await words.apply(appId: message.appId, objectName: message.objectName, content: message.content) {
+        case .block:
+            message.sentTime = clock.nowMilliseconds()
+            message.uid = uids.next(milliseconds: message.sentTime)
+            return message
+        case .deliver(let content):
+            message.content = content
+        }
+        if message.flags.contains(.status) {
+            message.sentTime = clock.nowMilliseconds()
+            message.uid = uids.next(milliseconds: message.sentTime)
+            delivery.deliver(message, origin: origin)
+            return message
+        }
+        return try await log.append(message, origin: origin).message
+    }
+
+    /// Sends one message per recipient on behalf of `message.senderId` (the Server API's private,
+    /// system and status publish): recipients a check refuses (blacklist with `verifyBlacklist`)
+    /// are skipped. Returns the sent message of each recipient that got one, in recipient order.
+    func publish(_ message: StoredMessage, to recipients: [String], contents: [Data]? = nil, pushContents: [String]? = nil,
+                 pushData: [String]? = nil, verifyBlacklist: Bool) async throws -> [StoredMessage] {
+        var prepared: [StoredMessage] = []
+        prepared.reserveCapacity(recipients.count)
+        for (index, recipient) in recipients.enumerated() {
+            if verifyBlacklist {
+                do {
+                    try await directory.checkPrivateMessage(appId: message.appId, from: message.senderId, to: recipient)
+                } catch let error as IMError where error.code == .rejectedByBlacklist || error.code == .notInWhitelist {
+                    continue
+                }
+            }
+            var copy = message
+            copy.targetId = recipient
+            copy.conversationKey = message.conversationType == .system
+                ? systemConversationKey(sender: message.senderId, recipient: recipient)
+                : privateConversationKey(message.senderId, recipient)
+            if let contents { copy.content = contents[index] }
+            if let pushContents, index < pushContents.count { copy.pushContent = pushContents[index] }
+            if let pushData, index < pushData.count { copy.pushData = pushData[index] }
+            prepared.append(copy)
+        }
+        return try await withThrowingTaskGroup(of: (Int, StoredMessage).self) { group in
+            for (index, item) in prepared.enumerated() {
+                group.addTask { (index, try await self.send(item, origin: "")) }
+            }
+            var sent = [StoredMessage?](repeating: nil, count: prepared.count)
+            for try await (index, message) in group { sent[index] = message }
+            return sent.compactMap { $0 }
+        }
+    }
+
+    /// Stores one message every user of the app receives (the Server API broadcast) and delivers it
+    /// to everyone online.
+    func broadcast(_ message: StoredMessage) async throws -> StoredMessage {
+        var message = message
+        message.targetId = StoredMessage.everyone
+        message.conversationKey = systemConversationKey(sender: message.senderId, recipient: StoredMessage.everyone)
+        message.includeSender = false
+        return try await send(message, origin: "")
+    }
+
+    /// Recalls a stored message (the Server API's /message/recall.json): its content is replaced by
+    /// a recall notification (`RC:RcNtf`) or, with `delete`, removed; an `RC:RcCmd` command goes
+    /// to both sides of the conversation, online now or at their next sync.
+    func recall(appId: Int64, operatorId: String, type: ConversationType, targetId: String, uid: String,
+                sentTime: Int64?, isAdmin: Bool, delete: Bool, extra: String?) async throws -> StoredMessage {
+        guard let original = try await log.storedMessage(appId: appId, uid: uid),
+              original.conversationType == type,
+              original.objectName != RecallObjectNames.notification,
+              sentTime.map({ $0 == original.sentTime }) ?? true else {
+            throw IMError(.recallParameterInvalid, "no recallable \(type) message \(uid)\(sentTime.map { " sent at \($0)" } ?? ""): check messageUID, sentTime and conversationType")
+        }
+        let expectedKey = type == .system
+            ? systemConversationKey(sender: operatorId, recipient: targetId)
+            : privateConversationKey(operatorId, targetId)
+        guard isAdmin || (original.senderId == operatorId && original.conversationKey == expectedKey) else {
+            throw IMError(.recallParameterInvalid, "message \(uid) was not sent by \(operatorId) to \(targetId): only its sender can recall it (or pass isAdmin=1)")
+        }
+        let now = clock.nowMilliseconds()
+        if delete {
+            try await log.deleteStoredMessage(appId: appId, uid: uid)
+        } else {
+            var notification: [String: Any] = [
+                "operatorId": operatorId, "recallTime": now, "originalObjectName": original.objectName,
+                "isAdmin": isAdmin, "isDelete": false,
+            ]
+            if let extra { notification["extra"] = extra }
+            try await log.replaceStoredMessage(appId: appId, uid: uid, objectName: RecallObjectNames.notification,
+                                               content: try JSONSerialization.data(withJSONObject: notification, options: [.sortedKeys]))
+        }
+        var command: [String: Any] = [
+            "messageUId": uid, "conversationType": type.rawValue, "targetId": original.targetId,
+            "sentTime": original.sentTime, "isAdmin": isAdmin ? 1 : 0, "isDelete": delete ? 1 : 0,
+        ]
+        if let extra { command["extra"] = extra }
+        let recall = StoredMessage(
+            appId: appId, conversationType: type, conversationKey: original.conversationKey,
+            targetId: original.targetId, senderId: original.senderId, objectName: RecallObjectNames.command,
+            content: try JSONSerialization.data(withJSONObject: command, options: [.sortedKeys]), flags: .none,
+            includeSender: true)
+        return try await log.append(recall, origin: "").message
     }
 
     private func validate(_ request: Im_SendMessageRequest, from session: ClientSession) throws -> StoredMessage {

@@ -30,6 +30,19 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var apiTimestampWindowSeconds: Int = 0
     /// Log level: trace, debug, info, notice, warning, error, critical.
     public var logLevel: String = "info"
+    /// Whitelist mode: a user receives private messages only from users on their whitelist (407),
+    /// and blacklists no longer apply. Off by default, as on RongCloud (spec/imlib-core.md §6).
+    public var userWhitelistMode: Bool = false
+    /// Members one group may have (RongCloud's default is 3000, raised on request).
+    public var maxGroupMembers: Int = GroupLimits.defaultMaxMembers
+    /// Sensitive words one app may have.
+    public var maxSensitiveWords: Int = ModerationLimits.maxSensitiveWords
+    /// Calls per second one app may make to one Server API endpoint (1008 beyond; 0 = unlimited).
+    public var apiCallsPerSecond: Int = APIRateLimits.callsPerSecond
+    /// Private messages per minute one app may publish through the Server API (each recipient counts).
+    public var privatePublishPerMinute: Int = APIRateLimits.privateMessagesPerMinute
+    /// System messages per second one app may publish through the Server API (each recipient counts).
+    public var systemPublishPerSecond: Int = APIRateLimits.systemMessagesPerSecond
 
     public init() {}
 
@@ -46,6 +59,11 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         guard maxQueuedFramesPerConnection >= 16 else { throw fail("maxQueuedFramesPerConnection must be at least 16") }
         if let appKey, !(1...64).contains(appKey.utf8.count) { throw fail("appKey must be 1 to 64 bytes") }
         if let appSecret, !(1...64).contains(appSecret.utf8.count) { throw fail("appSecret must be 1 to 64 bytes") }
+        guard maxGroupMembers >= 1 else { throw fail("maxGroupMembers must be at least 1") }
+        guard maxSensitiveWords >= 0 else { throw fail("maxSensitiveWords must not be negative") }
+        guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0 else {
+            throw fail("Server API rate limits must not be negative (0 turns a limit off)")
+        }
     }
 
     /// Applies `IMSERVER_*` environment variables (e.g. IMSERVER_PORT, IMSERVER_APP_KEY).
@@ -64,6 +82,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = try int("IMSERVER_HEARTBEAT_INTERVAL_SECONDS") { heartbeatIntervalSeconds = value }
         if let value = try int("IMSERVER_CLIENT_SENDS_PER_SECOND") { clientSendsPerSecond = value }
         if let value = environment["IMSERVER_LOG_LEVEL"] { logLevel = value }
+        if let value = environment["IMSERVER_USER_WHITELIST_MODE"] { userWhitelistMode = ["1", "true", "yes"].contains(value.lowercased()) }
+        if let value = try int("IMSERVER_MAX_GROUP_MEMBERS") { maxGroupMembers = value }
+        if let value = try int("IMSERVER_API_CALLS_PER_SECOND") { apiCallsPerSecond = value }
     }
 
     /// Reads a JSON config file; keys are the property names above.
@@ -84,7 +105,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     enum CodingKeys: String, CodingKey {
         case host, port, dataDir, appKey, appSecret, offlineRetentionDays, heartbeatIntervalSeconds,
              clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedFramesPerConnection,
-             apiTimestampWindowSeconds, logLevel
+             apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
+             apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond
     }
 
     public init(from decoder: any Decoder) throws {
@@ -103,5 +125,11 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         maxQueuedFramesPerConnection = try c.decodeIfPresent(Int.self, forKey: .maxQueuedFramesPerConnection) ?? d.maxQueuedFramesPerConnection
         apiTimestampWindowSeconds = try c.decodeIfPresent(Int.self, forKey: .apiTimestampWindowSeconds) ?? d.apiTimestampWindowSeconds
         logLevel = try c.decodeIfPresent(String.self, forKey: .logLevel) ?? d.logLevel
+        userWhitelistMode = try c.decodeIfPresent(Bool.self, forKey: .userWhitelistMode) ?? d.userWhitelistMode
+        maxGroupMembers = try c.decodeIfPresent(Int.self, forKey: .maxGroupMembers) ?? d.maxGroupMembers
+        maxSensitiveWords = try c.decodeIfPresent(Int.self, forKey: .maxSensitiveWords) ?? d.maxSensitiveWords
+        apiCallsPerSecond = try c.decodeIfPresent(Int.self, forKey: .apiCallsPerSecond) ?? d.apiCallsPerSecond
+        privatePublishPerMinute = try c.decodeIfPresent(Int.self, forKey: .privatePublishPerMinute) ?? d.privatePublishPerMinute
+        systemPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .systemPublishPerSecond) ?? d.systemPublishPerSecond
     }
 }

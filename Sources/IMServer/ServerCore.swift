@@ -16,6 +16,9 @@ public final class ServerCore: Sendable {
     public let log: MessageLog
     public let messages: MessageService
     public let sync: SyncService
+    public let directory: UserDirectory
+    public let sensitiveWords: SensitiveWordFilter
+    public let apiLimits: APIRateLimiter
 
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger) {
         self.config = config
@@ -26,7 +29,11 @@ public final class ServerCore: Sendable {
         let delivery = Delivery(registry: registry)
         self.delivery = delivery
         self.log = MessageLog(store: store, clock: clock) { delivery.committed($0) }
-        self.messages = MessageService(log: log, delivery: delivery, clock: clock, config: config)
+        self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.userWhitelistMode)
+        self.sensitiveWords = SensitiveWordFilter(store: store)
+        self.apiLimits = APIRateLimiter(clock: clock)
+        self.messages = MessageService(log: log, delivery: delivery, clock: clock, config: config,
+                                       directory: directory, words: sensitiveWords)
         self.sync = SyncService(store: store, clock: clock, config: config)
     }
 

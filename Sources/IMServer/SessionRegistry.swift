@@ -48,6 +48,11 @@ public final class SessionRegistry: Sendable {
         !sessions(appId: appId, userId: userId).isEmpty
     }
 
+    /// Every live session of one app.
+    public func sessions(appId: Int64) -> [ClientSession] {
+        table.withLock { table in table.filter { $0.key.appId == appId }.values.flatMap { $0 } }
+    }
+
     /// Every live session.
     public func allSessions() -> [ClientSession] {
         table.withLock { $0.values.flatMap { $0 } }

@@ -41,13 +41,15 @@ public struct StoredMessage: Sendable, Equatable {
     public var canIncludeExpansion: Bool
     public var expansion: [String: String]
     public var channelId: String
+    /// Whether the sender's other devices get the message (a Server API publish may leave them out).
+    public var includeSender: Bool
 
     public init(
         seq: UInt64 = 0, appId: Int64, conversationType: ConversationType, conversationKey: String,
         targetId: String, senderId: String, objectName: String, content: Data, uid: String = "",
         sentTime: Int64 = 0, flags: PersistentFlag, clientMessageId: String = "", pushContent: String = "",
         pushData: String = "", disableNotification: Bool = false, canIncludeExpansion: Bool = false,
-        expansion: [String: String] = [:], channelId: String = ""
+        expansion: [String: String] = [:], channelId: String = "", includeSender: Bool = true
     ) {
         self.seq = seq
         self.appId = appId
@@ -67,7 +69,11 @@ public struct StoredMessage: Sendable, Equatable {
         self.canIncludeExpansion = canIncludeExpansion
         self.expansion = expansion
         self.channelId = channelId
+        self.includeSender = includeSender
     }
+
+    /// The `targetId` of a broadcast: a message every user of the app receives.
+    public static let everyone = "*"
 
     /// Whether the message belongs in cloud history (ISPERSISTED); other stored messages are kept
     /// only for offline delivery.
@@ -101,15 +107,10 @@ public struct HistoryPage: Sendable {
 
 /// Everything the server keeps on disk. The embedded default is IMStoreSQLite; every method is one
 /// transaction, and `commit` returns only after its transaction is durable.
-public protocol IMStore: Sendable {
+public protocol IMStore: DirectoryStore {
     func loadApps() async throws -> [AppRecord]
     /// Creates the app, or updates the secret and name of the app with this key.
     func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord
-
-    /// Registers the user or updates their name and portrait (empty values leave them unchanged).
-    func upsertUser(appId: Int64, userId: String, name: String, portraitUri: String, now: Int64) async throws
-    /// Tokens issued before this time (ms) are refused; 0 when none were revoked.
-    func tokensValidAfter(appId: Int64, userId: String) async throws -> Int64
 
     /// Stores the messages in one durable transaction, in order, assigning each a seq. A message
     /// whose (sender, client message id) is already stored is not stored again.
@@ -122,4 +123,21 @@ public protocol IMStore: Sendable {
     /// Cloud history of one conversation: messages before (descending) or after (ascending)
     /// `recordTime`, newest first when descending.
     func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool) async throws -> HistoryPage
+
+    /// One stored message by its uid.
+    func message(appId: Int64, uid: String) async throws -> StoredMessage?
+    /// Replaces a message's content in place (a recall leaves a notification where it was).
+    func replaceMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws
+    /// Deletes a message from the log.
+    func deleteMessage(appId: Int64, uid: String) async throws
+    /// Messages of a conversation with sentTime between `start` and `end` (inclusive of `start`
+    /// only when `includeStart`), oldest first when ascending.
+    func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
+                              ascending: Bool, limit: Int) async throws -> [StoredMessage]
+    /// Messages of the app with `from <= sentTime < to`, ordered by (sentTime, seq), starting after
+    /// the cursor `(from, afterSeq)` (the hourly message log, read in pages).
+    func messages(appId: Int64, sentFrom from: Int64, afterSeq: UInt64, to: Int64, limit: Int) async throws -> [StoredMessage]
+    /// Marks an hour's message log (`YYYYMMDDHH`) as deleted.
+    func deleteMessageLog(appId: Int64, hour: String) async throws
+    func isMessageLogDeleted(appId: Int64, hour: String) async throws -> Bool
 }

@@ -35,3 +35,15 @@ extension StoredMessage {
 public func privateConversationKey(_ a: String, _ b: String) -> String {
     a <= b ? "p|\(a)|\(b)" : "p|\(b)|\(a)"
 }
+
+/// The log key of a system conversation: one sender (a system account) and one recipient, or
+/// `StoredMessage.everyone` for a broadcast.
+public func systemConversationKey(sender: String, recipient: String) -> String {
+    "s|\(sender)|\(recipient)"
+}
+
+/// Object names of the recall command and of the notification that replaces a recalled message.
+public enum RecallObjectNames {
+    public static let command = "RC:RcCmd"
+    public static let notification = "RC:RcNtf"
+}

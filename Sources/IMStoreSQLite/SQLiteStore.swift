@@ -8,7 +8,7 @@ import IMServer
 /// Every write is one transaction that is on disk when the call returns, so a message acknowledged
 /// to its sender survives `kill -9` and power loss. Reads run concurrently with the writer (WAL).
 public final class SQLiteStore: IMStore {
-    private let pool: DatabasePool
+    let pool: DatabasePool
     public let path: String
 
     /// Opens (and creates or migrates) the database in `directory`.
@@ -79,6 +79,58 @@ public final class SQLiteStore: IMStore {
                     WHERE client_msg_id <> '';
                 """)
         }
+        migrator.registerMigration("v2-directory") { db in
+            try db.execute(sql: """
+                ALTER TABLE users ADD COLUMN blocked_until INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX users_blocked ON users (app_id, blocked_until) WHERE blocked_until > 0;
+                ALTER TABLE messages ADD COLUMN include_sender INTEGER NOT NULL DEFAULT 1;
+                CREATE INDEX messages_by_time ON messages (app_id, sent_time);
+                CREATE TABLE user_lists (
+                    app_id INTEGER NOT NULL, owner TEXT NOT NULL, kind INTEGER NOT NULL, member TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, owner, kind, member)
+                ) WITHOUT ROWID;
+                CREATE TABLE user_tags (
+                    app_id INTEGER NOT NULL, user_id TEXT NOT NULL, tag TEXT NOT NULL,
+                    PRIMARY KEY (app_id, user_id, tag)
+                ) WITHOUT ROWID;
+                CREATE TABLE chat_groups (
+                    app_id INTEGER NOT NULL, group_id TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, group_id)
+                ) WITHOUT ROWID;
+                CREATE TABLE group_members (
+                    app_id INTEGER NOT NULL, group_id TEXT NOT NULL, user_id TEXT NOT NULL, joined_at INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, group_id, user_id)
+                ) WITHOUT ROWID;
+                CREATE INDEX group_members_by_user ON group_members (app_id, user_id);
+                CREATE TABLE group_mutes (
+                    app_id INTEGER NOT NULL, group_id TEXT NOT NULL, user_id TEXT NOT NULL,
+                    since INTEGER NOT NULL, until INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, group_id, user_id)
+                ) WITHOUT ROWID;
+                CREATE TABLE muted_groups (
+                    app_id INTEGER NOT NULL, group_id TEXT NOT NULL,
+                    PRIMARY KEY (app_id, group_id)
+                ) WITHOUT ROWID;
+                CREATE TABLE group_mute_whitelist (
+                    app_id INTEGER NOT NULL, group_id TEXT NOT NULL, user_id TEXT NOT NULL,
+                    PRIMARY KEY (app_id, group_id, user_id)
+                ) WITHOUT ROWID;
+                CREATE TABLE sensitive_words (
+                    app_id INTEGER NOT NULL, word TEXT NOT NULL, replacement TEXT, created_at INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, word)
+                ) WITHOUT ROWID;
+                CREATE TABLE conversation_settings (
+                    app_id INTEGER NOT NULL, user_id TEXT NOT NULL, conv_type INTEGER NOT NULL, target_id TEXT NOT NULL,
+                    channel_id TEXT NOT NULL, unpush_level INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, user_id, conv_type, target_id, channel_id)
+                ) WITHOUT ROWID;
+                CREATE TABLE deleted_message_logs (
+                    app_id INTEGER NOT NULL, hour TEXT NOT NULL,
+                    PRIMARY KEY (app_id, hour)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 
@@ -103,29 +155,12 @@ public final class SQLiteStore: IMStore {
         }
     }
 
-    public func upsertUser(appId: Int64, userId: String, name: String, portraitUri: String, now: Int64) async throws {
-        try await pool.write { db in
-            try db.execute(sql: """
-                INSERT INTO users (app_id, user_id, name, portrait_uri, created_at) VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT(app_id, user_id) DO UPDATE SET
-                    name = CASE WHEN excluded.name = '' THEN users.name ELSE excluded.name END,
-                    portrait_uri = CASE WHEN excluded.portrait_uri = '' THEN users.portrait_uri ELSE excluded.portrait_uri END
-                """, arguments: [appId, userId, name, portraitUri, now])
-        }
-    }
-
-    public func tokensValidAfter(appId: Int64, userId: String) async throws -> Int64 {
-        try await pool.read { db in
-            try Int64.fetchOne(db, sql: "SELECT tokens_valid_after FROM users WHERE app_id = ? AND user_id = ?",
-                               arguments: [appId, userId]) ?? 0
-        }
-    }
-
     // MARK: messages
 
     private static let columns = """
         seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid, sent_time, flags,
-        client_msg_id, push_content, push_data, disable_notification, can_include_expansion, expansion, channel_id
+        client_msg_id, push_content, push_data, disable_notification, can_include_expansion, expansion, channel_id,
+        include_sender
         """
 
     public func commit(_ messages: [StoredMessage]) async throws -> [CommitOutcome] {
@@ -133,8 +168,8 @@ public final class SQLiteStore: IMStore {
             let insert = try db.cachedStatement(sql: """
                 INSERT INTO messages (app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
                     sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
-                    can_include_expansion, expansion, channel_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    can_include_expansion, expansion, channel_id, include_sender)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let existing = try db.cachedStatement(sql: """
                 SELECT \(Self.columns) FROM messages WHERE app_id = ? AND sender_id = ? AND client_msg_id = ?
@@ -154,7 +189,7 @@ public final class SQLiteStore: IMStore {
                     message.senderId, message.objectName, message.content, message.uid, message.sentTime,
                     message.flags.rawValue, message.isInHistory, message.clientMessageId, message.pushContent,
                     message.pushData, message.disableNotification, message.canIncludeExpansion, expansion,
-                    message.channelId,
+                    message.channelId, message.includeSender,
                 ])
                 message.seq = UInt64(db.lastInsertedRowID)
                 outcomes.append(.stored(message))
@@ -172,30 +207,36 @@ public final class SQLiteStore: IMStore {
 
     public func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> [StoredMessage] {
         try await pool.read { db in
-            // Two index range scans (received, sent), each stopping at `limit`, merged by seq.
-            func scan(_ column: String) throws -> [StoredMessage] {
+            // Three index range scans (received, sent, broadcast to everyone), each stopping at
+            // `limit`, merged by seq. Private and system conversations sync this way.
+            func scan(_ condition: String, _ id: String) throws -> [StoredMessage] {
                 try Row.fetchAll(db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages
-                    WHERE app_id = ? AND \(column) = ? AND seq > ? AND sent_time >= ? AND conv_type = 1
+                    WHERE app_id = ? AND \(condition) AND seq > ? AND sent_time >= ? AND conv_type IN (1, 6)
                     ORDER BY seq LIMIT ?
-                    """), arguments: [appId, userId, Int64(after), minSentTime, limit]).map(Self.message)
+                    """), arguments: [appId, id, Int64(after), minSentTime, limit]).map(Self.message)
             }
-            let received = try scan("target_id")
-            let sent = try scan("sender_id")
+            let scans = [
+                try scan("target_id = ?", userId),
+                try scan("sender_id = ? AND include_sender = 1", userId),
+                try scan("target_id = ?", StoredMessage.everyone),
+            ]
             var merged: [StoredMessage] = []
-            merged.reserveCapacity(min(limit, received.count + sent.count))
-            var i = 0, j = 0
-            while merged.count < limit && (i < received.count || j < sent.count) {
-                let next: StoredMessage
-                if j >= sent.count || (i < received.count && received[i].seq <= sent[j].seq) {
-                    next = received[i]
-                    i += 1
-                    if j < sent.count && sent[j].seq == next.seq { j += 1 }   // a message to oneself
-                } else {
-                    next = sent[j]
-                    j += 1
+            merged.reserveCapacity(min(limit, scans.reduce(0) { $0 + $1.count }))
+            var positions = [0, 0, 0]
+            while merged.count < limit {
+                var best: Int?
+                for index in scans.indices where positions[index] < scans[index].count {
+                    if let current = best, scans[current][positions[current]].seq <= scans[index][positions[index]].seq { continue }
+                    best = index
                 }
+                guard let best else { break }
+                let next = scans[best][positions[best]]
                 merged.append(next)
+                // A message to oneself appears in both the received and the sent scan.
+                for index in scans.indices where positions[index] < scans[index].count && scans[index][positions[index]].seq == next.seq {
+                    positions[index] += 1
+                }
             }
             return merged
         }
@@ -212,6 +253,62 @@ public final class SQLiteStore: IMStore {
         }
     }
 
+    public func message(appId: Int64, uid: String) async throws -> StoredMessage? {
+        try await pool.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.columns) FROM messages WHERE uid = ? AND app_id = ?"),
+                             arguments: [uid, appId]).map(Self.message)
+        }
+    }
+
+    public func replaceMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE messages SET object_name = ?, content = ?, expansion = NULL WHERE uid = ? AND app_id = ?",
+                           arguments: [objectName, content, uid, appId])
+        }
+    }
+
+    public func deleteMessage(appId: Int64, uid: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "DELETE FROM messages WHERE uid = ? AND app_id = ?", arguments: [uid, appId])
+        }
+    }
+
+    public func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
+                                     ascending: Bool, limit: Int) async throws -> [StoredMessage] {
+        try await pool.read { db in
+            let low = ascending ? (includeStart ? ">=" : ">") : ">="
+            let high = ascending ? "<=" : (includeStart ? "<=" : "<")
+            let (from, to) = ascending ? (start, end) : (end, start)
+            return try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT \(Self.columns) FROM messages
+                WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND sent_time \(low) ? AND sent_time \(high) ?
+                ORDER BY sent_time \(ascending ? "ASC" : "DESC") LIMIT ?
+                """), arguments: [appId, conversationKey, from, to, limit]).map(Self.message)
+        }
+    }
+
+    public func messages(appId: Int64, sentFrom from: Int64, afterSeq: UInt64, to: Int64, limit: Int) async throws -> [StoredMessage] {
+        try await pool.read { db in
+            try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT \(Self.columns) FROM messages
+                WHERE app_id = ? AND sent_time >= ? AND sent_time < ? AND (sent_time > ? OR seq > ?)
+                ORDER BY sent_time, seq LIMIT ?
+                """), arguments: [appId, from, to, from, Int64(afterSeq), limit]).map(Self.message)
+        }
+    }
+
+    public func deleteMessageLog(appId: Int64, hour: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO deleted_message_logs (app_id, hour) VALUES (?, ?)", arguments: [appId, hour])
+        }
+    }
+
+    public func isMessageLogDeleted(appId: Int64, hour: String) async throws -> Bool {
+        try await pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM deleted_message_logs WHERE app_id = ? AND hour = ?", arguments: [appId, hour]) ?? false
+        }
+    }
+
     static func message(_ row: Row) throws -> StoredMessage {
         let expansionText: String? = row["expansion"]
         let expansion = try expansionText.map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
@@ -225,6 +322,6 @@ public final class SQLiteStore: IMStore {
             flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)), clientMessageId: row["client_msg_id"],
             pushContent: row["push_content"], pushData: row["push_data"],
             disableNotification: row["disable_notification"], canIncludeExpansion: row["can_include_expansion"],
-            expansion: expansion, channelId: row["channel_id"])
+            expansion: expansion, channelId: row["channel_id"], includeSender: row["include_sender"])
     }
 }

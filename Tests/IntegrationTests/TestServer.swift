@@ -63,6 +63,9 @@ final class TestServer: Sendable {
         try? FileManager.default.removeItem(at: dataDir)
     }
 
+    /// A Server API client of the test app.
+    var api: ServerAPIClient { ServerAPIClient(baseURL: baseURL, app: app) }
+
     /// A token for the user, through the Server API exactly as an app server gets one.
     func token(_ userId: String, app: AppRecord? = nil) async throws -> String {
         let (status, body) = try await ServerAPIClient(baseURL: baseURL, app: app ?? self.app).post("/user/getToken.json", form: ["userId": userId, "name": userId])
@@ -101,6 +104,16 @@ struct ServerAPIClient {
             "\(key)=\(value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value)"
         }.joined(separator: "&")
         return try await post(path, body: Data(body.utf8), contentType: "application/x-www-form-urlencoded", signatureSecret: signatureSecret)
+    }
+
+    /// Posts a form body exactly as written (repeated keys, unencoded values, bracket keys).
+    func post(_ path: String, rawForm: String) async throws -> (Int, [String: Any]) {
+        try await post(path, body: Data(rawForm.utf8), contentType: "application/x-www-form-urlencoded")
+    }
+
+    /// Posts a JSON body.
+    func post(_ path: String, json: [String: Any]) async throws -> (Int, [String: Any]) {
+        try await post(path, body: try JSONSerialization.data(withJSONObject: json), contentType: "application/json")
     }
 
     func post(_ path: String, body: Data, contentType: String, signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {

@@ -7,6 +7,10 @@ import IMCore
 public struct APIParameters: Sendable {
     /// Every value of every key, in body order.
     public private(set) var values: [String: [String]] = [:]
+    /// Every key and value in body order (bracket keys such as `group[g1]=name` need the order).
+    public private(set) var pairs: [(key: String, value: String)] = []
+    /// The body of a JSON call, kept for endpoints that read nested values (templates).
+    public private(set) var json: Data?
 
     public init(form body: String) {
         for pair in body.split(separator: "&", omittingEmptySubsequences: true) {
@@ -14,15 +18,46 @@ public struct APIParameters: Sendable {
             let key = Self.decode(String(parts[0]))
             let value = parts.count > 1 ? Self.decode(String(parts[1])) : ""
             values[key, default: []].append(value)
+            pairs.append((key, value))
         }
     }
 
-    public init(json object: [String: Any]) {
+    public init(json object: [String: Any], body: Data) {
+        json = body
         for (key, value) in object {
             switch value {
             case let list as [Any]: values[key] = list.map(Self.text)
             default: values[key] = [Self.text(value)]
             }
+            for text in values[key] ?? [] { pairs.append((key, text)) }
+        }
+    }
+
+    /// Bracket keys `prefix[id]=value` (e.g. `group[g1]=Group 1`), in body order.
+    public func bracketed(_ prefix: String) -> [(id: String, value: String)] {
+        pairs.compactMap { pair in
+            guard pair.key.hasPrefix(prefix + "["), pair.key.hasSuffix("]") else { return nil }
+            let id = pair.key.dropFirst(prefix.count + 1).dropLast()
+            return id.isEmpty ? nil : (String(id), pair.value)
+        }
+    }
+
+    /// A whole number, or nil when absent; 1002 when it is not a number.
+    public func int(_ key: String) throws -> Int64? {
+        guard let text = string(key) else { return nil }
+        guard let value = Int64(text.trimmingCharacters(in: .whitespaces)) else {
+            throw APIError.badParameter("\(key) must be a whole number, got '\(text)'")
+        }
+        return value
+    }
+
+    /// A boolean sent as true/false, True/False or 1/0; nil when absent; 1002 otherwise.
+    public func bool(_ key: String) throws -> Bool? {
+        guard let text = string(key) else { return nil }
+        switch text.lowercased() {
+        case "true", "1": return true
+        case "false", "0": return false
+        default: throw APIError.badParameter("\(key) must be true/false or 1/0, got '\(text)'")
         }
     }
 
@@ -74,8 +109,8 @@ public struct APIError: Error, Sendable {
 
 /// JSON envelope responses: `{"code":200,...}` on success, `{"code":N,"errorMessage":...}` on error.
 enum APIResponse {
-    static func success(_ fields: [String: Any] = [:]) -> Response {
-        var body = fields
+    static func success(_ fields: [String: any Sendable] = [:]) -> Response {
+        var body: [String: Any] = fields
         body["code"] = 200
         return json(body, status: .ok)
     }

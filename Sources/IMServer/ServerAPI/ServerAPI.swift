@@ -9,31 +9,72 @@ import IMCore
 /// (spec/server-api.md): `POST /<path>.json`, signed with App-Key / Nonce / Timestamp / Signature.
 struct ServerAPI: Sendable {
     typealias Context = BasicWebSocketRequestContext
-    typealias Handler = @Sendable (APIParameters, AppRecord) async throws -> Response
 
     let core: ServerCore
 
-    func register(on router: Router<Context>) {
-        route(router, "/user/getToken.json", getToken)
-        route(router, "/user/checkOnline.json", checkOnline)
+    /// Every endpoint this server answers, in documentation order.
+    var endpoints: [APIEndpoint] {
+        userEndpoints + messageEndpoints + groupEndpoints + moderationEndpoints
     }
 
-    /// Adds a signed endpoint. Accepts `//` in the path as the Go SDK sends it.
-    private func route(_ router: Router<Context>, _ path: String, _ handler: @escaping Handler) {
-        router.post(RouterPath(stringLiteral: path)) { request, context in
-            await self.call(request, handler)
+    func register(on router: Router<Context>) {
+        for endpoint in endpoints {
+            let path = RouterPath(stringLiteral: endpoint.path)
+            // The router ignores empty path components, so the Go SDK's `//user/...` reaches the same endpoint.
+            router.post(path) { request, _ in await self.call(request, endpoint) }
+        }
+        for (path, reason) in Self.laterEndpoints {
+            router.post(RouterPath(stringLiteral: path)) { _, _ in
+                APIResponse.failure(APIError(.apiNotFound, .notFound, "\(path) is not available on this server yet: \(reason)"))
+            }
+        }
+        let document = OpenAPIDocument.json(for: endpoints)
+        router.get("/openapi.json") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+                     body: .init(byteBuffer: ByteBuffer(bytes: document)))
+        }
+        router.get("/message-logs/{appKey}/{file}") { request, context in
+            try await self.messageLogFile(request, context)
         }
     }
 
-    private func call(_ request: Request, _ handler: Handler) async -> Response {
+    /// Known RongCloud endpoints whose feature arrives in a later release: they answer 404 with the reason.
+    static let laterEndpoints: [(String, String)] = [
+        ("/message/group/publish.json", "group messages arrive with group chat"),
+        ("/statusmessage/group/publish.json", "group messages arrive with group chat"),
+        ("/message/discussion/publish.json", "discussions were retired by RongCloud; use groups"),
+        ("/message/chatroom/publish.json", "chatrooms arrive in a later release"),
+        ("/message/chatroom/broadcast.json", "chatrooms arrive in a later release"),
+        ("/message/online/broadcast.json", "online broadcast arrives with push"),
+        ("/message/ultragroup/publish.json", "ultra groups arrive in a later release"),
+        ("/push.json", "push arrives in a later release"),
+        ("/push/user.json", "push arrives in a later release"),
+        ("/push/custom.json", "push arrives in a later release"),
+    ] + ["create", "create_new", "destroy", "query", "get", "join", "user/query", "user/exist", "users/exist",
+         "message/stopDistribution", "message/resumeDistribution", "user/gag/add", "user/gag/rollback",
+         "user/gag/list", "user/block/add", "user/block/rollback", "user/block/list", "user/ban/add",
+         "user/ban/remove", "user/ban/query", "ban/add", "ban/rollback", "ban/query", "ban/check",
+         "message/priority/add", "message/priority/remove", "message/priority/query", "keepalive/add",
+         "keepalive/remove", "keepalive/query", "whitelist/add", "whitelist/delete", "whitelist/query",
+         "user/whitelist/add", "user/whitelist/remove", "user/whitelist/query", "entry/set", "entry/remove",
+         "entry/query", "entry/batch/set", "user/ban/whitelist/add", "user/ban/whitelist/rollback",
+         "user/ban/whitelist/query", "destroy/set"].map { ("/chatroom/\($0).json", "chatrooms arrive in a later release") }
+
+    private func call(_ request: Request, _ endpoint: APIEndpoint) async -> Response {
         do {
             let app = try authenticate(request)
             let parameters = try await parameters(of: request)
-            return try await handler(parameters, app)
+            for param in endpoint.params { try param.check(parameters) }
+            try core.apiLimits.admit(appId: app.id, cost: 1, rules: [
+                APIRateLimiter.Rule(name: endpoint.path, limit: core.config.apiCallsPerSecond, windowMilliseconds: 1000),
+            ])
+            let host = request.head.authority ?? "\(core.config.host):\(core.config.port)"
+            let fields = try await endpoint.handler(APICall(app: app, parameters: parameters, baseURL: "http://\(host)"))
+            return APIResponse.success(fields)
         } catch let error as APIError {
             return APIResponse.failure(error)
         } catch let error as IMError {
-            return APIResponse.failure(APIError(error.code, .badRequest, error.message))
+            return APIResponse.failure(APIError(error.code, error.code == .apiRateLimited ? .tooManyRequests : .badRequest, error.message))
         } catch {
             core.logger.error("server API call failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
             return APIResponse.failure(APIError(.apiInternalError, .internalServerError, "internal error: retry the call"))
@@ -77,33 +118,11 @@ struct ServerAPI: Sendable {
                   let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
                 throw APIError.badParameter("the body is not a JSON object")
             }
-            return APIParameters(json: object)
+            return APIParameters(json: object, body: data)
         }
         return APIParameters(form: body)
     }
 
-    // MARK: user
-
-    private func getToken(_ parameters: APIParameters, _ app: AppRecord) async throws -> Response {
-        guard let userId = parameters.string("userId") else {
-            throw APIError.badParameter("userId is required")
-        }
-        guard UserID.isValid(userId) else {
-            throw APIError.badParameter("userId '\(userId)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
-        }
-        let name = parameters.string("name") ?? ""
-        guard name.count <= 128 else { throw APIError(.apiParameterTooLong, .badRequest, "name is longer than 128 characters") }
-        let portrait = parameters.string("portraitUri") ?? ""
-        guard portrait.count <= 1024 else { throw APIError(.apiParameterTooLong, .badRequest, "portraitUri is longer than 1024 characters") }
-        let now = core.clock.nowMilliseconds()
-        try await core.store.upsertUser(appId: app.id, userId: userId, name: name, portraitUri: portrait, now: now)
-        return APIResponse.success(["userId": userId, "token": core.tokens.issue(app: app, userId: userId, now: now)])
-    }
-
-    private func checkOnline(_ parameters: APIParameters, _ app: AppRecord) async throws -> Response {
-        guard let userId = parameters.string("userId") else { throw APIError.badParameter("userId is required") }
-        return APIResponse.success(["status": core.registry.isOnline(appId: app.id, userId: userId) ? "1" : "0"])
-    }
 }
 
 /// Answers every failure that escapes a route, an unknown path included, with the JSON envelope

@@ -1,0 +1,163 @@
+import Foundation
+import IMCore
+
+/// A registered user, as `/user/info.json` reports it.
+public struct UserRecord: Sendable, Equatable {
+    public var userId: String
+    public var name: String
+    public var portraitUri: String
+    /// Registration time, ms.
+    public var createdAt: Int64
+    /// Connecting is refused (31009) until this time, ms; 0 when not blocked.
+    public var blockedUntil: Int64
+
+    public init(userId: String, name: String, portraitUri: String, createdAt: Int64, blockedUntil: Int64 = 0) {
+        self.userId = userId
+        self.name = name
+        self.portraitUri = portraitUri
+        self.createdAt = createdAt
+        self.blockedUntil = blockedUntil
+    }
+}
+
+/// What the gateway checks when a user connects.
+public struct UserAccess: Sendable, Equatable {
+    /// Tokens issued before this time (ms) are refused; 0 when none were revoked.
+    public var tokensValidAfter: Int64
+    /// Connecting is refused until this time (ms); 0 when not blocked.
+    public var blockedUntil: Int64
+
+    public init(tokensValidAfter: Int64 = 0, blockedUntil: Int64 = 0) {
+        self.tokensValidAfter = tokensValidAfter
+        self.blockedUntil = blockedUntil
+    }
+}
+
+/// A user's own list of other users: whose private messages they refuse (blacklist) or, in
+/// whitelist mode, the only users whose private messages they accept.
+public enum UserListKind: Int, Sendable, CaseIterable {
+    case blacklist = 1
+    case whitelist = 2
+}
+
+/// A group and its member count.
+public struct GroupRecord: Sendable, Equatable {
+    public var groupId: String
+    public var name: String
+    public var createdAt: Int64
+    public var memberCount: Int
+
+    public init(groupId: String, name: String, createdAt: Int64, memberCount: Int) {
+        self.groupId = groupId
+        self.name = name
+        self.createdAt = createdAt
+        self.memberCount = memberCount
+    }
+}
+
+/// A member of a group, with the time they joined (ms).
+public struct GroupMember: Sendable, Equatable {
+    public var userId: String
+    public var joinedAt: Int64
+
+    public init(userId: String, joinedAt: Int64) {
+        self.userId = userId
+        self.joinedAt = joinedAt
+    }
+}
+
+/// A muted member. `groupId` is empty for a mute in every group (the global group mute).
+public struct GroupMute: Sendable, Equatable {
+    public var groupId: String
+    public var userId: String
+    /// When the mute was set and when it ends (ms); `until` is `Int64.max` for a permanent mute.
+    public var since: Int64
+    public var until: Int64
+
+    public init(groupId: String, userId: String, since: Int64, until: Int64) {
+        self.groupId = groupId
+        self.userId = userId
+        self.since = since
+        self.until = until
+    }
+}
+
+/// The outcome of adding members to a group.
+public enum GroupJoinOutcome: Sendable, Equatable {
+    case joined(memberCount: Int)
+    /// The group would have more than `limit` members; nobody was added.
+    case tooManyMembers(limit: Int)
+}
+
+/// One entry of an app's sensitive-word list. A message containing a blocking word is not
+/// delivered; a replaced word is rewritten to its replacement before delivery.
+public struct SensitiveWord: Sendable, Equatable {
+    public var word: String
+    /// nil for a blocking word.
+    public var replacement: String?
+
+    public init(word: String, replacement: String?) {
+        self.word = word
+        self.replacement = replacement
+    }
+}
+
+/// The users, groups and moderation settings the server keeps for each app.
+public protocol DirectoryStore: Sendable {
+    /// Registers the user or updates their name and portrait (empty values leave them unchanged).
+    func upsertUser(appId: Int64, userId: String, name: String, portraitUri: String, now: Int64) async throws
+    func user(appId: Int64, userId: String) async throws -> UserRecord?
+    /// Token revocation and block state of a user (zeros for an unknown user).
+    func userAccess(appId: Int64, userId: String) async throws -> UserAccess
+    /// Refuses tokens issued before `before` (ms) for these users.
+    func expireTokens(appId: Int64, userIds: [String], before: Int64, now: Int64) async throws
+    /// Sets (until > now) or lifts (until = 0) the connect block of these users.
+    func setBlocked(appId: Int64, userIds: [String], until: Int64, now: Int64) async throws
+    /// Users blocked at `now`.
+    func blockedUsers(appId: Int64, now: Int64) async throws -> [UserRecord]
+
+    func addToUserList(appId: Int64, owner: String, kind: UserListKind, members: [String], now: Int64) async throws
+    func removeFromUserList(appId: Int64, owner: String, kind: UserListKind, members: [String]) async throws
+    func userList(appId: Int64, owner: String, kind: UserListKind) async throws -> [String]
+
+    /// Replaces each user's push tags.
+    func setUserTags(appId: Int64, userIds: [String], tags: [String]) async throws
+    func userTags(appId: Int64, userIds: [String]) async throws -> [String: [String]]
+
+    /// Creates the group (or renames an existing one) and adds the members, all or none.
+    func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int, now: Int64) async throws -> GroupJoinOutcome
+    /// Removes members; returns the remaining member count (nil if there is no such group).
+    @discardableResult
+    func quitGroup(appId: Int64, groupId: String, userIds: [String]) async throws -> Int?
+    /// Deletes the group, its members and its mute settings; returns false if there was no such group.
+    func dismissGroup(appId: Int64, groupId: String) async throws -> Bool
+    /// Renames the group; returns false if there is no such group.
+    func renameGroup(appId: Int64, groupId: String, name: String) async throws -> Bool
+    func group(appId: Int64, groupId: String) async throws -> GroupRecord?
+    func groupMembers(appId: Int64, groupId: String) async throws -> [GroupMember]
+    func groups(appId: Int64, ofUser userId: String) async throws -> [GroupRecord]
+    /// Makes the user a member of exactly these groups (creating missing ones, leaving the others).
+    func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int, now: Int64) async throws
+
+    /// Mutes members (`groupId` nil: in every group) until `until` (ms; `Int64.max` = permanently).
+    func muteGroupMembers(appId: Int64, groupId: String?, userIds: [String], until: Int64, now: Int64) async throws
+    func unmuteGroupMembers(appId: Int64, groupId: String?, userIds: [String]) async throws
+    /// Mutes still in force at `now` (`groupId` nil: the global mutes; "*": every mute).
+    func groupMutes(appId: Int64, groupId: String?, now: Int64) async throws -> [GroupMute]
+    /// Mutes or unmutes whole groups.
+    func setGroupMuted(appId: Int64, groupIds: [String], muted: Bool) async throws
+    /// The whole-group mute state of these groups (all muted groups when `groupIds` is empty).
+    func mutedGroups(appId: Int64, groupIds: [String]) async throws -> [String: Bool]
+    func addGroupMuteWhitelist(appId: Int64, groupId: String, userIds: [String]) async throws
+    func removeGroupMuteWhitelist(appId: Int64, groupId: String, userIds: [String]) async throws
+    func groupMuteWhitelist(appId: Int64, groupId: String) async throws -> [String]
+
+    /// Adds or replaces words; throws `IMError(.apiBadParameter)` if the list would exceed `limit`.
+    func addSensitiveWords(appId: Int64, words: [SensitiveWord], limit: Int, now: Int64) async throws
+    func removeSensitiveWords(appId: Int64, words: [String]) async throws
+    func sensitiveWords(appId: Int64) async throws -> [SensitiveWord]
+
+    /// A user's do-not-disturb level for one conversation (0 = not set).
+    func setConversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String, level: Int) async throws
+    func conversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String) async throws -> Int
+}

@@ -1,0 +1,57 @@
+import Foundation
+import IMCore
+import Synchronization
+
+/// The app's sensitive-word list applied to messages before they are stored or delivered: a
+/// message containing a blocking word is not delivered (spec/imlib-core.md §6, the private-chat
+/// sequence), a replaced word is rewritten.
+///
+/// Words are matched case-insensitively inside the text fields of text-bearing contents
+/// (`RC:TxtMsg` content; `RC:ImgTextMsg` title and content); other contents pass unchanged.
+/// The list is cached per app and reloaded after every change through the Server API.
+public final class SensitiveWordFilter: Sendable {
+    public enum Verdict: Sendable, Equatable {
+        case deliver(Data)
+        case block
+    }
+
+    private let store: any IMStore
+    private let cache = Mutex<[Int64: [SensitiveWord]]>([:])
+    static let textFields: [String: [String]] = ["RC:TxtMsg": ["content"], "RC:ImgTextMsg": ["title", "content"]]
+
+    init(store: any IMStore) {
+        self.store = store
+    }
+
+    func changed(appId: Int64) {
+        _ = cache.withLock { $0.removeValue(forKey: appId) }
+    }
+
+    /// The content to deliver, or `.block`.
+    func apply(appId: Int64, objectName: String, content: Data) async throws -> Verdict {
+        guard let fields = Self.textFields[objectName] else { return .deliver(content) }
+        let words = try await self.words(appId: appId)
+        guard !words.isEmpty, var object = (try? JSONSerialization.jsonObject(with: content)) as? [String: Any] else {
+            return .deliver(content)
+        }
+        var changed = false
+        for field in fields {
+            guard var text = object[field] as? String else { continue }
+            for word in words where text.range(of: word.word, options: .caseInsensitive) != nil {
+                guard let replacement = word.replacement else { return .block }
+                text = text.replacingOccurrences(of: word.word, with: replacement, options: .caseInsensitive)
+                changed = true
+            }
+            object[field] = text
+        }
+        guard changed else { return .deliver(content) }
+        return .deliver(try JSONSerialization.data(withJSONObject: object))
+    }
+
+    private func words(appId: Int64) async throws -> [SensitiveWord] {
+        if let cached = cache.withLock({ $0[appId] }) { return cached }
+        let words = try await store.sensitiveWords(appId: appId)
+        cache.withLock { $0[appId] = words }
+        return words
+    }
+}

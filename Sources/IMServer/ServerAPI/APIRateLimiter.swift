@@ -1,0 +1,69 @@
+import IMCore
+import Synchronization
+
+/// Server API rate limits per app: fixed windows on the injected clock, so the rules are tested
+/// without sleeping. A call over a limit is refused whole with 1008 (HTTP 429) and changes nothing.
+public final class APIRateLimiter: Sendable {
+    /// One limit: at most `limit` units per `windowMilliseconds`.
+    public struct Rule: Sendable, Hashable {
+        public var name: String
+        public var limit: Int
+        public var windowMilliseconds: Int64
+
+        public init(name: String, limit: Int, windowMilliseconds: Int64) {
+            self.name = name
+            self.limit = limit
+            self.windowMilliseconds = windowMilliseconds
+        }
+    }
+
+    private struct Key: Hashable {
+        let appId: Int64
+        let rule: Rule
+    }
+    private struct Window {
+        var start: Int64
+        var used: Int
+    }
+    private let clock: any WallClock
+    private let windows = Mutex<[Key: Window]>([:])
+
+    init(clock: any WallClock) {
+        self.clock = clock
+    }
+
+    /// Takes `cost` units from every rule, or none if any rule would go over its limit.
+    /// Rules with a limit of 0 are off.
+    func admit(appId: Int64, cost: Int, rules: [Rule]) throws {
+        let now = clock.nowMilliseconds()
+        let active = rules.filter { $0.limit > 0 }
+        guard !active.isEmpty else { return }
+        let refused: Rule? = windows.withLock { windows in
+            var updated: [(Key, Window)] = []
+            for rule in active {
+                let key = Key(appId: appId, rule: rule)
+                var window = windows[key] ?? Window(start: now, used: 0)
+                if now - window.start >= rule.windowMilliseconds { window = Window(start: now, used: 0) }
+                if window.used + cost > rule.limit { return rule }
+                window.used += cost
+                updated.append((key, window))
+            }
+            for (key, window) in updated { windows[key] = window }
+            return nil
+        }
+        if let refused {
+            throw APIError(.apiRateLimited, .tooManyRequests,
+                           "rate limit exceeded: \(refused.name) allows \(refused.limit) per \(Self.describe(refused.windowMilliseconds)); retry later")
+        }
+    }
+
+    static func describe(_ milliseconds: Int64) -> String {
+        switch milliseconds {
+        case 1000: return "second"
+        case 60_000: return "minute"
+        case 3_600_000: return "hour"
+        case 86_400_000: return "day"
+        default: return "\(milliseconds) ms"
+        }
+    }
+}

@@ -1,0 +1,343 @@
+import Crypto
+import Foundation
+import Hummingbird
+import IMCore
+
+/// `/message/*`: publishing on behalf of users (private, system, status, broadcast), recall, the
+/// hourly message log and conversation history queries.
+extension ServerAPI {
+    static let publishFlags: [APIParam] = [
+        .string("pushContent", "push notification text"),
+        .string("pushData", "push payload for the app"),
+        .string("count", "iOS badge"),
+        .boolean("verifyBlacklist", "skip recipients who blacklisted the sender (default 0)"),
+        .boolean("isPersisted", "stored in cloud history (default 1)"),
+        .boolean("isCounted", "counted as unread (default 1)"),
+        .boolean("isIncludeSender", "the sender's own devices get a copy (default 0)"),
+        .boolean("contentAvailable", "iOS silent push flag"),
+        .boolean("disablePush", "no push notification"),
+        .boolean("expansion", "the message may carry extensions"),
+        .json("extraContent", "initial extensions, a JSON object"),
+        .json("pushExt", "push options, a JSON object"),
+        .string("busChannel", "channel id"),
+        .boolean("disableUpdateLastMsg", "do not update the conversation's last message"),
+    ]
+
+    static let publishResponse = [APIField("messageUIDs", "array", items: "object", "{userId, messageUID} per recipient that got the message")]
+
+    var messageEndpoints: [APIEndpoint] {
+        [
+            APIEndpoint(
+                path: "/message/private/publish.json", tag: "message",
+                summary: "Sends a one-to-one message from `fromUserId` to each of `toUserId` (6000 recipients per minute per app).",
+                params: [
+                    .string("fromUserId", required: true, "sender"),
+                    .list("toUserId", required: true, max: APIRateLimits.privateRecipientsPerCall, "recipients"),
+                    .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type, e.g. RC:TxtMsg"),
+                    .json("content", required: true, "the message content, a JSON object up to 128 KB"),
+                ] + Self.publishFlags,
+                response: Self.publishResponse) { call in try await publish(call, type: .private) },
+            APIEndpoint(
+                path: "/message/private/publish_template.json", tag: "message",
+                summary: "Sends a templated one-to-one message: `{key}` placeholders in content and pushContent are filled per recipient from `values`.", body: .json,
+                params: Self.templateParams(max: APIRateLimits.privateRecipientsPerCall),
+                response: Self.publishResponse) { call in try await publishTemplate(call, type: .private) },
+            APIEndpoint(
+                path: "/statusmessage/private/publish.json", tag: "message",
+                summary: "Sends a status message (online recipients only; never stored, cached or counted).",
+                params: [
+                    .string("fromUserId", required: true, "sender"),
+                    .list("toUserId", required: true, max: APIRateLimits.privateRecipientsPerCall, "recipients"),
+                    .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type"),
+                    .json("content", required: true, "the message content, a JSON object"),
+                    .boolean("verifyBlacklist", "skip recipients who blacklisted the sender"),
+                    .boolean("isIncludeSender", "the sender's own devices get a copy"),
+                    .string("busChannel", "channel id"),
+                ],
+                response: Self.publishResponse) { call in try await publish(call, type: .private, status: true) },
+            APIEndpoint(
+                path: "/message/system/publish.json", tag: "message",
+                summary: "Sends a system-conversation message from `fromUserId` (a system account) to each of `toUserId`; users cannot reply.",
+                params: [
+                    .string("fromUserId", required: true, "system sender"),
+                    .list("toUserId", required: true, max: APIRateLimits.systemRecipientsPerCall, "recipients"),
+                    .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type"),
+                    .json("content", required: true, "the message content, a JSON object up to 128 KB"),
+                ] + Self.publishFlags,
+                response: Self.publishResponse) { call in try await publish(call, type: .system) },
+            APIEndpoint(
+                path: "/message/system/publish_template.json", tag: "message",
+                summary: "Sends a templated system message, filled per recipient from `values`.", body: .json,
+                params: Self.templateParams(max: APIRateLimits.systemRecipientsPerCall),
+                response: Self.publishResponse) { call in try await publishTemplate(call, type: .system) },
+            APIEndpoint(
+                path: "/message/broadcast.json", tag: "message",
+                summary: "Sends a system message to every user of the app, stored once (2 per hour and 3 per day).",
+                params: [
+                    .string("fromUserId", required: true, "system sender"),
+                    .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type"),
+                    .json("content", required: true, "the message content, a JSON object up to 128 KB"),
+                    .string("pushContent", "push notification text"),
+                    .string("pushData", "push payload"),
+                    .string("os", "iOS or Android: push to that platform only"),
+                    .boolean("contentAvailable", "iOS silent push flag"),
+                    .json("pushExt", "push options"),
+                    .boolean("disableUpdateLastMsg", "do not update the conversation's last message"),
+                ],
+                response: [APIField("messageUID", "string", "the broadcast's message uid"), APIField("id", "string", "the same uid (older clients read this)")],
+                handler: broadcast),
+            APIEndpoint(
+                path: "/message/recall.json", tag: "message",
+                summary: "Recalls a message: both sides, online now or at their next sync, see a recall notification (RC:RcNtf) in its place.",
+                params: [
+                    .string("fromUserId", required: true, "the message's sender"),
+                    .integer("conversationType", required: true, "1 private, 6 system"),
+                    .string("targetId", required: true, "the conversation's other user"),
+                    .string("messageUID", required: true, "uid of the message to recall"),
+                    .integer("sentTime", "the message's sentTime, ms"),
+                    .boolean("isAdmin", "recall as an administrator (any sender)"),
+                    .boolean("isDelete", "delete instead of leaving a notification"),
+                    .boolean("disablePush", "no push notification"),
+                    .string("extra", "extra text carried by the notification"),
+                    .string("busChannel", "channel id"),
+                ],
+                handler: recall),
+            APIEndpoint(
+                path: "/message/history.json", tag: "message",
+                summary: "The URL of one hour's message log (every message of the app sent in that UTC hour, one JSON object per line); empty when there is none.",
+                params: [.string("date", required: true, "the hour, YYYYMMDDHH (UTC)")],
+                response: [APIField("url", "string", "where to download the log; empty when there is none"), APIField("date", "string", "the hour asked for")],
+                handler: messageLog),
+            APIEndpoint(
+                path: "/message/history/delete.json", tag: "message",
+                summary: "Deletes one hour's message log: /message/history.json then returns an empty URL for it. Messages and cloud history are unchanged.",
+                params: [.string("date", required: true, "the hour, YYYYMMDDHH (UTC)")],
+                handler: deleteMessageLog),
+            APIEndpoint(
+                path: "/v3/message/private/query.json", tag: "message",
+                summary: "Cloud history of a one-to-one conversation between two times: ascending when endTime > startTime, descending otherwise.", body: .json,
+                params: [
+                    .string("userId", required: true, "one user of the conversation"),
+                    .string("targetId", required: true, "the other user"),
+                    .integer("startTime", required: true, "ms"),
+                    .integer("endTime", required: true, "ms"),
+                    .integer("pageSize", "1 to 100 (default 50)"),
+                    .boolean("includeStart", "include a message sent exactly at startTime (default true)"),
+                    .string("busChannel", "channel id"),
+                ],
+                response: [APIField("data", "array", items: "object", "{targetId, fromUserId, messageUID, msgTime, objectName, content, expansion, extraContent, busChannel}")],
+                handler: queryPrivateHistory),
+        ]
+    }
+
+    static func templateParams(max: Int) -> [APIParam] {
+        [
+            .string("fromUserId", required: true, "sender"),
+            .list("toUserId", required: true, max: max, "recipients"),
+            .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type"),
+            .string("content", required: true, "the content as a JSON template with {key} placeholders"),
+            .list("values", required: true, "one object of placeholder values per recipient"),
+            .list("pushContent", "one push text template per recipient"),
+            .list("pushData", "one push payload per recipient"),
+            .boolean("verifyBlacklist", "skip recipients who blacklisted the sender"),
+            .boolean("isPersisted", "stored in cloud history (default 1)"),
+            .boolean("isCounted", "counted as unread (default 1)"),
+            .boolean("isIncludeSender", "the sender's own devices get a copy (default 0)"),
+            .boolean("contentAvailable", "iOS silent push flag"),
+            .boolean("disablePush", "no push notification"),
+        ]
+    }
+
+    // MARK: publishing
+
+    /// Checks a publish call's content and builds the message each recipient gets a copy of.
+    private func message(_ call: APICall, type: ConversationType, content: Data, status: Bool) throws -> StoredMessage {
+        let sender = call.required("fromUserId")
+        guard UserID.isValid(sender) else { throw APIError.badParameter("fromUserId '\(sender)' is invalid") }
+        guard content.count <= MessageLimits.maxContentBytes else {
+            throw APIError.badParameter("content is \(content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes)")
+        }
+        guard (try? JSONSerialization.jsonObject(with: content)) is [String: Any] else {
+            throw APIError.badParameter("content must be a JSON object, e.g. {\"content\":\"hello\"} for RC:TxtMsg")
+        }
+        var flags: PersistentFlag = []
+        if status {
+            flags = .status
+        } else {
+            if try call.bool("isPersisted") ?? true { flags.insert(.isPersisted) }
+            if try call.bool("isCounted") ?? true { flags.insert(.isCounted) }
+        }
+        var expansion: [String: String] = [:]
+        if let extra = call.string("extraContent"), let object = try? JSONSerialization.jsonObject(with: Data(extra.utf8)) as? [String: Any] {
+            for (key, value) in object { expansion[key] = (value as? String) ?? "\(value)" }
+        }
+        return StoredMessage(
+            appId: call.app.id, conversationType: type, conversationKey: "", targetId: "", senderId: sender,
+            objectName: call.required("objectName"), content: content, flags: flags,
+            pushContent: call.string("pushContent") ?? "", pushData: call.string("pushData") ?? "",
+            disableNotification: try call.bool("disablePush") ?? false,
+            canIncludeExpansion: try call.bool("expansion") ?? !expansion.isEmpty, expansion: expansion,
+            channelId: call.string("busChannel") ?? "", includeSender: try call.bool("isIncludeSender") ?? false)
+    }
+
+    /// The rate rules a publish of `count` messages is charged against.
+    private func admitPublish(_ call: APICall, type: ConversationType, count: Int) throws {
+        let rule = type == .system
+            ? APIRateLimiter.Rule(name: "system messages", limit: core.config.systemPublishPerSecond, windowMilliseconds: 1000)
+            : APIRateLimiter.Rule(name: "private messages", limit: core.config.privatePublishPerMinute, windowMilliseconds: 60_000)
+        try core.apiLimits.admit(appId: call.app.id, cost: count, rules: [rule])
+    }
+
+    private func recipients(_ call: APICall) throws -> [String] {
+        var seen = Set<String>()
+        let ids = call.list("toUserId").filter { seen.insert($0).inserted }
+        for id in ids where !UserID.isValid(id) {
+            throw APIError.badParameter("toUserId '\(id)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+        }
+        return ids
+    }
+
+    private func publish(_ call: APICall, type: ConversationType, status: Bool = false) async throws -> [String: any Sendable] {
+        let message = try message(call, type: type, content: Data(call.required("content").utf8), status: status)
+        let recipients = try recipients(call)
+        if !status { try admitPublish(call, type: type, count: recipients.count) }
+        let sent = try await core.messages.publish(message, to: recipients, verifyBlacklist: try call.bool("verifyBlacklist") ?? false)
+        return ["messageUIDs": sent.map { ["userId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]
+    }
+
+    private func publishTemplate(_ call: APICall, type: ConversationType) async throws -> [String: any Sendable] {
+        guard let body = call.parameters.json,
+              let object = try JSONSerialization.jsonObject(with: body) as? [String: Any] else {
+            throw APIError.badParameter("the body must be a JSON object")
+        }
+        let recipients = try recipients(call)
+        guard let values = object["values"] as? [[String: Any]], values.count == recipients.count else {
+            throw APIError.badParameter("values must list one object of placeholder values per toUserId (\(recipients.count))")
+        }
+        let template = call.required("content")
+        func fill(_ text: String, _ values: [String: Any]) -> String {
+            values.reduce(text) { text, entry in
+                text.replacingOccurrences(of: "{\(entry.key)}", with: (entry.value as? String) ?? "\(entry.value)")
+            }
+        }
+        let contents = values.map { Data(fill(template, $0).utf8) }
+        let pushTemplates = (object["pushContent"] as? [Any])?.map { ($0 as? String) ?? "" }
+        let pushContents = pushTemplates.map { templates in
+            templates.enumerated().map { index, text in fill(text, index < values.count ? values[index] : [:]) }
+        }
+        let pushData = (object["pushData"] as? [Any])?.map { ($0 as? String) ?? "" }
+        // Every filled-in content is checked (JSON object, 128 KB) before anything is sent.
+        let checked = try contents.map { try self.message(call, type: type, content: $0, status: false) }
+        guard let message = checked.first else { throw APIError.badParameter("toUserId is required") }
+        try admitPublish(call, type: type, count: recipients.count)
+        let sent = try await core.messages.publish(message, to: recipients, contents: contents, pushContents: pushContents,
+                                                   pushData: pushData, verifyBlacklist: try call.bool("verifyBlacklist") ?? false)
+        return ["messageUIDs": sent.map { ["userId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]
+    }
+
+    private func broadcast(_ call: APICall) async throws -> [String: any Sendable] {
+        let message = try message(call, type: .system, content: Data(call.required("content").utf8), status: false)
+        try core.apiLimits.admit(appId: call.app.id, cost: 1, rules: [
+            APIRateLimiter.Rule(name: "broadcasts", limit: APIRateLimits.broadcastsPerHour, windowMilliseconds: 3_600_000),
+            APIRateLimiter.Rule(name: "broadcasts", limit: APIRateLimits.broadcastsPerDay, windowMilliseconds: 86_400_000),
+        ])
+        let sent = try await core.messages.broadcast(message)
+        return ["messageUID": sent.uid, "id": sent.uid]
+    }
+
+    private func recall(_ call: APICall) async throws -> [String: any Sendable] {
+        let rawType = try call.int("conversationType") ?? 0
+        guard let type = ConversationType(rawValue: Int(rawType)), type == .private || type == .system else {
+            throw APIError.badParameter("conversationType must be 1 (private) or 6 (system) on this server, got \(rawType)")
+        }
+        _ = try await core.messages.recall(
+            appId: call.app.id, operatorId: call.required("fromUserId"), type: type, targetId: call.required("targetId"),
+            uid: call.required("messageUID"), sentTime: try call.int("sentTime"), isAdmin: try call.bool("isAdmin") ?? false,
+            delete: try call.bool("isDelete") ?? false, extra: call.string("extra"))
+        return [:]
+    }
+
+    // MARK: message logs
+
+    private func hour(_ call: APICall) throws -> (text: String, start: Int64) {
+        let text = call.required("date")
+        guard let start = APITime.hourStart(text) else {
+            throw APIError.badParameter("date must be an hour written YYYYMMDDHH (UTC), e.g. 2026112108; got '\(text)'")
+        }
+        return (text, start)
+    }
+
+    private func messageLog(_ call: APICall) async throws -> [String: any Sendable] {
+        let (text, start) = try hour(call)
+        let deleted = try await core.store.isMessageLogDeleted(appId: call.app.id, hour: text)
+        let any = try await core.store.messages(appId: call.app.id, sentFrom: start, afterSeq: 0, to: start + 3_600_000, limit: 1)
+        guard !deleted, !any.isEmpty else { return ["url": "", "date": text] }
+        let file = "\(text).jsonl"
+        return ["url": "\(call.baseURL)/message-logs/\(call.app.appKey)/\(file)?sig=\(Self.logSignature(app: call.app, file: file))", "date": text]
+    }
+
+    private func deleteMessageLog(_ call: APICall) async throws -> [String: any Sendable] {
+        let (text, _) = try hour(call)
+        try await core.store.deleteMessageLog(appId: call.app.id, hour: text)
+        return [:]
+    }
+
+    /// The download link's proof: HMAC-SHA256 of the file name under the app secret, so only a
+    /// holder of a link the Server API returned can read the log.
+    static func logSignature(app: AppRecord, file: String) -> String {
+        HMAC<SHA256>.authenticationCode(for: Data(file.utf8), using: SymmetricKey(data: Data(app.appSecret.utf8)))
+            .map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// GET /message-logs/{appKey}/{YYYYMMDDHH}.jsonl?sig=...: one JSON object per message.
+    func messageLogFile(_ request: Request, _ context: Context) async throws -> Response {
+        let notFound = APIResponse.failure(APIError(.apiNotFound, .notFound, "no such message log, or the link is not valid: ask /message/history.json for a new one"))
+        guard let appKey = context.parameters.get("appKey"), let file = context.parameters.get("file"),
+              let app = core.apps.app(key: appKey), file.hasSuffix(".jsonl"),
+              request.uri.queryParameters.get("sig") == Self.logSignature(app: app, file: file),
+              let start = APITime.hourStart(String(file.dropLast(6))) else { return notFound }
+        guard try await !core.store.isMessageLogDeleted(appId: app.id, hour: String(file.dropLast(6))) else { return notFound }
+        var lines = Data()
+        var cursor = (sentTime: start, seq: UInt64(0))
+        let end = start + 3_600_000
+        while true {
+            let page = try await core.store.messages(appId: app.id, sentFrom: cursor.sentTime, afterSeq: cursor.seq, to: end, limit: 1000)
+            for message in page {
+                let entry: [String: Any] = [
+                    "appKey": app.appKey, "fromUserId": message.senderId, "targetId": message.targetId,
+                    "targetType": message.conversationType.rawValue, "objectName": message.objectName,
+                    "content": (try? JSONSerialization.jsonObject(with: message.content)) ?? [:],
+                    "msgUID": message.uid, "timestamp": message.sentTime, "dateTime": APITime.text(message.sentTime),
+                    "busChannel": message.channelId,
+                ]
+                lines.append(try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]))
+                lines.append(0x0A)
+            }
+            guard page.count == 1000, let last = page.last else { break }
+            cursor = (last.sentTime, last.seq)
+        }
+        return Response(status: .ok, headers: [.contentType: "application/x-ndjson; charset=utf-8"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: lines)))
+    }
+
+    // MARK: history query
+
+    private func queryPrivateHistory(_ call: APICall) async throws -> [String: any Sendable] {
+        let userId = call.required("userId"), targetId = call.required("targetId")
+        let start = try call.int("startTime") ?? 0, end = try call.int("endTime") ?? 0
+        let pageSize = try call.int("pageSize") ?? 50
+        guard (1...100).contains(pageSize) else { throw APIError.badParameter("pageSize must be 1 to 100, got \(pageSize)") }
+        let messages = try await core.store.conversationMessages(
+            appId: call.app.id, conversationKey: privateConversationKey(userId, targetId), start: start, end: end,
+            includeStart: try call.bool("includeStart") ?? true, ascending: end >= start, limit: Int(pageSize))
+        return ["data": messages.map { message -> [String: any Sendable] in
+            let extra = (try? JSONSerialization.data(withJSONObject: message.expansion, options: [.sortedKeys])).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
+            return [
+                "targetId": message.targetId, "fromUserId": message.senderId, "messageUID": message.uid,
+                "msgTime": message.sentTime, "objectName": message.objectName,
+                "content": String(data: message.content, encoding: .utf8) ?? "", "expansion": message.canIncludeExpansion,
+                "extraContent": message.expansion.isEmpty ? "" : extra, "busChannel": message.channelId,
+            ]
+        }]
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import IMCore
+import Synchronization
+
+/// Who may connect and who may message whom: connect blocks, token revocation, and each user's
+/// blacklist and whitelist (spec/imlib-core.md §6: a blacklisted sender gets 405; in whitelist
+/// mode a sender not on the recipient's whitelist gets 407).
+///
+/// The lists are read on every private message, so they are cached in memory per owner, filled
+/// from the store on first use and replaced whenever the Server API changes them.
+public final class UserDirectory: Sendable {
+    private let store: any IMStore
+    private let registry: SessionRegistry
+    private let whitelistMode: Bool
+    private struct OwnerKey: Hashable {
+        let appId: Int64
+        let owner: String
+        let kind: UserListKind
+    }
+    private let lists = Mutex<[OwnerKey: Set<String>]>([:])
+    private static let cachedOwnerLimit = 200_000
+
+    init(store: any IMStore, registry: SessionRegistry, whitelistMode: Bool) {
+        self.store = store
+        self.registry = registry
+        self.whitelistMode = whitelistMode
+    }
+
+    /// Refuses a connect with a revoked token (31004) or by a blocked user (31009).
+    func checkConnect(appId: Int64, userId: String, tokenIssuedAt: Int64, now: Int64) async throws {
+        let access = try await store.userAccess(appId: appId, userId: userId)
+        guard tokenIssuedAt >= access.tokensValidAfter else {
+            throw IMError(.tokenIncorrect, "this token was revoked: get a new token from your app server")
+        }
+        guard access.blockedUntil <= now else {
+            throw IMError(.userBlocked, "user \(userId) is blocked until \(APITime.text(access.blockedUntil)) UTC: the app's server can lift it with /user/unblock.json")
+        }
+    }
+
+    /// Blocks users from connecting for `minutes` and disconnects their live sessions (31009).
+    func block(appId: Int64, userIds: [String], minutes: Int, now: Int64) async throws {
+        try await store.setBlocked(appId: appId, userIds: userIds, until: now + Int64(minutes) * 60_000, now: now)
+        for userId in userIds {
+            for session in registry.sessions(appId: appId, userId: userId) {
+                session.kick(code: .userBlocked, reason: "user \(userId) was blocked by the app's server for \(minutes) minutes")
+                registry.remove(session)
+            }
+        }
+    }
+
+    func unblock(appId: Int64, userIds: [String], now: Int64) async throws {
+        try await store.setBlocked(appId: appId, userIds: userIds, until: 0, now: now)
+    }
+
+    /// Throws 405 or 407 when `sender` may not send private messages to `recipient`.
+    func checkPrivateMessage(appId: Int64, from sender: String, to recipient: String) async throws {
+        guard sender != recipient else { return }
+        if whitelistMode {
+            guard try await list(appId: appId, owner: recipient, kind: .whitelist).contains(sender) else {
+                throw IMError(.notInWhitelist, "\(recipient) accepts messages only from users on their whitelist, and \(sender) is not on it")
+            }
+        } else if try await list(appId: appId, owner: recipient, kind: .blacklist).contains(sender) {
+            throw IMError(.rejectedByBlacklist, "\(recipient) has put \(sender) on their blacklist: the message was not delivered")
+        }
+    }
+
+    func add(appId: Int64, owner: String, kind: UserListKind, members: [String], now: Int64) async throws {
+        try await store.addToUserList(appId: appId, owner: owner, kind: kind, members: members, now: now)
+        forget(appId: appId, owner: owner, kind: kind)
+    }
+
+    func remove(appId: Int64, owner: String, kind: UserListKind, members: [String]) async throws {
+        try await store.removeFromUserList(appId: appId, owner: owner, kind: kind, members: members)
+        forget(appId: appId, owner: owner, kind: kind)
+    }
+
+    private func forget(appId: Int64, owner: String, kind: UserListKind) {
+        _ = lists.withLock { $0.removeValue(forKey: OwnerKey(appId: appId, owner: owner, kind: kind)) }
+    }
+
+    private func list(appId: Int64, owner: String, kind: UserListKind) async throws -> Set<String> {
+        let key = OwnerKey(appId: appId, owner: owner, kind: kind)
+        if let cached = lists.withLock({ $0[key] }) { return cached }
+        let members = Set(try await store.userList(appId: appId, owner: owner, kind: kind))
+        lists.withLock { lists in
+            if lists.count >= Self.cachedOwnerLimit { lists.removeAll(keepingCapacity: true) }
+            lists[key] = members
+        }
+        return members
+    }
+}
+
+/// Times in Server API responses: `yyyy-MM-dd HH:mm:ss`, UTC.
+enum APITime {
+    static func text(_ milliseconds: Int64) -> String {
+        guard milliseconds < Int64.max / 2 else { return "9999-12-31 23:59:59" }
+        let seconds = time_t(milliseconds / 1000)
+        var parts = tm()
+        var value = seconds
+        gmtime_r(&value, &parts)
+        return String(format: "%04d-%02d-%02d %02d:%02d:%02d", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+    }
+
+    /// Parses `YYYYMMDDHH` (UTC) into the hour's start, ms.
+    static func hourStart(_ text: String) -> Int64? {
+        guard text.count == 10, text.allSatisfy(\.isASCII), let _ = Int(text) else { return nil }
+        let digits = Array(text)
+        func number(_ range: Range<Int>) -> Int32 { Int32(String(digits[range]))! }
+        var parts = tm()
+        parts.tm_year = number(0..<4) - 1900
+        parts.tm_mon = number(4..<6) - 1
+        parts.tm_mday = number(6..<8)
+        parts.tm_hour = number(8..<10)
+        guard (0...11).contains(parts.tm_mon), (1...31).contains(parts.tm_mday), (0...23).contains(parts.tm_hour) else { return nil }
+        let seconds = timegm(&parts)
+        return Int64(seconds) * 1000
+    }
+}

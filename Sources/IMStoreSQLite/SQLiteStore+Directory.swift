@@ -1,0 +1,379 @@
+import Foundation
+import GRDB
+import IMCore
+import IMServer
+
+/// Users, groups and moderation settings: small tables, one transaction per call.
+extension SQLiteStore {
+    // MARK: users
+
+    public func upsertUser(appId: Int64, userId: String, name: String, portraitUri: String, now: Int64) async throws {
+        try await pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO users (app_id, user_id, name, portrait_uri, created_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(app_id, user_id) DO UPDATE SET
+                    name = CASE WHEN excluded.name = '' THEN users.name ELSE excluded.name END,
+                    portrait_uri = CASE WHEN excluded.portrait_uri = '' THEN users.portrait_uri ELSE excluded.portrait_uri END
+                """, arguments: [appId, userId, name, portraitUri, now])
+        }
+    }
+
+    public func user(appId: Int64, userId: String) async throws -> UserRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: """
+                SELECT user_id, name, portrait_uri, created_at, blocked_until FROM users WHERE app_id = ? AND user_id = ?
+                """, arguments: [appId, userId]).map(Self.user)
+        }
+    }
+
+    public func userAccess(appId: Int64, userId: String) async throws -> UserAccess {
+        try await pool.read { db in
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: """
+                SELECT tokens_valid_after, blocked_until FROM users WHERE app_id = ? AND user_id = ?
+                """), arguments: [appId, userId]) else { return UserAccess() }
+            return UserAccess(tokensValidAfter: row["tokens_valid_after"], blockedUntil: row["blocked_until"])
+        }
+    }
+
+    public func expireTokens(appId: Int64, userIds: [String], before: Int64, now: Int64) async throws {
+        try await pool.write { db in
+            for userId in userIds {
+                try db.execute(sql: """
+                    INSERT INTO users (app_id, user_id, created_at, tokens_valid_after) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(app_id, user_id) DO UPDATE SET tokens_valid_after = excluded.tokens_valid_after
+                    """, arguments: [appId, userId, now, before])
+            }
+        }
+    }
+
+    public func setBlocked(appId: Int64, userIds: [String], until: Int64, now: Int64) async throws {
+        try await pool.write { db in
+            for userId in userIds {
+                try db.execute(sql: """
+                    INSERT INTO users (app_id, user_id, created_at, blocked_until) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(app_id, user_id) DO UPDATE SET blocked_until = excluded.blocked_until
+                    """, arguments: [appId, userId, now, until])
+            }
+        }
+    }
+
+    public func blockedUsers(appId: Int64, now: Int64) async throws -> [UserRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT user_id, name, portrait_uri, created_at, blocked_until FROM users
+                WHERE app_id = ? AND blocked_until > ? ORDER BY user_id
+                """, arguments: [appId, now]).map(Self.user)
+        }
+    }
+
+    static func user(_ row: Row) -> UserRecord {
+        UserRecord(userId: row["user_id"], name: row["name"], portraitUri: row["portrait_uri"],
+                   createdAt: row["created_at"], blockedUntil: row["blocked_until"])
+    }
+
+    // MARK: blacklists and whitelists
+
+    public func addToUserList(appId: Int64, owner: String, kind: UserListKind, members: [String], now: Int64) async throws {
+        try await pool.write { db in
+            for member in members {
+                try db.execute(sql: "INSERT OR IGNORE INTO user_lists (app_id, owner, kind, member, created_at) VALUES (?, ?, ?, ?, ?)",
+                               arguments: [appId, owner, kind.rawValue, member, now])
+            }
+        }
+    }
+
+    public func removeFromUserList(appId: Int64, owner: String, kind: UserListKind, members: [String]) async throws {
+        try await pool.write { db in
+            for member in members {
+                try db.execute(sql: "DELETE FROM user_lists WHERE app_id = ? AND owner = ? AND kind = ? AND member = ?",
+                               arguments: [appId, owner, kind.rawValue, member])
+            }
+        }
+    }
+
+    public func userList(appId: Int64, owner: String, kind: UserListKind) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(db, sql: "SELECT member FROM user_lists WHERE app_id = ? AND owner = ? AND kind = ? ORDER BY created_at, member",
+                                arguments: [appId, owner, kind.rawValue])
+        }
+    }
+
+    // MARK: tags
+
+    public func setUserTags(appId: Int64, userIds: [String], tags: [String]) async throws {
+        try await pool.write { db in
+            for userId in userIds {
+                try db.execute(sql: "DELETE FROM user_tags WHERE app_id = ? AND user_id = ?", arguments: [appId, userId])
+                for tag in tags {
+                    try db.execute(sql: "INSERT OR IGNORE INTO user_tags (app_id, user_id, tag) VALUES (?, ?, ?)", arguments: [appId, userId, tag])
+                }
+            }
+        }
+    }
+
+    public func userTags(appId: Int64, userIds: [String]) async throws -> [String: [String]] {
+        try await pool.read { db in
+            var result: [String: [String]] = [:]
+            for userId in userIds {
+                result[userId] = try String.fetchAll(db, sql: "SELECT tag FROM user_tags WHERE app_id = ? AND user_id = ? ORDER BY tag",
+                                                     arguments: [appId, userId])
+            }
+            return result
+        }
+    }
+
+    // MARK: groups
+
+    public func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int, now: Int64) async throws -> GroupJoinOutcome {
+        do {
+            return try await pool.write { db in
+                try Self.join(db, appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: maxMembers, now: now)
+            }
+        } catch let error as GroupLimitExceeded {
+            return .tooManyMembers(limit: error.limit)
+        }
+    }
+
+    static func join(_ db: Database, appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int, now: Int64) throws -> GroupJoinOutcome {
+        try db.execute(sql: """
+            INSERT INTO chat_groups (app_id, group_id, name, created_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT(app_id, group_id) DO UPDATE SET name = CASE WHEN excluded.name = '' THEN chat_groups.name ELSE excluded.name END
+            """, arguments: [appId, groupId, name ?? "", now])
+        let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO group_members (app_id, group_id, user_id, joined_at) VALUES (?, ?, ?, ?)")
+        for userId in userIds {
+            try insert.execute(arguments: [appId, groupId, userId, now])
+        }
+        let count = try Self.memberCount(db, appId: appId, groupId: groupId)
+        if count > maxMembers {
+            // Roll the whole call back: nobody joins a group that would be over its limit.
+            throw GroupLimitExceeded(limit: maxMembers)
+        }
+        return .joined(memberCount: count)
+    }
+
+    static func memberCount(_ db: Database, appId: Int64, groupId: String) throws -> Int {
+        try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM group_members WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId]) ?? 0
+    }
+
+    public func quitGroup(appId: Int64, groupId: String, userIds: [String]) async throws -> Int? {
+        try await pool.write { db in
+            guard try Self.groupExists(db, appId: appId, groupId: groupId) else { return nil }
+            for userId in userIds {
+                try db.execute(sql: "DELETE FROM group_members WHERE app_id = ? AND group_id = ? AND user_id = ?", arguments: [appId, groupId, userId])
+                try db.execute(sql: "DELETE FROM group_mutes WHERE app_id = ? AND group_id = ? AND user_id = ?", arguments: [appId, groupId, userId])
+                try db.execute(sql: "DELETE FROM group_mute_whitelist WHERE app_id = ? AND group_id = ? AND user_id = ?", arguments: [appId, groupId, userId])
+            }
+            return try Self.memberCount(db, appId: appId, groupId: groupId)
+        }
+    }
+
+    static func groupExists(_ db: Database, appId: Int64, groupId: String) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_groups WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId]) ?? false
+    }
+
+    public func dismissGroup(appId: Int64, groupId: String) async throws -> Bool {
+        try await pool.write { db in
+            guard try Self.groupExists(db, appId: appId, groupId: groupId) else { return false }
+            for table in ["chat_groups", "group_members", "group_mutes", "muted_groups", "group_mute_whitelist"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId])
+            }
+            return true
+        }
+    }
+
+    public func renameGroup(appId: Int64, groupId: String, name: String) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE chat_groups SET name = ? WHERE app_id = ? AND group_id = ?", arguments: [name, appId, groupId])
+            return db.changesCount > 0
+        }
+    }
+
+    public func group(appId: Int64, groupId: String) async throws -> GroupRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT group_id, name, created_at FROM chat_groups WHERE app_id = ? AND group_id = ?",
+                             arguments: [appId, groupId]).map { row in
+                GroupRecord(groupId: row["group_id"], name: row["name"], createdAt: row["created_at"],
+                            memberCount: try Self.memberCount(db, appId: appId, groupId: groupId))
+            }
+        }
+    }
+
+    public func groupMembers(appId: Int64, groupId: String) async throws -> [GroupMember] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT user_id, joined_at FROM group_members WHERE app_id = ? AND group_id = ? ORDER BY joined_at, user_id",
+                             arguments: [appId, groupId]).map { GroupMember(userId: $0["user_id"], joinedAt: $0["joined_at"]) }
+        }
+    }
+
+    public func groups(appId: Int64, ofUser userId: String) async throws -> [GroupRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT g.group_id, g.name, g.created_at,
+                       (SELECT COUNT(*) FROM group_members c WHERE c.app_id = g.app_id AND c.group_id = g.group_id) AS member_count
+                FROM group_members m JOIN chat_groups g ON g.app_id = m.app_id AND g.group_id = m.group_id
+                WHERE m.app_id = ? AND m.user_id = ? ORDER BY m.joined_at, g.group_id
+                """, arguments: [appId, userId]).map {
+                GroupRecord(groupId: $0["group_id"], name: $0["name"], createdAt: $0["created_at"], memberCount: $0["member_count"])
+            }
+        }
+    }
+
+    public func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int, now: Int64) async throws {
+        do {
+            try await syncGroupsTransaction(appId: appId, userId: userId, groups: groups, maxMembers: maxMembers, now: now)
+        } catch let error as GroupLimitExceeded {
+            throw IMError(.apiBadParameter, "a group would have more than \(error.limit) members; nothing was changed")
+        }
+    }
+
+    private func syncGroupsTransaction(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int, now: Int64) async throws {
+        try await pool.write { db in
+            let wanted = Set(groups.map(\.id))
+            let current = try String.fetchAll(db, sql: "SELECT group_id FROM group_members WHERE app_id = ? AND user_id = ?", arguments: [appId, userId])
+            for groupId in current where !wanted.contains(groupId) {
+                try db.execute(sql: "DELETE FROM group_members WHERE app_id = ? AND group_id = ? AND user_id = ?", arguments: [appId, groupId, userId])
+            }
+            for group in groups {
+                _ = try Self.join(db, appId: appId, groupId: group.id, name: group.name, userIds: [userId], maxMembers: maxMembers, now: now)
+            }
+        }
+    }
+
+    // MARK: group mutes
+
+    public func muteGroupMembers(appId: Int64, groupId: String?, userIds: [String], until: Int64, now: Int64) async throws {
+        try await pool.write { db in
+            for userId in userIds {
+                try db.execute(sql: """
+                    INSERT INTO group_mutes (app_id, group_id, user_id, since, until) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT(app_id, group_id, user_id) DO UPDATE SET since = excluded.since, until = excluded.until
+                    """, arguments: [appId, groupId ?? "", userId, now, until])
+            }
+        }
+    }
+
+    public func unmuteGroupMembers(appId: Int64, groupId: String?, userIds: [String]) async throws {
+        try await pool.write { db in
+            for userId in userIds {
+                try db.execute(sql: "DELETE FROM group_mutes WHERE app_id = ? AND group_id = ? AND user_id = ?", arguments: [appId, groupId ?? "", userId])
+            }
+        }
+    }
+
+    public func groupMutes(appId: Int64, groupId: String?, now: Int64) async throws -> [GroupMute] {
+        try await pool.read { db in
+            let rows: [Row]
+            if groupId == "*" {
+                rows = try Row.fetchAll(db, sql: "SELECT * FROM group_mutes WHERE app_id = ? AND until > ? ORDER BY group_id, since, user_id",
+                                        arguments: [appId, now])
+            } else {
+                rows = try Row.fetchAll(db, sql: "SELECT * FROM group_mutes WHERE app_id = ? AND group_id = ? AND until > ? ORDER BY since, user_id",
+                                        arguments: [appId, groupId ?? "", now])
+            }
+            return rows.map { GroupMute(groupId: $0["group_id"], userId: $0["user_id"], since: $0["since"], until: $0["until"]) }
+        }
+    }
+
+    public func setGroupMuted(appId: Int64, groupIds: [String], muted: Bool) async throws {
+        try await pool.write { db in
+            for groupId in groupIds {
+                try db.execute(sql: muted
+                    ? "INSERT OR IGNORE INTO muted_groups (app_id, group_id) VALUES (?, ?)"
+                    : "DELETE FROM muted_groups WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId])
+            }
+        }
+    }
+
+    public func mutedGroups(appId: Int64, groupIds: [String]) async throws -> [String: Bool] {
+        try await pool.read { db in
+            if groupIds.isEmpty {
+                let all = try String.fetchAll(db, sql: "SELECT group_id FROM muted_groups WHERE app_id = ? ORDER BY group_id", arguments: [appId])
+                return Dictionary(uniqueKeysWithValues: all.map { ($0, true) })
+            }
+            var result: [String: Bool] = [:]
+            for groupId in groupIds {
+                result[groupId] = try Bool.fetchOne(db, sql: "SELECT 1 FROM muted_groups WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId]) ?? false
+            }
+            return result
+        }
+    }
+
+    public func addGroupMuteWhitelist(appId: Int64, groupId: String, userIds: [String]) async throws {
+        try await pool.write { db in
+            for userId in userIds {
+                try db.execute(sql: "INSERT OR IGNORE INTO group_mute_whitelist (app_id, group_id, user_id) VALUES (?, ?, ?)", arguments: [appId, groupId, userId])
+            }
+        }
+    }
+
+    public func removeGroupMuteWhitelist(appId: Int64, groupId: String, userIds: [String]) async throws {
+        try await pool.write { db in
+            for userId in userIds {
+                try db.execute(sql: "DELETE FROM group_mute_whitelist WHERE app_id = ? AND group_id = ? AND user_id = ?", arguments: [appId, groupId, userId])
+            }
+        }
+    }
+
+    public func groupMuteWhitelist(appId: Int64, groupId: String) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(db, sql: "SELECT user_id FROM group_mute_whitelist WHERE app_id = ? AND group_id = ? ORDER BY user_id", arguments: [appId, groupId])
+        }
+    }
+
+    // MARK: sensitive words
+
+    public func addSensitiveWords(appId: Int64, words: [SensitiveWord], limit: Int, now: Int64) async throws {
+        try await pool.write { db in
+            for word in words {
+                try db.execute(sql: """
+                    INSERT INTO sensitive_words (app_id, word, replacement, created_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(app_id, word) DO UPDATE SET replacement = excluded.replacement
+                    """, arguments: [appId, word.word, word.replacement, now])
+            }
+            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sensitive_words WHERE app_id = ?", arguments: [appId]) ?? 0
+            if count > limit {
+                throw IMError(.apiBadParameter, "an app may have at most \(limit) sensitive words; remove some before adding more")
+            }
+        }
+    }
+
+    public func removeSensitiveWords(appId: Int64, words: [String]) async throws {
+        try await pool.write { db in
+            for word in words {
+                try db.execute(sql: "DELETE FROM sensitive_words WHERE app_id = ? AND word = ?", arguments: [appId, word])
+            }
+        }
+    }
+
+    public func sensitiveWords(appId: Int64) async throws -> [SensitiveWord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT word, replacement FROM sensitive_words WHERE app_id = ? ORDER BY created_at, word", arguments: [appId])
+                .map { SensitiveWord(word: $0["word"], replacement: $0["replacement"]) }
+        }
+    }
+
+    // MARK: conversation settings
+
+    public func setConversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String, level: Int) async throws {
+        try await pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO conversation_settings (app_id, user_id, conv_type, target_id, channel_id, unpush_level) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(app_id, user_id, conv_type, target_id, channel_id) DO UPDATE SET unpush_level = excluded.unpush_level
+                """, arguments: [appId, userId, type.rawValue, targetId, channelId, level])
+        }
+    }
+
+    public func conversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String) async throws -> Int {
+        try await pool.read { db in
+            try Int.fetchOne(db, sql: """
+                SELECT unpush_level FROM conversation_settings
+                WHERE app_id = ? AND user_id = ? AND conv_type = ? AND target_id = ? AND channel_id = ?
+                """, arguments: [appId, userId, type.rawValue, targetId, channelId]) ?? 0
+        }
+    }
+}
+
+/// Thrown inside a group transaction to roll it back when the member limit would be exceeded.
+struct GroupLimitExceeded: Error {
+    let limit: Int
+}
