@@ -7,5 +7,8 @@ cd "$(dirname "$0")/.."
 if ! [ -f /usr/include/sqlite3.h ]; then
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq libsqlite3-dev; else sudo apt-get install -y libsqlite3-dev; fi
 fi
+# RongCloud's official Python server SDK, which the compatibility tests drive imserver with.
+IMSERVER_TEST_PYTHON="$(scripts/python-sdk.sh)"
+export IMSERVER_TEST_PYTHON
 swift build --build-tests
 swift test --skip-build "$@"
