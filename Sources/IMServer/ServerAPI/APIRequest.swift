@@ -11,6 +11,8 @@ public struct APIParameters: Sendable {
     public private(set) var pairs: [(key: String, value: String)] = []
     /// The body of a JSON call, kept for endpoints that read nested values (templates).
     public private(set) var json: Data?
+    /// Keys whose JSON value was an array: their elements are never split at commas.
+    private var jsonArrays: Set<String> = []
 
     public init(form body: String) {
         for pair in body.split(separator: "&", omittingEmptySubsequences: true) {
@@ -26,7 +28,9 @@ public struct APIParameters: Sendable {
         json = body
         for (key, value) in object {
             switch value {
-            case let list as [Any]: values[key] = list.map(Self.text)
+            case let list as [Any]:
+                values[key] = list.map(Self.text)
+                jsonArrays.insert(key)
             default: values[key] = [Self.text(value)]
             }
             for text in values[key] ?? [] { pairs.append((key, text)) }
@@ -67,9 +71,11 @@ public struct APIParameters: Sendable {
         return value
     }
 
-    /// A list parameter: repeated keys and comma-joined values alike.
+    /// A list parameter: repeated keys and comma-joined values alike; a JSON array's elements as
+    /// they are.
     public func list(_ key: String) -> [String] {
-        (values[key] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
+        if jsonArrays.contains(key) { return (values[key] ?? []).filter { !$0.isEmpty } }
+        return (values[key] ?? []).flatMap { $0.split(separator: ",").map(String.init) }.filter { !$0.isEmpty }
     }
 
     /// `+` is a space; a malformed percent escape is kept literally instead of failing the call.
