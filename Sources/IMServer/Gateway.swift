@@ -97,6 +97,12 @@ struct Gateway: Sendable {
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
             maxQueuedFrames: core.config.maxQueuedFramesPerConnection, outbound: continuation)
         let displaced = try core.registry.register(session, refuseIfClassTaken: request.reconnectKickRefuse)
+        // A block committed while this connect was being checked must not leave the user online.
+        if try await core.store.userAccess(appId: app.id, userId: claims.userId).blockedUntil > core.clock.nowMilliseconds() {
+            core.registry.remove(session)
+            for old in displaced { old.kick(code: .userBlocked, reason: "user \(claims.userId) is blocked") }
+            throw IMError(.userBlocked, "user \(claims.userId) is blocked: the app's server can lift it with /user/unblock.json")
+        }
         for old in displaced {
             old.kick(code: .kickedByOtherClient, reason: "user \(claims.userId) logged in on another \(platform.loginClass.rawValue) device")
         }

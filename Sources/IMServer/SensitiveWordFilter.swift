@@ -16,7 +16,8 @@ public final class SensitiveWordFilter: Sendable {
     }
 
     private let store: any IMStore
-    private let cache = Mutex<[Int64: [SensitiveWord]]>([:])
+    /// Cached lists and a count of changes (see `UserDirectory`: a stale read is never cached).
+    private let cache = Mutex<(entries: [Int64: [SensitiveWord]], changes: UInt64)>(([:], 0))
     static let textFields: [String: [String]] = ["RC:TxtMsg": ["content"], "RC:ImgTextMsg": ["title", "content"]]
 
     init(store: any IMStore) {
@@ -24,7 +25,10 @@ public final class SensitiveWordFilter: Sendable {
     }
 
     func changed(appId: Int64) {
-        _ = cache.withLock { $0.removeValue(forKey: appId) }
+        cache.withLock { cache in
+            cache.entries.removeValue(forKey: appId)
+            cache.changes &+= 1
+        }
     }
 
     /// The content to deliver, or `.block`.
@@ -49,9 +53,12 @@ public final class SensitiveWordFilter: Sendable {
     }
 
     private func words(appId: Int64) async throws -> [SensitiveWord] {
-        if let cached = cache.withLock({ $0[appId] }) { return cached }
+        let (cached, changes) = cache.withLock { ($0.entries[appId], $0.changes) }
+        if let cached { return cached }
         let words = try await store.sensitiveWords(appId: appId)
-        cache.withLock { $0[appId] = words }
+        cache.withLock { cache in
+            if cache.changes == changes { cache.entries[appId] = words }
+        }
         return words
     }
 }

@@ -43,6 +43,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var privatePublishPerMinute: Int = APIRateLimits.privateMessagesPerMinute
     /// System messages per second one app may publish through the Server API (each recipient counts).
     public var systemPublishPerSecond: Int = APIRateLimits.systemMessagesPerSecond
+    /// The server's public base URL (e.g. https://im.example.com), used in links the Server API
+    /// returns; unset: the scheme-less host the caller reached, over http.
+    public var publicURL: String?
 
     public init() {}
 
@@ -85,6 +88,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = environment["IMSERVER_USER_WHITELIST_MODE"] { userWhitelistMode = ["1", "true", "yes"].contains(value.lowercased()) }
         if let value = try int("IMSERVER_MAX_GROUP_MEMBERS") { maxGroupMembers = value }
         if let value = try int("IMSERVER_API_CALLS_PER_SECOND") { apiCallsPerSecond = value }
+        if let value = environment["IMSERVER_PUBLIC_URL"] { publicURL = value }
     }
 
     /// Reads a JSON config file; keys are the property names above.
@@ -106,7 +110,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         case host, port, dataDir, appKey, appSecret, offlineRetentionDays, heartbeatIntervalSeconds,
              clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedFramesPerConnection,
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
-             apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond
+             apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL
     }
 
     public init(from decoder: any Decoder) throws {
@@ -131,5 +135,6 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         apiCallsPerSecond = try c.decodeIfPresent(Int.self, forKey: .apiCallsPerSecond) ?? d.apiCallsPerSecond
         privatePublishPerMinute = try c.decodeIfPresent(Int.self, forKey: .privatePublishPerMinute) ?? d.privatePublishPerMinute
         systemPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .systemPublishPerSecond) ?? d.systemPublishPerSecond
+        publicURL = try c.decodeIfPresent(String.self, forKey: .publicURL)
     }
 }

@@ -17,7 +17,9 @@ public final class UserDirectory: Sendable {
         let owner: String
         let kind: UserListKind
     }
-    private let lists = Mutex<[OwnerKey: Set<String>]>([:])
+    /// Cached lists, and a count of changes: a list read from the store is cached only if no
+    /// change happened meanwhile, so a concurrent reader cannot put back a list older than a change.
+    private let lists = Mutex<(entries: [OwnerKey: Set<String>], changes: UInt64)>(([:], 0))
     private static let cachedOwnerLimit = 200_000
 
     init(store: any IMStore, registry: SessionRegistry, whitelistMode: Bool) {
@@ -75,16 +77,21 @@ public final class UserDirectory: Sendable {
     }
 
     private func forget(appId: Int64, owner: String, kind: UserListKind) {
-        _ = lists.withLock { $0.removeValue(forKey: OwnerKey(appId: appId, owner: owner, kind: kind)) }
+        lists.withLock { lists in
+            lists.entries.removeValue(forKey: OwnerKey(appId: appId, owner: owner, kind: kind))
+            lists.changes &+= 1
+        }
     }
 
     private func list(appId: Int64, owner: String, kind: UserListKind) async throws -> Set<String> {
         let key = OwnerKey(appId: appId, owner: owner, kind: kind)
-        if let cached = lists.withLock({ $0[key] }) { return cached }
+        let (cached, changes) = lists.withLock { ($0.entries[key], $0.changes) }
+        if let cached { return cached }
         let members = Set(try await store.userList(appId: appId, owner: owner, kind: kind))
         lists.withLock { lists in
-            if lists.count >= Self.cachedOwnerLimit { lists.removeAll(keepingCapacity: true) }
-            lists[key] = members
+            guard lists.changes == changes else { return }
+            if lists.entries.count >= Self.cachedOwnerLimit { lists.entries.removeAll(keepingCapacity: true) }
+            lists.entries[key] = members
         }
         return members
     }
@@ -104,7 +111,7 @@ enum APITime {
 
     /// Parses `YYYYMMDDHH` (UTC) into the hour's start, ms.
     static func hourStart(_ text: String) -> Int64? {
-        guard text.count == 10, text.allSatisfy(\.isASCII), let _ = Int(text) else { return nil }
+        guard text.utf8.count == 10, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
         let digits = Array(text)
         func number(_ range: Range<Int>) -> Int32 { Int32(String(digits[range]))! }
         var parts = tm()
@@ -113,7 +120,10 @@ enum APITime {
         parts.tm_mday = number(6..<8)
         parts.tm_hour = number(8..<10)
         guard (0...11).contains(parts.tm_mon), (1...31).contains(parts.tm_mday), (0...23).contains(parts.tm_hour) else { return nil }
-        let seconds = timegm(&parts)
+        var normalized = parts
+        let seconds = timegm(&normalized)
+        // timegm normalises 31 February to 3 March; such a date is refused.
+        guard normalized.tm_mday == parts.tm_mday, normalized.tm_mon == parts.tm_mon else { return nil }
         return Int64(seconds) * 1000
     }
 }

@@ -219,7 +219,7 @@ public final class SQLiteStore: IMStore {
             let scans = [
                 try scan("target_id = ?", userId),
                 try scan("sender_id = ? AND include_sender = 1", userId),
-                try scan("target_id = ?", StoredMessage.everyone),
+                try scan("target_id = '\(StoredMessage.everyone)' AND sender_id <> ?", userId),
             ]
             var merged: [StoredMessage] = []
             merged.reserveCapacity(min(limit, scans.reduce(0) { $0 + $1.count }))

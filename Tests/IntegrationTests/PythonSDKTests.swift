@@ -105,6 +105,12 @@ struct PythonSDKTests {
 
         _ = try await Self.call(server, "Wordfilter.add", ["word": "secret"])
         #expect((try await Self.call(server, "Wordfilter.getList", [:]).1["words"] as? [[String: Any]])?.first?["word"] as? String == "secret")
+        let carol = try await server.connectedClient("carol")
+        let carolInbox = EventRecorder(carol.receivedMessages())
+        _ = try await ann.sendMessage(.private, targetId: "carol", content: TextMessage(content: "the secret plan"))
+        _ = try await ann.sendMessage(.private, targetId: "carol", content: TextMessage(content: "harmless"))
+        #expect(await carolInbox.wait(for: 1).first?.message.content(as: TextMessage.self)?.content == "harmless", "the word blocked the first")
+        await carol.disconnect()
 
         let statuses = EventRecorder(bob.connectionStatusUpdates())
         #expect(try await Self.call(server, "User.block", ["userId": "bob", "minute": "5"]).0 == 200)
@@ -144,7 +150,7 @@ struct PythonSDKTests {
         try FileManager.default.createDirectory(at: sources, withIntermediateDirectories: true)
         let template: [String: Any] = [
             "fromUserId": "userId1", "toUserId": ["userId2", "userId3"], "objectName": "RC:TxtMsg",
-            "values": [["name": "Two"], ["name": "Three"]], "content": #"{"content":"hello {name}"}"#,
+            "values": [["{name}": "Two"], ["{name}": "Three"]], "content": #"{"content":"hello {name}"}"#,
             "pushContent": ["push {name}", "push {name}"], "pushData": ["a", "b"], "verifyBlacklist": 0,
         ]
         try JSONSerialization.data(withJSONObject: template).write(to: sources.appendingPathComponent("TemplateMessage.json"))
@@ -167,6 +173,9 @@ struct PythonSDKTests {
             #expect(passed.contains(name), "\(name)")
         }
         // And the calls took effect on the server.
+        let (_, templated) = try await server.api.post("/v3/message/private/query.json", json: [
+            "userId": "userId1", "targetId": "userId2", "startTime": 0, "endTime": Int64.max / 2, "pageSize": 100])
+        #expect((templated["data"] as? [[String: Any]])?.contains { ($0["content"] as? String)?.contains("hello Two") == true } == true)
         #expect(try await server.core.store.userTags(appId: server.app.id, userIds: ["userId1"])["userId1"] == ["a", "b"])
         #expect(try await server.core.store.groups(appId: server.app.id, ofUser: "userId1").map(\.groupId) == ["groupId1", "groupId2", "groupId3"])
     }

@@ -58,6 +58,8 @@ struct ServerAPIEncodingTests {
         #expect(try await raw(server, "/user/checkOnline.json", headers: signed(server, nonce: "1", timestamp: "1800000000000"), body: "userId=u").0 == 200)
         let (stale, body, _) = try await raw(server, "/user/checkOnline.json", headers: signed(server, nonce: "1", timestamp: "1799999000"), body: "userId=u")
         #expect(stale == 401 && body["code"] as? Int == 1004)
+        let (staleMs, msBody, _) = try await raw(server, "/user/checkOnline.json", headers: signed(server, nonce: "1", timestamp: "1799999000000"), body: "userId=u")
+        #expect(staleMs == 401 && msBody["code"] as? Int == 1004)
     }
 
     @Test("unencoded Python 3.x form values, True/False booleans, empty values as absent, a stray %")
@@ -70,6 +72,9 @@ struct ServerAPIEncodingTests {
         #expect(status == 200, "\(body)")
         let (_, info, _) = try await raw(server, "/user/info.json", headers: headers, body: "userId=u1")
         #expect(info["userName"] as? String == "Alice Bob 张三 100%")
+        _ = try await raw(server, "/user/refresh.json", headers: headers, body: "userId=u1&name=50%+off%21 %zz")
+        let (_, escaped, _) = try await raw(server, "/user/info.json", headers: headers, body: "userId=u1")
+        #expect(escaped["userName"] as? String == "50% off! %zz", "a stray % does not stop the other escapes from decoding")
         let content = #"{"content":"hi"}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         let (published, reply, _) = try await raw(server, "/message/private/publish.json", headers: headers,
             body: "fromUserId=u1&toUserId=u2&objectName=RC:TxtMsg&content=\(content)&isPersisted=True&isCounted=False&expansion=True&pushData=&count=")
@@ -89,6 +94,10 @@ struct ServerAPIEncodingTests {
         #expect((laterBody["errorMessage"] as? String)?.contains("chatrooms") == true)
         let (unknown, _, text) = try await raw(server, "/nothing/here", headers: [:], body: "")
         #expect(unknown == 404 && text.hasPrefix("{"))
+        #expect((try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["code"] as? Int == 404)
+        let big = "userId=u&name=" + String(repeating: "x", count: 3 * 1024 * 1024)
+        let (tooLarge, tooLargeBody, _) = try await raw(server, "/user/refresh.json", headers: headers, body: big)
+        #expect(tooLarge == 413 && tooLargeBody["code"] as? Int == 1005)
     }
 
     @Test("calls per endpoint per second are limited (1008 / 429) and the limit resets each second")

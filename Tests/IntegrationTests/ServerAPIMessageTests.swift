@@ -86,7 +86,8 @@ struct ServerAPIMessageTests {
             "fromUserId": "system", "objectName": "RC:TxtMsg",
             "content": #"{"content":"Hello {name}, your code is {code}"}"#,
             "toUserId": ["bob", "carol"],
-            "values": [["name": "Bob", "code": "111"], ["name": "Carol", "code": "222"]],
+            // The SDKs' form: keys with their braces. A bare key works too.
+            "values": [["{name}": "Bob", "{code}": "111"], ["name": "Carol", "code": "222"]],
             "pushContent": ["push for {name}", "push for {name}"], "pushData": ["b", "c"],
             "verifyBlacklist": 0, "isPersisted": 1, "isCounted": 1, "contentAvailable": 0,
         ])
@@ -152,8 +153,18 @@ struct ServerAPIMessageTests {
         let conversations = try await carol.getConversationList(types: [.system])
         #expect(conversations.map(\.targetId) == ["notice"])
 
+        // The Go SDK recalls a broadcast by broadcasting RC:RcCmd; it is a recall, not a new broadcast.
+        let recallContent = #"{"messageUId":"\#(first["messageUID"] as! String)","conversationType":6,"isAdmin":1,"isDelete":0}"#
+        let (recalled, _) = try await server.api.post("/message/broadcast.json", form: ["fromUserId": "notice", "objectName": "RC:RcCmd", "content": recallContent])
+        #expect(recalled == 200)
+        #expect(await carolInbox.wait(for: 2).last?.message.objectName == "RC:RcCmd")
+        let (_, log) = try await server.api.post("/v3/message/private/query.json", json: ["userId": "x", "targetId": "y", "startTime": 0, "endTime": 1])
+        #expect(log["code"] as? Int == 200)
+        let stored = try await server.core.store.message(appId: server.app.id, uid: first["messageUID"] as! String)
+        #expect(stored?.objectName == "RC:RcNtf", "the broadcast was replaced by a recall notification")
+
         let (b2, _) = try await server.api.post("/message/broadcast.json", form: ["fromUserId": "notice", "objectName": "RC:TxtMsg", "content": "{}"])
-        #expect(b2 == 200)
+        #expect(b2 == 200, "the recall did not use up the broadcast quota")
         let (b3, limited) = try await server.api.post("/message/broadcast.json", form: ["fromUserId": "notice", "objectName": "RC:TxtMsg", "content": "{}"])
         #expect(b3 == 429 && limited["code"] as? Int == 1008)
         clock.advance(milliseconds: 3_600_000)
@@ -247,6 +258,11 @@ struct ServerAPIMessageTests {
 
         let (tampered, _) = try await URLSession.shared.data(from: URL(string: url.replacingOccurrences(of: "sig=", with: "sig=0"))!)
         #expect((try JSONSerialization.jsonObject(with: tampered) as? [String: Any])?["code"] as? Int == 404)
+        let (otherHour, _) = try await URLSession.shared.data(from: URL(string: url.replacingOccurrences(of: "2027011508.jsonl", with: "2027011509.jsonl"))!)
+        #expect((try JSONSerialization.jsonObject(with: otherHour) as? [String: Any])?["code"] as? Int == 404, "the link names one hour")
+        clock.advance(milliseconds: 86_401_000)
+        let (expired, _) = try await URLSession.shared.data(from: URL(string: url)!)
+        #expect((try JSONSerialization.jsonObject(with: expired) as? [String: Any])?["code"] as? Int == 404, "links expire after a day")
 
         let (_, empty) = try await server.api.post("/message/history.json", form: ["date": "2027011509"])
         #expect(empty["url"] as? String == "")
@@ -254,7 +270,7 @@ struct ServerAPIMessageTests {
         #expect(deleted == 200)
         let (_, gone) = try await server.api.post("/message/history.json", form: ["date": "2027011508"])
         #expect(gone["url"] as? String == "")
-        for date in ["2027", "2027011524", "20271315aa", "x"] {
+        for date in ["2027", "2027011524", "20271315aa", "x", "2027023108", "+202701150"] {
             let (bad, badBody) = try await server.api.post("/message/history.json", form: ["date": date])
             #expect(bad == 400 && badBody["code"] as? Int == 1002, "date \(date)")
         }

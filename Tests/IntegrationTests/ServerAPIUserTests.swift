@@ -128,6 +128,25 @@ struct ServerAPIUserTests {
         await ann.disconnect(); await bob.disconnect(); await carol.disconnect()
     }
 
+    @Test("conversation do-not-disturb: isMuted and unpushLevel, as the Go SDK sends them")
+    func doNotDisturb() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        let query = ["conversationType": "1", "requestId": "ann", "targetId": "bob"]
+        #expect(try await server.api.post("/conversation/notification/get.json", form: query).1["isMuted"] as? Int == 0)
+        // Go always sends unpushLevel, 0 when only isMuted is meant.
+        let (set, _) = try await server.api.post("/conversation/notification/set.json", form: query.merging(["isMuted": "1", "unpushLevel": "0"]) { $1 })
+        #expect(set == 200)
+        #expect(try await server.api.post("/conversation/notification/get.json", form: query).1["isMuted"] as? Int == 1)
+        _ = try await server.api.post("/conversation/notification/set.json", form: query.merging(["unpushLevel": "-1"]) { $1 })
+        let (_, all) = try await server.api.post("/conversation/notification/get.json", form: query)
+        #expect(all["isMuted"] as? Int == 0 && all["unpushLevel"] as? Int == -1, "-1 pushes everything")
+        let (bad, body) = try await server.api.post("/conversation/notification/set.json", form: query.merging(["unpushLevel": "3"]) { $1 })
+        #expect(bad == 400 && body["code"] as? Int == 1002)
+        let (other, _) = try await server.api.post("/conversation/notification/get.json", form: ["conversationType": "1", "requestId": "bob", "targetId": "ann"])
+        #expect(other == 200)
+    }
+
     @Test("tags: set (JSON), batch set (JSON), get; too long a tag gets 1005")
     func tags() async throws {
         let server = try await TestServer.start()

@@ -80,8 +80,32 @@ public struct APIParameters: Sendable {
 
     /// `+` is a space; a malformed percent escape is kept literally instead of failing the call.
     static func decode(_ text: String) -> String {
-        let spaced = text.replacingOccurrences(of: "+", with: " ")
-        return spaced.removingPercentEncoding ?? spaced
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count)
+        let input = Array(text.utf8)
+        var index = 0
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        while index < input.count {
+            let byte = input[index]
+            if byte == UInt8(ascii: "+") {
+                bytes.append(UInt8(ascii: " "))
+            } else if byte == UInt8(ascii: "%"), index + 2 < input.count,
+                      let high = hex(input[index + 1]), let low = hex(input[index + 2]) {
+                bytes.append(high << 4 | low)
+                index += 2
+            } else {
+                bytes.append(byte)
+            }
+            index += 1
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func text(_ value: Any) -> String {

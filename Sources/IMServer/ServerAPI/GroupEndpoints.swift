@@ -91,10 +91,11 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/ban/query.json", tag: "group", summary: "Whole-group mute state of the listed groups (all muted groups without groupId).",
                 params: [.list("groupId", max: GroupLimits.mutesPerCall, "group ids")],
-                response: [APIField("groupinfo", "array", items: "object", "{groupId, stat (1 muted, 0 not)}")]) { call in
+                response: [APIField("groupinfo", "array", items: "object", "{groupId, id (the same), stat (\"1\" muted, \"0\" not)}")]) { call in
                 let state = try await core.store.mutedGroups(appId: call.app.id, groupIds: call.list("groupId"))
                 let order = call.list("groupId").isEmpty ? state.keys.sorted() : call.list("groupId")
-                return ["groupinfo": order.map { ["groupId": $0, "stat": state[$0] == true ? 1 : 0] as [String: any Sendable] }]
+                // The Go SDK decodes {id, stat} with stat a string; other SDKs read groupId.
+                return ["groupinfo": order.map { ["groupId": $0, "id": $0, "stat": state[$0] == true ? "1" : "0"] as [String: any Sendable] }]
             },
             APIEndpoint(
                 path: "/group/user/ban/whitelist/add.json", tag: "group", summary: "Members who may speak while their group is muted.",

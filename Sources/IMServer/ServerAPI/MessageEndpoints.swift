@@ -87,6 +87,24 @@ extension ServerAPI {
                 response: [APIField("messageUID", "string", "the broadcast's message uid"), APIField("id", "string", "the same uid (older clients read this)")],
                 handler: broadcast),
             APIEndpoint(
+                path: "/message/broadcast/recall.json", tag: "message",
+                summary: "Recalls a broadcast: every user, online now or at their next sync, sees a recall notification in its place.",
+                params: [
+                    .string("fromUserId", required: true, "the broadcast's sender"),
+                    .string("messageUID", required: true, "uid of the broadcast"),
+                    .integer("sentTime", "the broadcast's sentTime, ms"),
+                    .boolean("isAdmin", "recall as an administrator"),
+                    .boolean("isDelete", "delete instead of leaving a notification"),
+                    .string("extra", "extra text carried by the notification"),
+                    .boolean("disableUpdateLastMsg", "do not update the conversation's last message"),
+                ]) { call in
+                _ = try await core.messages.recall(
+                    appId: call.app.id, operatorId: call.required("fromUserId"), type: .system, targetId: StoredMessage.everyone,
+                    uid: call.required("messageUID"), sentTime: try call.int("sentTime"), isAdmin: try call.bool("isAdmin") ?? false,
+                    delete: try call.bool("isDelete") ?? false, extra: call.string("extra"))
+                return [:]
+            },
+            APIEndpoint(
                 path: "/message/recall.json", tag: "message",
                 summary: "Recalls a message: both sides, online now or at their next sync, see a recall notification (RC:RcNtf) in its place.",
                 params: [
@@ -215,9 +233,13 @@ extension ServerAPI {
             throw APIError.badParameter("values must list one object of placeholder values per toUserId (\(recipients.count))")
         }
         let template = call.required("content")
+        // RongCloud's SDKs send keys with their braces ({"{name}": "Ann"}); bare keys also work.
+        // Placeholders are filled in key order, so the result does not depend on dictionary order.
         func fill(_ text: String, _ values: [String: Any]) -> String {
-            values.reduce(text) { text, entry in
-                text.replacingOccurrences(of: "{\(entry.key)}", with: (entry.value as? String) ?? "\(entry.value)")
+            values.keys.sorted().reduce(text) { text, key in
+                let placeholder = key.hasPrefix("{") && key.hasSuffix("}") ? key : "{\(key)}"
+                let value = values[key].map { ($0 as? String) ?? "\($0)" } ?? ""
+                return text.replacingOccurrences(of: placeholder, with: value)
             }
         }
         let contents = values.map { Data(fill(template, $0).utf8) }
@@ -236,6 +258,18 @@ extension ServerAPI {
     }
 
     private func broadcast(_ call: APICall) async throws -> [String: any Sendable] {
+        if call.required("objectName") == RecallObjectNames.command {
+            // The Go SDK recalls a broadcast by broadcasting RC:RcCmd with the broadcast's uid.
+            guard let object = try? JSONSerialization.jsonObject(with: Data(call.required("content").utf8)) as? [String: Any],
+                  let uid = object["messageUId"] as? String else {
+                throw APIError.badParameter("an RC:RcCmd broadcast recalls a broadcast: content needs its messageUId")
+            }
+            let delete = (object["isDelete"] as? Int ?? 0) == 1 || (object["isDelete"] as? Bool ?? false)
+            _ = try await core.messages.recall(appId: call.app.id, operatorId: call.required("fromUserId"), type: .system,
+                                               targetId: StoredMessage.everyone, uid: uid, sentTime: nil, isAdmin: true,
+                                               delete: delete, extra: nil)
+            return [:]
+        }
         let message = try message(call, type: .system, content: Data(call.required("content").utf8), status: false)
         try core.apiLimits.admit(appId: call.app.id, cost: 1, rules: [
             APIRateLimiter.Rule(name: "broadcasts", limit: APIRateLimits.broadcastsPerHour, windowMilliseconds: 3_600_000),
@@ -273,7 +307,9 @@ extension ServerAPI {
         let any = try await core.store.messages(appId: call.app.id, sentFrom: start, afterSeq: 0, to: start + 3_600_000, limit: 1)
         guard !deleted, !any.isEmpty else { return ["url": "", "date": text] }
         let file = "\(text).jsonl"
-        return ["url": "\(call.baseURL)/message-logs/\(call.app.appKey)/\(file)?sig=\(Self.logSignature(app: call.app, file: file))", "date": text]
+        let expires = core.clock.nowMilliseconds() / 1000 + Self.logLinkLifetimeSeconds
+        let base = core.config.publicURL ?? call.baseURL
+        return ["url": "\(base)/message-logs/\(call.app.appKey)/\(file)?expires=\(expires)&sig=\(Self.logSignature(app: call.app, file: file, expires: expires))", "date": text]
     }
 
     private func deleteMessageLog(_ call: APICall) async throws -> [String: any Sendable] {
@@ -282,10 +318,13 @@ extension ServerAPI {
         return [:]
     }
 
-    /// The download link's proof: HMAC-SHA256 of the file name under the app secret, so only a
-    /// holder of a link the Server API returned can read the log.
-    static func logSignature(app: AppRecord, file: String) -> String {
-        HMAC<SHA256>.authenticationCode(for: Data(file.utf8), using: SymmetricKey(data: Data(app.appSecret.utf8)))
+    /// How long a message-log link works.
+    static let logLinkLifetimeSeconds: Int64 = 86_400
+
+    /// The download link's proof: HMAC-SHA256 of the file name and expiry under the app secret, so
+    /// only a holder of a link the Server API returned can read the log, and only until it expires.
+    static func logSignature(app: AppRecord, file: String, expires: Int64) -> String {
+        HMAC<SHA256>.authenticationCode(for: Data("\(file)|\(expires)".utf8), using: SymmetricKey(data: Data(app.appSecret.utf8)))
             .map { String(format: "%02x", $0) }.joined()
     }
 
@@ -294,7 +333,9 @@ extension ServerAPI {
         let notFound = APIResponse.failure(APIError(.apiNotFound, .notFound, "no such message log, or the link is not valid: ask /message/history.json for a new one"))
         guard let appKey = context.parameters.get("appKey"), let file = context.parameters.get("file"),
               let app = core.apps.app(key: appKey), file.hasSuffix(".jsonl"),
-              request.uri.queryParameters.get("sig") == Self.logSignature(app: app, file: file),
+              let expires = request.uri.queryParameters.get("expires").flatMap({ Int64($0) }),
+              expires >= core.clock.nowMilliseconds() / 1000,
+              constantTimeEqual(request.uri.queryParameters.get("sig") ?? "", Self.logSignature(app: app, file: file, expires: expires)),
               let start = APITime.hourStart(String(file.dropLast(6))) else { return notFound }
         guard try await !core.store.isMessageLogDeleted(appId: app.id, hour: String(file.dropLast(6))) else { return notFound }
         var lines = Data()

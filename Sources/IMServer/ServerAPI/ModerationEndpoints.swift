@@ -85,7 +85,8 @@ extension ServerAPI {
                 let level = try await core.store.conversationUnpushLevel(
                     appId: call.app.id, userId: call.required("requestId"), type: try conversationType(call),
                     targetId: call.required("targetId"), channelId: call.string("busChannel") ?? "")
-                return ["isMuted": level == 0 ? 0 : 1, "unpushLevel": level]
+                // -1 is "push everything", 0 "not set": neither is do-not-disturb.
+                return ["isMuted": level > 0 ? 1 : 0, "unpushLevel": level]
             },
         ]
     }
@@ -126,7 +127,8 @@ extension ServerAPI {
     private func setNotification(_ call: APICall) async throws -> [String: any Sendable] {
         let type = try conversationType(call)
         let level: Int64
-        if let explicit = try call.int("unpushLevel") {
+        // The Go SDK always sends unpushLevel, 0 when the caller only set isMuted.
+        if let explicit = try call.int("unpushLevel"), explicit != 0 || call.string("isMuted") == nil {
             guard [-1, 0, 1, 2, 4, 5].contains(explicit) else {
                 throw APIError.badParameter("unpushLevel must be -1, 0, 1, 2, 4 or 5, got \(explicit)")
             }

@@ -94,7 +94,7 @@ struct ServerAPI: Sendable {
         }
         let expected = Insecure.SHA1.hash(data: Data((app.appSecret + nonce + timestamp).utf8))
             .map { String(format: "%02x", $0) }.joined()
-        guard signature.lowercased() == expected else {
+        guard constantTimeEqual(signature.lowercased(), expected) else {
             throw APIError(.apiSignatureFailed, .unauthorized, "signature verification failed: Signature must be the hex SHA1 of app secret + Nonce + Timestamp")
         }
         let window = core.config.apiTimestampWindowSeconds
@@ -110,8 +110,16 @@ struct ServerAPI: Sendable {
         return app
     }
 
+    /// Largest request body: 1000 recipients of a 128 KB template fit comfortably.
+    static let maxBodyBytes = 2 * 1024 * 1024
+
     private func parameters(of request: Request) async throws -> APIParameters {
-        let buffer = try await request.body.collect(upTo: 2 * 1024 * 1024)
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: Self.maxBodyBytes)
+        } catch {
+            throw APIError(.apiParameterTooLong, .contentTooLarge, "the request body is larger than \(Self.maxBodyBytes / 1024 / 1024) MB")
+        }
         let body = String(buffer: buffer)
         if request.headers[.contentType]?.lowercased().hasPrefix("application/json") == true {
             guard let data = body.data(using: .utf8),
@@ -138,4 +146,13 @@ struct JSONErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 : (error.body ?? "bad request")))
         }
     }
+}
+
+/// Compares two secrets in time that does not depend on where they first differ.
+func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8), y = Array(b.utf8)
+    guard x.count == y.count else { return false }
+    var difference: UInt8 = 0
+    for index in x.indices { difference |= x[index] ^ y[index] }
+    return difference == 0
 }
