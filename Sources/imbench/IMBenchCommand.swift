@@ -1,0 +1,175 @@
+import ArgumentParser
+import Foundation
+
+@main
+struct IMBenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "imbench",
+        abstract: "Load generator for imserver: real WebSocket clients on SwiftNIO, results as JSON.",
+        discussion: """
+            Each scenario starts an imserver (the binary beside imbench, on 127.0.0.1 and a free port, in a \
+            temporary data directory) or drives the one at --url, creates its users through the Server API, \
+            opens its connections in worker processes and prints and writes what it measured. \
+            `imbench --quick` runs every scenario small, as a smoke check. See BENCHMARKS.md.
+            """,
+        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Seed.self, Quick.self, WorkerCommandLine.self])
+
+    @Flag(help: "Run every scenario small (a smoke check for CI; under a minute, no timing checks). Same as `imbench quick`.")
+    var quick = false
+
+    func run() async throws {
+        guard quick else { throw CleanExit.helpRequest(self) }
+        let command = try Quick.parse([])
+        try await command.run()
+    }
+}
+
+/// Prints the result, writes its JSON, and fails the command when the run had problems.
+private func report(_ result: ScenarioResult, options: CommonOptions) throws {
+    result.printSummary()
+    let file = try writeResults(result, to: options.output, name: result.scenario)
+    print("  results                        \(file)")
+    if result.status == "failed" { throw ExitCode(1) }
+}
+
+struct Connections: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Hold N authenticated idle connections with heartbeats: server memory per connection and heartbeat CPU.")
+
+    @Option(help: "Connections to hold.") var connections = 19_000
+    @Option(help: "Seconds after the connections are up before measuring.") var warmup = 5.0
+    @Option(help: "Seconds the connections are held while measuring (the server's heartbeat interval is 30 s).") var duration = 60.0
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.connections(
+            .init(connections: connections, warmup: warmup, duration: duration), options: options)
+        try report(result, options: options)
+    }
+}
+
+struct Private: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Pairs chatting one-to-one at a target rate: ack and delivery latency, persisted messages per second.")
+
+    @Option(help: "Pairs of users; each user has one connection and sends to its partner.") var pairs = 5_000
+    @Option(help: "Messages per second, all senders together.") var rate = 10_000.0
+    @Option(help: "Seconds of load before measuring.") var warmup = 5.0
+    @Option(help: "Seconds measured.") var duration = 30.0
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.privateChat(
+            .init(pairs: pairs, rate: rate, warmup: warmup, duration: duration), options: options)
+        try report(result, options: options)
+    }
+}
+
+struct ConnectStorm: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "connect-storm",
+        abstract: "N clients connect, authenticate and sync their offline messages as fast as possible: connects per second.")
+
+    @Option(help: "Clients that connect.") var clients = 10_000
+    @Option(help: "Offline messages stored for each client before the storm (sent by one mailer connection).") var pending = 5
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.connectStorm(.init(clients: clients, pending: pending), options: options)
+        try report(result, options: options)
+    }
+}
+
+struct History: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Paged remote-history queries over a seeded store while messages are being written.",
+        discussion: "Seeding 10M messages takes minutes; pass --data-dir to keep the seeded store for later runs (it is reused when it holds the same seed).")
+
+    @Option(help: "Messages to seed before the server starts (SEEDING through the store, not measured). 0 = use the store as it is.") var seedMessages = 10_000_000
+    @Option(help: "Conversations the seed spreads over (users h0…h(2n-1)).") var seedConversations = 10_000
+    @Option(help: "Reader connections, each paging through a seeded conversation of its own.") var readers = 200
+    @Option(help: "History pages per second, all readers together.") var rate = 2_000.0
+    @Option(help: "Messages per page (1-100).") var count = 50
+    @Option(help: "Pairs writing messages meanwhile.") var writerPairs = 2_500
+    @Option(help: "Messages per second written, all writers together.") var writeRate = 5_000.0
+    @Option(help: "Seconds of load before measuring.") var warmup = 5.0
+    @Option(help: "Seconds measured.") var duration = 30.0
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.history(
+            .init(seedMessages: options.url == nil ? seedMessages : 0, seedConversations: seedConversations,
+                  readers: readers, rate: rate, count: count, writerPairs: writerPairs, writeRate: writeRate,
+                  warmup: warmup, duration: duration), options: options)
+        try report(result, options: options)
+    }
+}
+
+struct Group: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Group fan-out: not available until the server has groups.")
+
+    func run() async throws {
+        let result = Scenarios.group()
+        result.printSummary()
+        throw ExitCode(2)
+    }
+}
+
+struct Seed: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "SEEDING: fill a stopped server's data directory with history (for `history --url`).")
+
+    @Option(help: "The server's data directory (the server must not be running).") var dataDir: String
+    @Option(help: "Messages to write.") var messages = 10_000_000
+    @Option(help: "Conversations to spread them over.") var conversations = 10_000
+    @Option(help: "App key the messages belong to (created if missing).") var appKey = "imbench"
+    @Option(help: "App secret of a new app.") var appSecret = "imbench-secret"
+    @Option(help: "Bytes of each message's content.") var payloadBytes = 100
+
+    func run() async throws {
+        try await Seeder.seed(dataDir: dataDir, plan: SeedPlan(messages: messages, conversations: conversations,
+                                                               appKey: appKey, payloadBytes: payloadBytes),
+                              appSecret: appSecret)
+    }
+}
+
+struct Quick: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Every scenario, small: a smoke check that each one still runs end to end (no timing checks).")
+
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let started = ContinuousClock.now
+        var results: [ScenarioResult] = []
+        var two = options
+        two.workers = 2   // exercise the multi-process path
+        results.append(try await Scenarios.connections(.init(connections: 200, warmup: 1, duration: 2.5, quick: true), options: two))
+        results.last?.printSummary()
+        results.append(try await Scenarios.privateChat(.init(pairs: 50, rate: 400, warmup: 1, duration: 3, quick: true), options: two))
+        results.last?.printSummary()
+        results.append(try await Scenarios.connectStorm(.init(clients: 300, pending: 2, quick: true), options: options))
+        results.last?.printSummary()
+        results.append(try await Scenarios.history(
+            .init(seedMessages: 20_000, seedConversations: 100, readers: 20, rate: 200, count: 50,
+                  writerPairs: 20, writeRate: 100, warmup: 1, duration: 3, quick: true), options: options))
+        results.last?.printSummary()
+        results.append(Scenarios.group())
+        results.last?.printSummary()
+        let file = try writeResults(results, to: options.output, name: "quick")
+        let failed = results.filter { $0.status == "failed" }.map(\.scenario)
+        print("\nimbench --quick: \(results.count - failed.count - 1) scenarios ran, group unavailable, "
+              + (failed.isEmpty ? "no problems" : "PROBLEMS in \(failed.joined(separator: ", "))")
+              + " (\(fmt((ContinuousClock.now - started).seconds, 1)) s); results in \(file)")
+        if !failed.isEmpty { throw ExitCode(1) }
+    }
+}
+
+struct WorkerCommandLine: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "worker", abstract: "Internal: a worker process started by imbench.", shouldDisplay: false)
+
+    func run() async throws {
+        await Worker.main()
+    }
+}

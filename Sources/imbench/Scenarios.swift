@@ -1,0 +1,335 @@
+import Foundation
+
+/// The scenarios. Each starts (or points at) a server, creates its users through the Server API,
+/// opens its connections in worker processes, runs its load for a bounded time and returns what it
+/// measured. Parameters are the scenario's command-line options; `quick` marks a smoke run, whose
+/// result is checked for completeness (every connection up, every message answered and delivered,
+/// no errors) but never for speed.
+enum Scenarios {
+    // MARK: connections
+
+    struct ConnectionsParameters: Sendable {
+        var connections = 19_000
+        var warmup = 5.0
+        var duration = 60.0
+        var quick = false
+    }
+
+    /// Holds N authenticated idle connections that ping at the server's heartbeat interval; reports
+    /// server memory per connection and the CPU the heartbeats cost.
+    static func connections(_ p: ConnectionsParameters, options: CommonOptions) async throws -> ScenarioResult {
+        var result = ScenarioResult(scenario: "connections")
+        result.quick = p.quick
+        // A quick run pings every second so that heartbeats happen inside its short window.
+        let harness = try await Harness.start("connections", options: options,
+                                              serverArguments: p.quick ? ["--heartbeat-interval-seconds", "1"] : [])
+        do {
+            let users = (0..<p.connections).map { "c\($0)" }
+            note("connections: registering \(users.count) users through /user/getToken.json")
+            let tokens = try await harness.api.tokens(for: users)
+            let clients = zip(users, tokens).map { ClientSpec(userId: $0, token: $1, role: .idle) }
+            let baseline = harness.sampleServer()
+            let pool = try harness.launchWorkers(clients, template: harness.jobTemplate())
+            note("connections: opening \(clients.count) connections in \(pool.count) worker(s)")
+            let connectStart = monotonicNanos()
+            let (connected, failed) = try await pool.waitReady()
+            let connectSeconds = Double(monotonicNanos() - connectStart) / 1e9
+            note("connections: \(connected) ready, \(failed) failed in \(fmt(connectSeconds, 1)) s; holding \(fmt(p.warmup, 0)) s + \(fmt(p.duration, 0)) s")
+            let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
+            let sessions = await harness.api.sessions()
+            await pool.exit()
+            await harness.finish()
+
+            result.run = ["connections": "\(p.connections)", "warmupSeconds": fmt(p.warmup, 0),
+                          "holdSeconds": fmt(p.duration, 0)]
+            result.take(stats)
+            result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
+            result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            result.figures["connectionsHeld"] = Double(connected)
+            result.figures["connectFailures"] = Double(failed)
+            result.figures["setupSeconds"] = rounded(connectSeconds, 2)
+            if let sessions { result.figures["serverSessions"] = Double(sessions) }
+            if let baseline, let end, connected > 0 {
+                result.figures["serverRssPerConnectionKiB"] = rounded(Double(end.rssKiB - baseline.rssKiB) / Double(connected), 2)
+            }
+            if let cpu = result.server?.cpuPercentOfOneCore { result.figures["serverCpuPercentHolding"] = cpu }
+            result.figures["pingsPerSecond"] = rounded(Double(stats[.pings]) / p.duration, 1)
+            if p.quick {
+                if connected != p.connections { result.problems.append("\(connected) of \(p.connections) connections came up") }
+                if let sessions, sessions != p.connections { result.problems.append("the server counts \(sessions) sessions, expected \(p.connections)") }
+                if stats[.pings] == 0 { result.problems.append("no heartbeat was answered") }
+            }
+            check(&result)
+            return result
+        } catch {
+            await harness.finish()
+            throw error
+        }
+    }
+
+    // MARK: private
+
+    struct PrivateParameters: Sendable {
+        var pairs = 5_000
+        var rate = 10_000.0
+        var warmup = 5.0
+        var duration = 30.0
+        var quick = false
+    }
+
+    /// Pairs of users chat with each other at an aggregate target rate (open loop: sends are paced,
+    /// not held back by acknowledgements). Reports ack latency (send → committed reply) and delivery
+    /// latency (send → push read by the peer).
+    static func privateChat(_ p: PrivateParameters, options: CommonOptions) async throws -> ScenarioResult {
+        var result = ScenarioResult(scenario: "private")
+        result.quick = p.quick
+        let harness = try await Harness.start("private", options: options)
+        do {
+            var users: [String] = []
+            for pair in 0..<p.pairs { users += ["a\(pair)", "b\(pair)"] }
+            note("private: registering \(users.count) users")
+            let tokens = try await harness.api.tokens(for: users)
+            let clients = users.indices.map { index in
+                ClientSpec(userId: users[index], token: tokens[index], role: .chat(peer: users[index ^ 1]))
+            }
+            let baseline = harness.sampleServer()
+            let perClient = p.rate / Double(clients.count)
+            let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(chatRatePerClient: perClient))
+            let (connected, failed) = try await pool.waitReady()
+            note("private: \(connected) connected (\(failed) failed); \(fmt(p.rate, 0)) msg/s for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
+            let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
+            await pool.exit()
+            await harness.finish()
+
+            result.run = ["pairs": "\(p.pairs)", "connections": "\(clients.count)", "targetRatePerSecond": fmt(p.rate, 0),
+                          "perClientPerSecond": fmt(perClient, 3), "warmupSeconds": fmt(p.warmup, 0),
+                          "durationSeconds": fmt(p.duration, 0), "payloadBytes": "\(options.payloadBytes)"]
+            result.take(stats)
+            result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
+            result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            result.figures["connected"] = Double(connected)
+            result.figures["sentPerSecond"] = rounded(Double(stats[.sent]) / p.duration, 1)
+            result.figures["ackedPerSecond"] = rounded(Double(stats[.acked]) / p.duration, 1)
+            result.figures["deliveredPerSecond"] = rounded(Double(stats[.delivered]) / p.duration, 1)
+            result.figures["unacknowledged"] = Double(stats[.sent] - stats[.acked])
+            result.figures["undelivered"] = Double(stats[.sent] - stats[.delivered])
+            if connected != clients.count { result.problems.append("\(connected) of \(clients.count) clients connected") }
+            if stats[.sent] == 0 { result.problems.append("nothing was sent") }
+            if p.quick {
+                if stats[.acked] != stats[.sent] { result.problems.append("\(stats[.sent] - stats[.acked]) of \(stats[.sent]) messages were not acknowledged") }
+                if stats[.delivered] != stats[.sent] { result.problems.append("\(stats[.sent] - stats[.delivered]) of \(stats[.sent]) messages were not delivered") }
+            }
+            check(&result)
+            return result
+        } catch {
+            await harness.finish()
+            throw error
+        }
+    }
+
+    // MARK: connect-storm
+
+    struct StormParameters: Sendable {
+        var clients = 10_000
+        /// Offline messages waiting for each client, sent before the storm.
+        var pending = 5
+        var quick = false
+    }
+
+    /// N clients, each with `pending` offline messages waiting, connect and sync as fast as the
+    /// server lets them (`--connect-concurrency` in flight per worker).
+    static func connectStorm(_ p: StormParameters, options: CommonOptions) async throws -> ScenarioResult {
+        var result = ScenarioResult(scenario: "connect-storm")
+        result.quick = p.quick
+        // The mailer is one connection sending every offline message; the server's per-client send
+        // limit (5/s by default) is raised for it. The storm clients themselves send nothing.
+        let harness = try await Harness.start("connect-storm", options: options,
+                                              serverArguments: p.pending > 0 ? ["--client-sends-per-second", "1000000"] : [])
+        do {
+            var users = (0..<p.clients).map { "s\($0)" }
+            if p.pending > 0 { users.insert("mailer", at: 0) }
+            note("connect-storm: registering \(users.count) users")
+            let tokens = try await harness.api.tokens(for: users)
+            let stormUsers = p.pending > 0 ? Array(users.dropFirst()) : users
+            var clients: [ClientSpec] = []
+            for (user, token) in zip(users, tokens) {
+                clients.append(ClientSpec(userId: user, token: token,
+                                          role: user == "mailer" ? .mailer(targets: stormUsers, perTarget: p.pending) : .storm))
+            }
+            let pool = try harness.launchWorkers(clients, template: harness.jobTemplate())
+            if p.pending > 0 { note("connect-storm: storing \(p.pending) offline messages for each of \(p.clients) users") }
+            let mailStart = monotonicNanos()
+            _ = try await pool.waitReady()
+            let mailSeconds = Double(monotonicNanos() - mailStart) / 1e9
+            let baseline = harness.sampleServer()
+            note("connect-storm: \(p.clients) clients connecting, \(options.connectConcurrency) at a time per worker")
+            let start = monotonicNanos()
+            pool.send(.start(measureFrom: start, measureUntil: start + 3_600_000_000_000))
+            let windowStart = harness.sampleServer()
+            try await pool.waitStormDone()
+            let windowEnd = harness.sampleServer()
+            let stats = try await pool.stop()
+            await pool.exit()
+            await harness.finish()
+
+            let connected = stats[.connected]
+            let stormSeconds = stats.stormLastDone > stats.stormFirstStart
+                ? Double(stats.stormLastDone - stats.stormFirstStart) / 1e9 : 0
+            result.run = ["clients": "\(p.clients)", "pendingPerClient": "\(p.pending)",
+                          "connectConcurrencyPerWorker": "\(options.connectConcurrency)"]
+            result.take(stats)
+            if p.pending > 0 {
+                result.notes.append("the offline messages were stored before the storm by one mailer connection; the server imbench starts for this scenario allows it 1,000,000 sends/s (--client-sends-per-second)")
+            }
+            result.server = harness.serverFigures(baseline: baseline, windowStart: windowStart, windowEnd: windowEnd)
+            result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: stormSeconds)
+            result.figures["connected"] = Double(connected)
+            result.figures["stormSeconds"] = rounded(stormSeconds, 3)
+            if stormSeconds > 0 { result.figures["connectsPerSecond"] = rounded(Double(connected) / stormSeconds, 1) }
+            result.figures["offlineMessagesSynced"] = Double(stats[.syncedMessages])
+            if p.pending > 0 { result.figures["mailingSeconds"] = rounded(mailSeconds, 2) }
+            if connected != p.clients { result.problems.append("\(connected) of \(p.clients) clients connected and synced") }
+            if p.quick && stats[.syncedMessages] != p.clients * p.pending {
+                result.problems.append("\(stats[.syncedMessages]) offline messages synced, expected \(p.clients * p.pending)")
+            }
+            check(&result)
+            return result
+        } catch {
+            await harness.finish()
+            throw error
+        }
+    }
+
+    // MARK: history
+
+    struct HistoryParameters: Sendable {
+        /// Messages to seed into the store before the server starts (0: use what the store holds).
+        var seedMessages = 10_000_000
+        var seedConversations = 10_000
+        var readers = 200
+        /// History pages per second, all readers together.
+        var rate = 2_000.0
+        var count = 50
+        /// Pairs writing messages meanwhile, and their aggregate rate.
+        var writerPairs = 2_500
+        var writeRate = 5_000.0
+        var warmup = 5.0
+        var duration = 30.0
+        var quick = false
+    }
+
+    /// Readers page backwards through their (seeded) conversations while writers send messages.
+    static func history(_ p: HistoryParameters, options: CommonOptions) async throws -> ScenarioResult {
+        var result = ScenarioResult(scenario: "history")
+        result.quick = p.quick
+        guard p.readers <= p.seedConversations else {
+            throw BenchError("--readers (\(p.readers)) must not exceed --seed-conversations (\(p.seedConversations)): each reader pages through a conversation of its own")
+        }
+        var seedInfo: SeedPlan?
+        var storePath: String?
+        let harness = try await Harness.start("history", options: options) { dataDir in
+            storePath = (dataDir as NSString).appendingPathComponent("imserver.sqlite")
+            if p.seedMessages > 0 {
+                seedInfo = try await Seeder.seed(dataDir: dataDir, plan: SeedPlan(
+                    messages: p.seedMessages, conversations: p.seedConversations, appKey: options.appKey,
+                    payloadBytes: options.payloadBytes), appSecret: options.appSecret)
+            }
+        }
+        do {
+            var users: [String] = []
+            var roles: [ClientRole] = []
+            for reader in 0..<p.readers {
+                let (user, peer) = Seeder.pair(reader)
+                users.append(user)
+                roles.append(.history(peer: peer))
+            }
+            for pair in 0..<p.writerPairs {
+                users += ["wa\(pair)", "wb\(pair)"]
+                roles += [.chat(peer: "wb\(pair)"), .chat(peer: "wa\(pair)")]
+            }
+            note("history: registering \(users.count) users")
+            let tokens = try await harness.api.tokens(for: users)
+            let clients = users.indices.map { ClientSpec(userId: users[$0], token: tokens[$0], role: roles[$0]) }
+            let baseline = harness.sampleServer()
+            let template = harness.jobTemplate(
+                chatRatePerClient: p.writerPairs > 0 ? p.writeRate / Double(2 * p.writerPairs) : 0,
+                historyRatePerClient: p.readers > 0 ? p.rate / Double(p.readers) : 0, historyCount: p.count)
+            let pool = try harness.launchWorkers(clients, template: template)
+            let (connected, failed) = try await pool.waitReady()
+            note("history: \(connected) connected (\(failed) failed); \(fmt(p.rate, 0)) pages/s of \(p.count) and \(fmt(p.writeRate, 0)) msg/s written, \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
+            let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
+            await pool.exit()
+            let storeBytes = storePath.map { path in
+                [path, path + "-wal"].compactMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int }.reduce(0, +)
+            }
+            await harness.finish()
+
+            result.run = ["readers": "\(p.readers)", "targetPagesPerSecond": fmt(p.rate, 0), "pageSize": "\(p.count)",
+                          "writerPairs": "\(p.writerPairs)", "targetWritesPerSecond": fmt(p.writeRate, 0),
+                          "warmupSeconds": fmt(p.warmup, 0), "durationSeconds": fmt(p.duration, 0),
+                          "seededMessages": seedInfo.map { "\($0.messages)" } ?? "none (store used as found)",
+                          "seededConversations": seedInfo.map { "\($0.conversations)" } ?? "-"]
+            result.take(stats)
+            result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
+            result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            result.figures["pagesPerSecond"] = rounded(Double(stats[.historyPages]) / p.duration, 1)
+            if stats[.historyPages] > 0 {
+                result.figures["messagesPerPage"] = rounded(Double(stats[.historyMessages]) / Double(stats[.historyPages]), 1)
+            }
+            result.figures["writesAckedPerSecond"] = rounded(Double(stats[.acked]) / p.duration, 1)
+            if let storeBytes, storeBytes > 0 { result.figures["storeMiB"] = rounded(Double(storeBytes) / 1_048_576, 1) }
+            if connected != clients.count { result.problems.append("\(connected) of \(clients.count) clients connected") }
+            if stats[.historyPages] == 0 { result.problems.append("no history page was answered") }
+            if p.quick {
+                if stats[.historyMessages] == 0 { result.problems.append("history pages came back empty") }
+                if stats[.acked] != stats[.sent] { result.problems.append("\(stats[.sent] - stats[.acked]) writes were not acknowledged") }
+            }
+            check(&result)
+            return result
+        } catch {
+            await harness.finish()
+            throw error
+        }
+    }
+
+    // MARK: group
+
+    /// Groups do not exist on the server yet; the scenario says so instead of measuring anything.
+    static func group() -> ScenarioResult {
+        var result = ScenarioResult(scenario: "group")
+        result.status = "unavailable"
+        result.notes.append("imserver has no groups yet (private conversations only), so there is nothing to measure; this scenario will send to groups of a given size once the server has them")
+        return result
+    }
+
+    // MARK: shared
+
+    /// Starts the load, samples the server at the window's ends, stops and collects.
+    static func measure(_ pool: WorkerPool, warmup: Double, duration: Double, harness: Harness) async throws
+        -> (WorkerStats, ProcessSample?, ProcessSample?) {
+        let from = monotonicNanos() + UInt64(warmup * 1e9)
+        let until = from + UInt64(duration * 1e9)
+        pool.send(.start(measureFrom: from, measureUntil: until))
+        await Harness.sleep(until: from)
+        let start = harness.sampleServer()
+        await Harness.sleep(until: until)
+        let end = harness.sampleServer()
+        return (try await pool.stop(), start, end)
+    }
+
+    static func generatorFigures(_ stats: WorkerStats, harness: Harness, pool: WorkerPool, seconds: Double) -> GeneratorFigures {
+        let addresses = harness.sourceAddressList().map { "\($0.count) shared address(es) \($0.first ?? "")…" }
+            ?? "127.0.0.2…127.0.0.\(1 + pool.count) (one per worker)"
+        return GeneratorFigures(workers: pool.count, threadsPerWorker: harness.options.threads, sourceAddresses: addresses,
+                                cpuSecondsInWindow: rounded(stats.cpuSeconds, 2),
+                                cpuPercentOfOneCore: seconds > 0 ? rounded(stats.cpuSeconds / seconds * 100, 1) : 0)
+    }
+
+    /// Errors are problems; a result with problems has status "failed".
+    static func check(_ result: inout ScenarioResult) {
+        if !result.errors.isEmpty {
+            result.problems.append("errors: " + result.errors.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", "))
+        }
+        if !result.problems.isEmpty { result.status = "failed" }
+    }
+}

@@ -1,0 +1,166 @@
+import Crypto
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The imserver a benchmark drives: one imbench started, or one already running (`--url`).
+struct ServerTarget: Sendable {
+    var host: String
+    var port: Int
+    var appKey: String
+    var appSecret: String
+    /// The server's process id, for RSS and CPU; nil when unknown (a `--url` server without `--server-pid`).
+    var pid: Int32?
+
+    var baseURL: String { "http://\(host):\(port)" }
+}
+
+/// An imserver child process with its own data directory; its output goes to `imserver.log` there.
+final class ServerProcess: Sendable {
+    let target: ServerTarget
+    let binary: String
+    let dataDir: String
+    let logPath: String
+    private let process: Process
+
+    private init(target: ServerTarget, binary: String, dataDir: String, logPath: String, process: Process) {
+        self.target = target
+        self.binary = binary
+        self.dataDir = dataDir
+        self.logPath = logPath
+        self.process = process
+    }
+
+    /// The imserver binary built beside this imbench (same build directory).
+    static func defaultBinary() -> String {
+        URL(fileURLWithPath: currentExecutablePath()).deletingLastPathComponent().appendingPathComponent("imserver").path
+    }
+
+    /// Starts `imserver serve` on 127.0.0.1 and a free port and waits for its "listening" line.
+    static func start(binary: String, dataDir: String, appKey: String, appSecret: String,
+                      extraArguments: [String]) async throws -> ServerProcess {
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw BenchError("no imserver binary at \(binary): build it (swift build -c release) or pass --imserver PATH")
+        }
+        try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+        let logPath = (dataDir as NSString).appendingPathComponent("imserver.log")
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir,
+                             "--app-key", appKey, "--app-secret", appSecret, "--log-level", "warning"] + extraArguments
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+            if let line = text.split(separator: "\n").first(where: { $0.hasPrefix("imserver listening on http://") }) {
+                let address = line.dropFirst("imserver listening on http://".count).prefix { $0 != " " }
+                guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]) else { break }
+                let target = ServerTarget(host: "127.0.0.1", port: port, appKey: appKey, appSecret: appSecret,
+                                          pid: process.processIdentifier)
+                return ServerProcess(target: target, binary: binary, dataDir: dataDir, logPath: logPath, process: process)
+            }
+            guard process.isRunning else {
+                throw BenchError("imserver exited with status \(process.terminationStatus) before listening:\n\(text)")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        process.terminate()
+        throw BenchError("imserver did not print its listening line within 120 s; see \(logPath)")
+    }
+
+    /// Stops the server (SIGTERM, then SIGKILL after 15 s).
+    func stop() async {
+        guard process.isRunning else { return }
+        process.terminate()
+        let deadline = ContinuousClock.now + .seconds(15)
+        while process.isRunning && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    var isRunning: Bool { process.isRunning }
+}
+
+/// The Server API calls imbench makes, signed the RongCloud way.
+struct ServerAPI: Sendable {
+    let target: ServerTarget
+
+    /// Registers the users and returns their tokens (POST /user/getToken.json), `concurrency` calls at a time.
+    func tokens(for users: [String], concurrency: Int = 16) async throws -> [String] {
+        var tokens = [String](repeating: "", count: users.count)
+        let started = ContinuousClock.now
+        var iterator = users.indices.makeIterator()
+        var done = 0
+        try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for _ in 0..<concurrency {
+                guard let index = iterator.next() else { break }
+                group.addTask { (index, try await self.token(users[index])) }
+            }
+            while let (index, token) = try await group.next() {
+                tokens[index] = token
+                done += 1
+                if done % 5000 == 0 { note("  tokens: \(done)/\(users.count)") }
+                if let next = iterator.next() {
+                    group.addTask { (next, try await self.token(users[next])) }
+                }
+            }
+        }
+        if users.count >= 1000 {
+            note("  \(users.count) tokens in \(fmt((ContinuousClock.now - started).seconds, 1)) s")
+        }
+        return tokens
+    }
+
+    func token(_ userId: String) async throws -> String {
+        let body = try await post("/user/getToken.json", form: "userId=\(userId)&name=\(userId)")
+        guard let token = body["token"] as? String else {
+            throw BenchError("getToken for \(userId) failed: \(body)")
+        }
+        return token
+    }
+
+    /// The live sessions the server counts (GET /health).
+    func sessions() async -> Int? {
+        guard let url = URL(string: target.baseURL + "/health"),
+              let (data, _) = try? await URLSession.shared.data(from: url),
+              let body = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return (body["sessions"] as? NSNumber)?.intValue
+    }
+
+    private func post(_ path: String, form: String) async throws -> [String: Any] {
+        var request = URLRequest(url: URL(string: target.baseURL + path)!)
+        request.httpMethod = "POST"
+        let nonce = String(UInt64.random(in: 0..<UInt64.max))
+        let timestamp = String(Int(Date().timeIntervalSince1970 * 1000))
+        let signature = Insecure.SHA1.hash(data: Data((target.appSecret + nonce + timestamp).utf8))
+            .map { String(format: "%02x", $0) }.joined()
+        request.setValue(target.appKey, forHTTPHeaderField: "App-Key")
+        request.setValue(nonce, forHTTPHeaderField: "Nonce")
+        request.setValue(timestamp, forHTTPHeaderField: "Timestamp")
+        request.setValue(signature, forHTTPHeaderField: "Signature")
+        request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(form.utf8)
+        var lastError: (any Error)?
+        for attempt in 0..<5 {
+            do {
+                let (data, response) = try await URLSession.shared.data(for: request)
+                let body = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+                guard (response as? HTTPURLResponse)?.statusCode == 200 else {
+                    throw BenchError("\(path) answered \((response as? HTTPURLResponse)?.statusCode ?? 0): \(body)")
+                }
+                return body
+            } catch {
+                lastError = error
+                try await Task.sleep(for: .milliseconds(100 << attempt))
+            }
+        }
+        throw lastError ?? BenchError("\(path) failed")
+    }
+}
