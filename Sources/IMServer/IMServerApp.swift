@@ -43,9 +43,12 @@ struct HeartbeatSweeper: Service {
 
     func run() async throws {
         let interval = Duration.seconds(core.config.heartbeatIntervalSeconds)
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            try? await Task.sleep(for: interval)
-            core.sweepIdleSessions()
+        // Stops at once on graceful shutdown instead of finishing its sleep (up to one interval).
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                core.sweepIdleSessions()
+            }
         }
     }
 }
