@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds everything (the imserver binary included: the crash-recovery test runs it as a child
-# process) and runs the whole test suite.
+# process), runs the whole test suite, then `imbench --quick`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # GRDB links the system SQLite; Debian's headers are in libsqlite3-dev.
@@ -12,3 +12,6 @@ IMSERVER_TEST_PYTHON="$(scripts/python-sdk.sh)"
 export IMSERVER_TEST_PYTHON
 swift build --build-tests
 swift test --skip-build "$@"
+# Smoke check: every imbench scenario, small, end to end (counts are checked, timings are not).
+bin="$(swift build --show-bin-path)"
+"$bin/imbench" --quick --output "$bin/imbench-quick.json"
