@@ -309,19 +309,21 @@ public final class SQLiteStore: IMStore {
         }
     }
 
+    /// A row of `SELECT \(columns)`, read by position: looking columns up by name costs a
+    /// case-insensitive string comparison per column and was most of a history page's CPU.
     static func message(_ row: Row) throws -> StoredMessage {
-        let expansionText: String? = row["expansion"]
+        let expansionText: String? = row[16]
         let expansion = try expansionText.map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
-        let seq: Int64 = row["seq"]
-        let type: Int = row["conv_type"]
-        let flags: Int64 = row["flags"]
+        let seq: Int64 = row[0]
+        let type: Int = row[2]
+        let flags: Int64 = row[10]
         return StoredMessage(
-            seq: UInt64(seq), appId: row["app_id"], conversationType: ConversationType(rawValue: type) ?? .private,
-            conversationKey: row["conv_key"], targetId: row["target_id"], senderId: row["sender_id"],
-            objectName: row["object_name"], content: row["content"], uid: row["uid"], sentTime: row["sent_time"],
-            flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)), clientMessageId: row["client_msg_id"],
-            pushContent: row["push_content"], pushData: row["push_data"],
-            disableNotification: row["disable_notification"], canIncludeExpansion: row["can_include_expansion"],
-            expansion: expansion, channelId: row["channel_id"], includeSender: row["include_sender"])
+            seq: UInt64(seq), appId: row[1], conversationType: ConversationType(rawValue: type) ?? .private,
+            conversationKey: row[3], targetId: row[4], senderId: row[5],
+            objectName: row[6], content: row[7], uid: row[8], sentTime: row[9],
+            flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)), clientMessageId: row[11],
+            pushContent: row[12], pushData: row[13],
+            disableNotification: row[14], canIncludeExpansion: row[15],
+            expansion: expansion, channelId: row[17], includeSender: row[18])
     }
 }
