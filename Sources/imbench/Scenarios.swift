@@ -94,6 +94,9 @@ enum Scenarios {
             }
             let baseline = harness.sampleServer()
             let perClient = p.rate / Double(clients.count)
+            if perClient >= 4 && options.url == nil && !options.serverArguments.contains(where: { $0.contains("client-sends-per-second") }) {
+                note("private: \(fmt(perClient, 1)) messages/s per client is close to the server's per-client limit (5/s, 20604 beyond): use more --pairs or --server-arg=--client-sends-per-second=N")
+            }
             let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(chatRatePerClient: perClient))
             let (connected, failed) = try await pool.waitReady()
             note("private: \(connected) connected (\(failed) failed); \(fmt(p.rate, 0)) msg/s for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
@@ -146,18 +149,24 @@ enum Scenarios {
         let harness = try await Harness.start("connect-storm", options: options,
                                               serverArguments: p.pending > 0 ? ["--client-sends-per-second", "1000000"] : [])
         do {
-            var users = (0..<p.clients).map { "s\($0)" }
-            if p.pending > 0 { users.insert("mailer", at: 0) }
+            // The offline messages come from mailer connections, one per 100 storm users (at most
+            // 100): the server handles one connection's requests one at a time, so one mailer would
+            // wait for a commit per message.
+            let stormUsers = (0..<p.clients).map { "s\($0)" }
+            let mailers = p.pending > 0 ? min(100, max(1, p.clients / 100)) : 0
+            let mailerUsers = (0..<mailers).map { "mailer\($0)" }
+            let users = mailerUsers + stormUsers
             note("connect-storm: registering \(users.count) users")
             let tokens = try await harness.api.tokens(for: users)
-            let stormUsers = p.pending > 0 ? Array(users.dropFirst()) : users
             var clients: [ClientSpec] = []
-            for (user, token) in zip(users, tokens) {
-                clients.append(ClientSpec(userId: user, token: token,
-                                          role: user == "mailer" ? .mailer(targets: stormUsers, perTarget: p.pending) : .storm))
+            for (index, (user, token)) in zip(users, tokens).enumerated() {
+                let role: ClientRole = index < mailers
+                    ? .mailer(targets: stride(from: index, to: stormUsers.count, by: mailers).map { stormUsers[$0] }, perTarget: p.pending)
+                    : .storm
+                clients.append(ClientSpec(userId: user, token: token, role: role))
             }
             let pool = try harness.launchWorkers(clients, template: harness.jobTemplate())
-            if p.pending > 0 { note("connect-storm: storing \(p.pending) offline messages for each of \(p.clients) users") }
+            if p.pending > 0 { note("connect-storm: storing \(p.pending) offline messages for each of \(p.clients) users from \(mailers) mailer connection(s)") }
             let mailStart = monotonicNanos()
             _ = try await pool.waitReady()
             let mailSeconds = Double(monotonicNanos() - mailStart) / 1e9
@@ -179,7 +188,7 @@ enum Scenarios {
                           "connectConcurrencyPerWorker": "\(options.connectConcurrency)"]
             result.take(stats)
             if p.pending > 0 {
-                result.notes.append("the offline messages were stored before the storm by one mailer connection; the server imbench starts for this scenario allows it 1,000,000 sends/s (--client-sends-per-second)")
+                result.notes.append("the offline messages were stored before the storm by \(mailers) mailer connection(s); the server imbench starts for this scenario allows them 1,000,000 sends/s each (--client-sends-per-second)")
             }
             result.server = harness.serverFigures(baseline: baseline, windowStart: windowStart, windowEnd: windowEnd)
             result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: stormSeconds)
