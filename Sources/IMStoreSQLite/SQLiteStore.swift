@@ -210,11 +210,11 @@ public final class SQLiteStore: IMStore {
             // Three index range scans (received, sent, broadcast to everyone), each stopping at
             // `limit`, merged by seq. Private and system conversations sync this way.
             func scan(_ condition: String, _ id: String) throws -> [StoredMessage] {
-                try Row.fetchAll(db.cachedStatement(sql: """
+                try Self.messages(db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages
                     WHERE app_id = ? AND \(condition) AND seq > ? AND sent_time >= ? AND conv_type IN (1, 6)
                     ORDER BY seq LIMIT ?
-                    """), arguments: [appId, id, Int64(after), minSentTime, limit]).map(Self.message)
+                    """), arguments: [appId, id, Int64(after), minSentTime, limit])
             }
             let scans = [
                 try scan("target_id = ?", userId),
@@ -248,8 +248,8 @@ public final class SQLiteStore: IMStore {
                 ? "SELECT \(Self.columns) FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND sent_time > ? ORDER BY sent_time ASC LIMIT ?"
                 : "SELECT \(Self.columns) FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND sent_time < ? ORDER BY sent_time DESC LIMIT ?"
             let bound = ascending ? recordTime : (recordTime <= 0 ? Int64.max : recordTime)
-            let rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [appId, conversationKey, bound, count + 1])
-            return HistoryPage(messages: try rows.prefix(count).map(Self.message), hasMore: rows.count > count)
+            let rows = try Self.messages(db.cachedStatement(sql: sql), arguments: [appId, conversationKey, bound, count + 1])
+            return HistoryPage(messages: Array(rows.prefix(count)), hasMore: rows.count > count)
         }
     }
 
@@ -307,6 +307,13 @@ public final class SQLiteStore: IMStore {
         try await pool.read { db in
             try Bool.fetchOne(db, sql: "SELECT 1 FROM deleted_message_logs WHERE app_id = ? AND hour = ?", arguments: [appId, hour]) ?? false
         }
+    }
+
+    /// The messages a `SELECT \(columns)` statement returns, decoded straight from the statement
+    /// (`Row.fetchAll` copies every row first, and decoding a copied row looks up generic metadata
+    /// per column).
+    static func messages(_ statement: Statement, arguments: StatementArguments) throws -> [StoredMessage] {
+        try Array(Row.fetchCursor(statement, arguments: arguments).map(Self.message))
     }
 
     /// A row of `SELECT \(columns)`, read by position: looking columns up by name costs a
