@@ -15,6 +15,11 @@ public struct IMServerApp: Sendable {
         self.core = core
     }
 
+    /// Connections the kernel queues before the server accepts them. Hummingbird's default, 256,
+    /// overflows when a few hundred clients (re)connect at once: the dropped SYNs are retried after
+    /// a second. Linux caps the value at net.core.somaxconn (4096 by default).
+    static let listenBacklog = 4096
+
     /// Builds the Hummingbird application. `onListening` receives the bound port (useful with port 0).
     public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let router = Router(context: BasicWebSocketRequestContext.self)
@@ -30,7 +35,8 @@ public struct IMServerApp: Sendable {
         return Application(
             router: router,
             server: .http1WebSocketUpgrade(webSocketRouter: router, configuration: .init(ws: wsConfig)),
-            configuration: .init(address: .hostname(core.config.host, port: core.config.port), serverName: "imserver"),
+            configuration: .init(address: .hostname(core.config.host, port: core.config.port), serverName: "imserver",
+                                 backlog: Self.listenBacklog),
             services: [HeartbeatSweeper(core: core)],
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
