@@ -39,17 +39,33 @@ public struct ConnectTokenClaims: Sendable, Equatable, Codable {
 }
 
 /// Base64 with the URL-safe alphabet and no padding.
+///
+/// The alphabets are swapped byte by byte: Foundation's `replacingOccurrences` bridged through
+/// NSString and was 3% of the server's CPU in a connect storm (every CONNECT decodes a token).
 public enum Base64URL {
     public static func encode(_ data: Data) -> String {
-        data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        var bytes = Array(data.base64EncodedData())
+        while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "+"): bytes[index] = UInt8(ascii: "-")
+            case UInt8(ascii: "/"): bytes[index] = UInt8(ascii: "_")
+            default: break
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     public static func decode(_ text: String) -> Data? {
-        var base = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base.count % 4 != 0 { base += "=" }
-        return Data(base64Encoded: base)
+        var bytes = Array(text.utf8)
+        for index in bytes.indices {
+            switch bytes[index] {
+            case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")
+            case UInt8(ascii: "_"): bytes[index] = UInt8(ascii: "/")
+            default: break
+            }
+        }
+        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(bytes))
     }
 }
