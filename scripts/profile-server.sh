@@ -6,6 +6,8 @@
 #   scripts/profile-server.sh private --pairs 2500 --rate 4000 --warmup 3 --duration 20
 #   scripts/profile-server.sh connections --connections 19000 --duration 30
 #   PROFILE_DATA_DIR=/tmp/imbench-10m scripts/profile-server.sh history --writer-pairs 0
+#   PROFILE_SERVER_ARGS="--client-sends-per-second 1000000" scripts/profile-server.sh connect-storm --workers 2
+#     (the storm's mailers need the raised per-client limit that imbench gives the servers it starts)
 #
 # Arguments: an imbench scenario and its options (without --url). Needs a release build
 # (swift build -c release) and Debian's linux-perf. On this machine kind perf has no hardware
@@ -26,7 +28,7 @@ keep="${PROFILE_DATA_DIR:+yes}"
 log="$data/imserver.log"
 : >"$log"
 IMSERVER_API_CALLS_PER_SECOND=0 "$bin/imserver" serve --host 127.0.0.1 --port 0 --data-dir "$data" \
-  --app-key imbench --app-secret imbench-secret --log-level warning >"$log" 2>&1 &
+  --app-key imbench --app-secret imbench-secret --log-level warning ${PROFILE_SERVER_ARGS:-} >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true; [ -n "$keep" ] || rm -rf "$data"' EXIT
 for _ in $(seq 1 600); do
