@@ -16,8 +16,14 @@ struct Gateway: Sendable {
     let core: ServerCore
 
     func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async {
+        // Memory per connection: a task keeps the most memory its async frames ever needed (in
+        // slabs of about 1 KB) until it ends. So this long-lived task runs the deep one-off work
+        // (authentication, sync and history pages, which read the store) in child tasks; the
+        // helper tasks are detached, because an inherited copy of the task-local values costs
+        // each of them a slab of its own; and the handshake timer ends as soon as CONNECT arrives
+        // instead of sleeping out its time.
         let handshake = HandshakeGuard()
-        let timeout = Task {
+        let timeout = Task.detached { [core] in
             try await Task.sleep(for: .seconds(core.config.handshakeTimeoutSeconds))
             if handshake.expire() {
                 try? await outbound.close(.policyViolation, reason: "no CONNECT frame in time")
@@ -27,6 +33,7 @@ struct Gateway: Sendable {
 
         var messages = inbound.messages(maxSize: FrameCodec.maxFrameBytes).makeAsyncIterator()
         guard let first = try? await messages.next(), handshake.complete() else { return }
+        timeout.cancel()
         guard case .binary(let buffer) = first, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
             try? await outbound.close(.unacceptableData, reason: "expected a binary CONNECT frame")
             return
@@ -34,7 +41,8 @@ struct Gateway: Sendable {
         let session: ClientSession
         let stream: AsyncStream<[UInt8]>
         do {
-            (session, stream) = try await connect(frame)
+            async let opened = connect(frame)
+            (session, stream) = try await opened
         } catch {
             let imError = (error as? IMError) ?? IMError(.serverUnavailable, "the server could not open the session: retry later")
             var buffer = ByteBufferAllocator().buffer(capacity: 64)
@@ -43,14 +51,11 @@ struct Gateway: Sendable {
             try? await outbound.close(.normalClosure, reason: "connect refused: \(imError.code.rawValue)")
             return
         }
-        var sessionLogger = logger
-        sessionLogger[metadataKey: "user"] = "\(session.userId)"
-        sessionLogger[metadataKey: "session"] = "\(session.id)"
-        sessionLogger.debug("session opened", metadata: ["platform": "\(session.platform)"])
+        logger.debug("session opened", metadata: ["user": "\(session.userId)", "session": "\(session.id)", "platform": "\(session.platform)"])
 
         // The writer drains the session's queue to the socket; when the queue ends (disconnect,
         // kick, slow reader) it closes the socket, which ends the reader loop below too.
-        let writer = Task {
+        let writer = Task.detached {
             for await frame in stream {
                 var buffer = ByteBufferAllocator().buffer(capacity: frame.count)
                 buffer.writeBytes(frame)
@@ -73,7 +78,7 @@ struct Gateway: Sendable {
         session.close()
         await writer.value
         core.registry.remove(session)
-        sessionLogger.debug("session closed")
+        logger.debug("session closed", metadata: ["user": "\(session.userId)", "session": "\(session.id)"])
     }
 
     /// Authenticates CONNECT and registers the session under the login rules.
@@ -130,14 +135,16 @@ struct Gateway: Sendable {
                 reply = try FrameCodec.reply(to: frame, try await core.messages.send(request, from: session))
             case .sync:
                 let request = try body(Im_SyncRequest.self, of: frame)
-                let page = try await core.sync.page(request, for: session)
+                async let reading = core.sync.page(request, for: session)
+                let page = try await reading
                 // The page goes out before the live messages held during sync are released.
                 session.send(try FrameCodec.reply(to: frame, page))
                 session.syncProgressed(watermark: page.watermark, complete: !page.morePackages)
                 return
             case .history:
                 let request = try body(Im_HistoryRequest.self, of: frame)
-                reply = try FrameCodec.reply(to: frame, try await core.sync.history(request, for: session))
+                async let reading = core.sync.history(request, for: session)
+                reply = try FrameCodec.reply(to: frame, try await reading)
             case .disconnect:
                 session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
                 session.close()
