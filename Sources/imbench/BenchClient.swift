@@ -316,9 +316,12 @@ final class BenchClient: ChannelInboundHandler {
         case .sendMessage:
             if mailByRequest[frame.id] != nil {
                 mailAnswered(frame.id, code: 0)
-            } else if driver.inWindow(request.at) {
-                driver.stats.record(.ack, nanos: now &- request.at)
-                driver.stats.count(.acked)
+            } else {
+                if driver.inWindow(request.at) {
+                    driver.stats.record(.ack, nanos: now &- request.at)
+                    driver.stats.count(.acked)
+                }
+                if driver.inWindow(now) { driver.stats.count(.ackedArrivingInWindow) }
             }
         case .history:
             historyBusy = false

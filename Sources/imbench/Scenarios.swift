@@ -113,6 +113,7 @@ enum Scenarios {
             result.figures["connected"] = Double(connected)
             result.figures["sentPerSecond"] = rounded(Double(stats[.sent]) / p.duration, 1)
             result.figures["ackedPerSecond"] = rounded(Double(stats[.acked]) / p.duration, 1)
+            result.figures["ackedArrivingPerSecond"] = rounded(Double(stats[.ackedArrivingInWindow]) / p.duration, 1)
             result.figures["deliveredPerSecond"] = rounded(Double(stats[.delivered]) / p.duration, 1)
             result.figures["unacknowledged"] = Double(stats[.sent] - stats[.acked])
             result.figures["undelivered"] = Double(stats[.sent] - stats[.delivered])
@@ -286,6 +287,7 @@ enum Scenarios {
                 result.figures["messagesPerPage"] = rounded(Double(stats[.historyMessages]) / Double(stats[.historyPages]), 1)
             }
             result.figures["writesAckedPerSecond"] = rounded(Double(stats[.acked]) / p.duration, 1)
+            result.figures["writesAckedArrivingPerSecond"] = rounded(Double(stats[.ackedArrivingInWindow]) / p.duration, 1)
             if let storeBytes, storeBytes > 0 { result.figures["storeMiB"] = rounded(Double(storeBytes) / 1_048_576, 1) }
             if connected != clients.count { result.problems.append("\(connected) of \(clients.count) clients connected") }
             if stats[.historyPages] == 0 { result.problems.append("no history page was answered") }

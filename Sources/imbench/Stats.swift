@@ -65,6 +65,9 @@ enum Counter: String, Codable, CodingKeyRepresentable, CaseIterable, Sendable {
     case connected
     /// Messages sent inside the measured window, and the ones of them acknowledged.
     case sent, acked
+    /// Acknowledgements that arrived inside the window, whenever their message was sent: the rate
+    /// the server actually commits at when the offered rate is more than it can take.
+    case ackedArrivingInWindow
     /// Pushes of benchmark messages sent inside the window that reached their recipient.
     case delivered
     /// Every MESSAGE push received, whenever sent.
