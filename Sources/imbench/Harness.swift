@@ -91,9 +91,9 @@ final class Harness {
                        temporaryDataDir: temporary ? dataDir : nil)
     }
 
-    /// Workers for this many connections: `--workers`, or one per 15,000.
-    func workerCount(connections: Int) -> Int {
-        options.workers ?? max(1, (connections + 14_999) / 15_000)
+    /// Workers for this many connections: `--workers`, or one per 15,000 (at least `minimum`).
+    func workerCount(connections: Int, minimum: Int = 1) -> Int {
+        options.workers ?? max(minimum, (connections + 14_999) / 15_000)
     }
 
     func sourceAddressList() -> [String]? {
@@ -108,9 +108,9 @@ final class Harness {
                   requestTimeoutSeconds: options.requestTimeout)
     }
 
-    func launchWorkers(_ clients: [ClientSpec], template: WorkerJob) throws -> WorkerPool {
-        try WorkerPool(clients: clients, count: workerCount(connections: clients.count), template: template,
-                       sourceAddresses: sourceAddressList())
+    func launchWorkers(_ clients: [ClientSpec], template: WorkerJob, minimumWorkers: Int = 1) throws -> WorkerPool {
+        try WorkerPool(clients: clients, count: workerCount(connections: clients.count, minimum: minimumWorkers),
+                       template: template, sourceAddresses: sourceAddressList())
     }
 
     /// The server process's RSS and CPU now (nil when its pid is unknown).

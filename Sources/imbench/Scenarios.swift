@@ -166,7 +166,9 @@ enum Scenarios {
                     : .storm
                 clients.append(ClientSpec(userId: user, token: token, role: role))
             }
-            let pool = try harness.launchWorkers(clients, template: harness.jobTemplate())
+            // Two workers by default: one generator thread opening connections as fast as it can
+            // is itself the limit (about 1,000 connects/s here).
+            let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(), minimumWorkers: 2)
             if p.pending > 0 { note("connect-storm: storing \(p.pending) offline messages for each of \(p.clients) users from \(mailers) mailer connection(s)") }
             let mailStart = monotonicNanos()
             _ = try await pool.waitReady()
