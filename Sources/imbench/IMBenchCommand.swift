@@ -17,10 +17,11 @@ struct IMBenchCommand: AsyncParsableCommand {
     @Flag(help: "Run every scenario small (a smoke check for CI; under a minute, no timing checks). Same as `imbench quick`.")
     var quick = false
 
+    @OptionGroup var options: CommonOptions
+
     func run() async throws {
         guard quick else { throw CleanExit.helpRequest(self) }
-        let command = try Quick.parse([])
-        try await command.run()
+        try await Quick.run(options: options)
     }
 }
 
@@ -106,7 +107,7 @@ struct History: AsyncParsableCommand {
 }
 
 struct Group: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Group fan-out: not available until the server has groups.")
+    static let configuration = CommandConfiguration(abstract: "Group fan-out: not available until the server has group messages.")
 
     func run() async throws {
         let result = Scenarios.group()
@@ -140,6 +141,10 @@ struct Quick: AsyncParsableCommand {
     @OptionGroup var options: CommonOptions
 
     func run() async throws {
+        try await Self.run(options: options)
+    }
+
+    static func run(options: CommonOptions) async throws {
         let started = ContinuousClock.now
         var results: [ScenarioResult] = []
         var two = options

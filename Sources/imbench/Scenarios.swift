@@ -307,11 +307,11 @@ enum Scenarios {
 
     // MARK: group
 
-    /// Groups do not exist on the server yet; the scenario says so instead of measuring anything.
+    /// Group messages do not exist on the server yet; the scenario says so instead of measuring anything.
     static func group() -> ScenarioResult {
         var result = ScenarioResult(scenario: "group")
         result.status = "unavailable"
-        result.notes.append("imserver has no groups yet (private conversations only), so there is nothing to measure; this scenario will send to groups of a given size once the server has them")
+        result.notes.append("imserver keeps group membership (Server API) but clients cannot send group messages yet (the gateway takes private conversations only), so there is nothing to measure; this scenario will send to groups of a given size once group chat exists")
         return result
     }
 

@@ -21,9 +21,11 @@ final class Worker: Sendable {
         }
         self.drivers = drivers
         // Client i lives on loop i % threads.
-        for (index, spec) in job.clients.enumerated() {
-            let driver = drivers[index % drivers.count]
-            try driver.eventLoop.submit { _ = driver.value.add(spec, index: index) }.wait()
+        for (loop, driver) in drivers.enumerated() {
+            let mine = stride(from: loop, to: job.clients.count, by: drivers.count).map { ($0, job.clients[$0]) }
+            try driver.eventLoop.submit {
+                for (index, spec) in mine { _ = driver.value.add(spec, index: index) }
+            }.wait()
         }
     }
 
