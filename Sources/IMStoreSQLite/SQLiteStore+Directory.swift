@@ -36,23 +36,21 @@ extension SQLiteStore {
     }
 
     public func expireTokens(appId: Int64, userIds: [String], before: Int64, now: Int64) async throws {
-        try await pool.write { db in
-            for userId in userIds {
-                try db.execute(sql: """
-                    INSERT INTO users (app_id, user_id, created_at, tokens_valid_after) VALUES (?, ?, ?, ?)
-                    ON CONFLICT(app_id, user_id) DO UPDATE SET tokens_valid_after = excluded.tokens_valid_after
-                    """, arguments: [appId, userId, now, before])
-            }
-        }
+        try await setUserTime(column: "tokens_valid_after", appId: appId, userIds: userIds, value: before, now: now)
     }
 
     public func setBlocked(appId: Int64, userIds: [String], until: Int64, now: Int64) async throws {
+        try await setUserTime(column: "blocked_until", appId: appId, userIds: userIds, value: until, now: now)
+    }
+
+    /// Sets one of the users' access times, registering users the store has not seen.
+    private func setUserTime(column: String, appId: Int64, userIds: [String], value: Int64, now: Int64) async throws {
         try await pool.write { db in
             for userId in userIds {
                 try db.execute(sql: """
-                    INSERT INTO users (app_id, user_id, created_at, blocked_until) VALUES (?, ?, ?, ?)
-                    ON CONFLICT(app_id, user_id) DO UPDATE SET blocked_until = excluded.blocked_until
-                    """, arguments: [appId, userId, now, until])
+                    INSERT INTO users (app_id, user_id, created_at, \(column)) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(app_id, user_id) DO UPDATE SET \(column) = excluded.\(column)
+                    """, arguments: [appId, userId, now, value])
             }
         }
     }
