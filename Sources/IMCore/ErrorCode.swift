@@ -29,6 +29,10 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let cloudHistoryDisabled = ErrorCode(25102)
     /// Recall refused: no such message, not the sender's, or wrong conversation (spec/server-api.md §5.2).
     public static let recallParameterInvalid = ErrorCode(25101)
+    /// 「当前用户不在群组中」: the sender is not a member of the group (spec/group-chatroom.md Part C).
+    public static let notInGroup = ErrorCode(22406)
+    /// 「当前用户在群组中已被禁言」: the sender is muted in the group (spec/group-chatroom.md Part C).
+    public static let mutedInGroup = ErrorCode(22408)
 
     // Connection.
     public static let connectionReleased = ErrorCode(30001)

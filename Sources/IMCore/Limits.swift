@@ -45,6 +45,19 @@ public enum GroupLimits {
     public static let mutesPerCall = 20
     /// Longest timed mute, minutes (30 days; spec/server-api.md §6.3).
     public static let maxMuteMinutes = 43_200
+    /// Groups per `/message/group/publish.json` call ("最多不超过 3 个群组", spec/server-api.md §3.3).
+    public static let groupsPerPublish = 3
+    /// Group messages per second through the Server API ("服务端调用，20 条/秒", spec/group-chatroom.md A2).
+    public static let serverMessagesPerSecond = 20
+    /// Members named by one directional message. RongCloud states no figure; a directional message
+    /// is meant for part of a group, so the per-call user limit applies.
+    public static let maxDirectedUsers = 1000
+    /// Messages per read-receipt response from a member: the response is a batch (spec/group-chatroom.md A8).
+    public static let receiptResponseBatch = 100
+    /// Readers per page of a message's read-user list; pages keep frames small in 3,000-member groups.
+    public static let readUsersPageRange = 1...100
+    /// Read receipts per page of the receipt sync and per live push.
+    public static let receiptSyncPage = 200
 }
 
 /// Content moderation limits (spec/server-api.md §6.6).

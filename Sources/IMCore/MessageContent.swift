@@ -32,6 +32,46 @@ extension MessageContent where Self: Codable {
     }
 }
 
+/// RongCloud's `RCMentionedInfo`: whom a group message mentions (@). It travels inside the content
+/// JSON as `mentionedInfo`, whatever the content type.
+public struct MentionedInfo: Codable, Sendable, Equatable {
+    /// `RC_Mentioned_All` (1) or `RC_Mentioned_Users` (2).
+    public enum MentionType: Int, Codable, Sendable {
+        case all = 1
+        case users = 2
+    }
+
+    public var type: MentionType
+    /// The mentioned users (empty for `.all`).
+    public var userIdList: [String]
+    /// Push text for the mentioned users; it takes precedence over the message's push content.
+    public var mentionedContent: String?
+
+    public init(type: MentionType, userIdList: [String] = [], mentionedContent: String? = nil) {
+        self.type = type
+        self.userIdList = userIdList
+        self.mentionedContent = mentionedContent
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        type = try container.decode(MentionType.self, forKey: .type)
+        userIdList = try container.decodeIfPresent([String].self, forKey: .userIdList) ?? []
+        mentionedContent = try container.decodeIfPresent(String.self, forKey: .mentionedContent)
+    }
+
+    /// Whether the message mentions this user.
+    public func mentions(_ userId: String) -> Bool {
+        type == .all || userIdList.contains(userId)
+    }
+
+    /// The `mentionedInfo` of any content JSON, if it has a valid one.
+    public static func of(content: Data) -> MentionedInfo? {
+        struct Probe: Decodable { var mentionedInfo: MentionedInfo? }
+        return (try? JSONDecoder().decode(Probe.self, from: content))?.mentionedInfo
+    }
+}
+
 /// `RC:TxtMsg`: a text message. Stored and counted.
 public struct TextMessage: MessageContent, Equatable, Codable {
     public static let objectName = "RC:TxtMsg"
@@ -39,10 +79,13 @@ public struct TextMessage: MessageContent, Equatable, Codable {
 
     public var content: String
     public var extra: String?
+    /// The users a group text mentions.
+    public var mentionedInfo: MentionedInfo?
 
-    public init(content: String, extra: String? = nil) {
+    public init(content: String, extra: String? = nil, mentionedInfo: MentionedInfo? = nil) {
         self.content = content
         self.extra = extra
+        self.mentionedInfo = mentionedInfo
     }
 
     public var conversationDigest: String { content }
@@ -73,4 +116,10 @@ public struct UnknownMessageContent: Sendable, Equatable {
         self.data = data
         self.persistentFlag = persistentFlag
     }
+}
+
+/// Object names of the group read-receipt commands (spec/group-chatroom.md A8).
+public enum ReadReceiptObjectNames {
+    /// The sender of a group message asks the members to report reading it: `{"messageUId": ...}`.
+    public static let request = "RC:RRReqMsg"
 }

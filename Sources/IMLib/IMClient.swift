@@ -37,6 +37,7 @@ public actor IMClient {
     private let statusEvents = Broadcaster<ConnectionStatus>()
     private let messageEvents = Broadcaster<ReceivedMessage>()
     private let syncEvents = Broadcaster<Void>()
+    private let receiptEvents = Broadcaster<ReadReceiptEvent>()
 
     private var status: ConnectionStatus = .unconnected
     private var store: LocalStore?
@@ -78,6 +79,12 @@ public actor IMClient {
     /// `onOfflineMessageSyncCompleted`); live messages follow it.
     public nonisolated func offlineMessageSyncCompleted() -> AsyncStream<Void> {
         syncEvents.stream()
+    }
+
+    /// Group read-receipt events: requests from the senders of messages this user received, and
+    /// members' reads of this user's messages (live, and those missed while offline after a connect).
+    public nonisolated func readReceiptEvents() -> AsyncStream<ReadReceiptEvent> {
+        receiptEvents.stream()
     }
 
     /// The user id of the current token, once `connect` has been called.
@@ -292,6 +299,11 @@ public actor IMClient {
             } else {
                 receive([wire], offline: false, hasPackage: false, watermark: wire.seq > 0 ? wire.seq : nil)
             }
+        case .readReceipts:
+            guard let receipts = try? frame.body(Im_ReadReceipts.self) else { return }
+            // Live reads do not move the receipt watermark: the next connect's receipt sync
+            // fetches from the last page it completed, and already-known readers are skipped.
+            applyReads(receipts.receipts, watermark: nil)
         case .kicked:
             let kicked = (try? frame.body(Im_Kicked.self)) ?? Im_Kicked()
             wantsConnection = false
@@ -328,8 +340,40 @@ public actor IMClient {
             for wire in held where wire.seq == 0 || wire.seq > watermark {
                 receive([wire], offline: false, hasPackage: false, watermark: wire.seq > 0 ? wire.seq : nil)
             }
+            try await syncReadReceipts(generation: generation)
         } catch {
             options.logger.debug("offline sync stopped", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Pulls the reads of this user's group messages recorded while this device was away.
+    private func syncReadReceipts(generation: Int) async throws {
+        guard let store else { return }
+        var more = true
+        while more {
+            guard generation == self.generation, let connection else { return }
+            var request = Im_ReadReceiptSyncRequest()
+            request.since = try store.receiptWatermark()
+            let reply = try await connection.request(.readReceiptSync, request, timeout: options.requestTimeout).body(Im_ReadReceipts.self)
+            guard generation == self.generation else { return }
+            applyReads(reply.receipts, watermark: reply.watermark)
+            more = reply.more
+        }
+    }
+
+    /// Records reads of this user's messages and emits the readers new to this device.
+    private func applyReads(_ receipts: [Im_ReadReceipt], watermark: UInt64?) {
+        guard let store else { return }
+        do {
+            let fresh = try store.storeReaders(receipts.map { ($0.messageUid, $0.readerID, $0.readTime) }, watermark: watermark)
+            var emitted = Set<String>()
+            for receipt in receipts where emitted.insert(receipt.messageUid).inserted {
+                guard let readers = fresh[receipt.messageUid] else { continue }
+                receiptEvents.yield(.response(conversationType: ConversationType(rawValue: Int(receipt.conversationType)) ?? .group,
+                                              targetId: receipt.targetID, messageUId: receipt.messageUid, readers: readers))
+            }
+        } catch {
+            options.logger.error("could not store read receipts", metadata: ["error": "\(error)"])
         }
     }
 
@@ -340,7 +384,12 @@ public actor IMClient {
         let messages = wires.map { message(from: $0, me: store.userId, receivedAt: now) }
         let fresh: [Message]
         do {
-            fresh = try store.storeIncoming(messages, watermark: watermark)
+            let stored = try store.storeIncoming(messages, watermark: watermark)
+            fresh = stored.fresh
+            for request in stored.receiptRequests where request.direction == .receive {
+                receiptEvents.yield(.request(conversationType: request.conversationType, targetId: request.targetId,
+                                             messageUId: request.messageUId))
+            }
         } catch {
             options.logger.error("could not store received messages", metadata: ["error": "\(error)"])
             return
@@ -363,7 +412,8 @@ public actor IMClient {
             contentData: wire.content, content: types.decode(objectName: wire.objectName, data: wire.content),
             flags: PersistentFlag(rawValue: wire.flags), sentStatus: outgoing ? .sent : .received, isRead: outgoing,
             sentTime: wire.sentTime, receivedTime: receivedAt, messageUId: wire.messageUid,
-            clientMessageId: wire.clientMessageID, pushContent: wire.pushContent, pushData: wire.pushData)
+            clientMessageId: wire.clientMessageID, pushContent: wire.pushContent, pushData: wire.pushData,
+            readReceiptInfo: ReadReceiptInfo(isReceiptRequestMessage: wire.receiptRequested))
     }
 
     // MARK: sending
@@ -378,6 +428,35 @@ public actor IMClient {
         _ conversationType: ConversationType, targetId: String, content: some MessageContent,
         pushContent: String? = nil, pushData: String? = nil,
         attached: @Sendable (Message) -> Void = { _ in }
+    ) async throws -> Message {
+        try await send(conversationType, targetId: targetId, directedUserIds: [], content: content,
+                       pushContent: pushContent, pushData: pushData, attached: attached)
+    }
+
+    /// Sends a directional group message: only the listed members (and this user's other devices)
+    /// receive it, now, after reconnecting, and in cloud history (RongCloud's `sendDirectionalMessage`).
+    ///
+    /// - Throws: `SendMessageError` as `sendMessage`, and 22406 / 22408 when this user may not send
+    ///   to the group, 33003 when a listed user is not a member.
+    @discardableResult
+    public func sendDirectionalMessage(
+        _ conversationType: ConversationType, targetId: String, toUserIds: [String], content: some MessageContent,
+        pushContent: String? = nil, pushData: String? = nil,
+        attached: @Sendable (Message) -> Void = { _ in }
+    ) async throws -> Message {
+        guard conversationType == .group else {
+            throw IMError(.invalidParameter, "directional messages are sent to groups, not to \(conversationType) conversations")
+        }
+        guard !toUserIds.isEmpty, toUserIds.count <= GroupLimits.maxDirectedUsers, toUserIds.allSatisfy(UserID.isValid) else {
+            throw IMError(.invalidParameter, "toUserIds must list 1 to \(GroupLimits.maxDirectedUsers) valid user ids")
+        }
+        return try await send(conversationType, targetId: targetId, directedUserIds: toUserIds, content: content,
+                              pushContent: pushContent, pushData: pushData, attached: attached)
+    }
+
+    private func send(
+        _ conversationType: ConversationType, targetId: String, directedUserIds: [String], content: some MessageContent,
+        pushContent: String?, pushData: String?, attached: @Sendable (Message) -> Void
     ) async throws -> Message {
         let store = try openStore()
         let data: Data
@@ -395,7 +474,7 @@ public actor IMClient {
             senderUserId: store.userId, direction: .send, objectName: type(of: content).objectName, contentData: data,
             content: content, flags: type(of: content).persistentFlag, sentStatus: .sending, isRead: true,
             sentTime: now, receivedTime: now, messageUId: "", clientMessageId: UUID().uuidString,
-            pushContent: pushContent ?? "", pushData: pushData ?? "")
+            pushContent: pushContent ?? "", pushData: pushData ?? "", directedUserIds: directedUserIds)
         message = try store.insertOutgoing(message)
         attached(message)
         return try await transmit(message, store: store)
@@ -437,6 +516,7 @@ public actor IMClient {
         request.pushContent = message.pushContent
         request.pushData = message.pushData
         request.channelID = message.channelId
+        request.directedUserIds = message.directedUserIds
         do {
             let reply = try await connection.request(.sendMessage, request, timeout: options.requestTimeout)
                 .body(Im_SendMessageReply.self)
@@ -452,7 +532,80 @@ public actor IMClient {
         }
     }
 
+    // MARK: group read receipts
+
+    /// Asks the members of a group to report reading one of this user's sent messages (RongCloud's
+    /// `sendReadReceiptRequest`). Their reads arrive as `.response` events of `readReceiptEvents()`.
+    public func sendReadReceiptRequest(_ message: Message) async throws {
+        let store = try openStore()
+        guard message.conversationType == .group, message.direction == .send, !message.messageUId.isEmpty else {
+            throw IMError(.invalidParameter, "read receipts are requested for one's own sent group messages")
+        }
+        var request = Im_ReadReceiptRequest()
+        request.conversationType = Int32(message.conversationType.rawValue)
+        request.targetID = message.targetId
+        request.messageUid = message.messageUId
+        _ = try await connected().request(.readReceiptRequest, request, timeout: options.requestTimeout)
+        try store.markReceiptRequested(uid: message.messageUId)
+    }
+
+    /// Reports received group messages as read to their senders (RongCloud's `sendReadReceiptResponse`),
+    /// in batches of at most 100; messages whose senders asked for no receipt are passed over.
+    public func sendReadReceiptResponse(_ conversationType: ConversationType, targetId: String, messages: [Message]) async throws {
+        let store = try openStore()
+        let uids = messages.filter { $0.direction == .receive && !$0.messageUId.isEmpty }.map(\.messageUId)
+        guard !uids.isEmpty else { return }
+        let connection = try connected()
+        for start in stride(from: 0, to: uids.count, by: GroupLimits.receiptResponseBatch) {
+            var request = Im_ReadReceiptResponse()
+            request.conversationType = Int32(conversationType.rawValue)
+            request.targetID = targetId
+            request.messageUids = Array(uids[start..<min(start + GroupLimits.receiptResponseBatch, uids.count)])
+            _ = try await connection.request(.readReceiptResponse, request, timeout: options.requestTimeout)
+            try store.markReceiptResponded(uids: request.messageUids)
+        }
+    }
+
+    /// One page of the members who have read one of this user's group messages, from the server,
+    /// in reading order: `count` (1-100) readers after `pageToken` (nil: the first page).
+    public func getMessageReadUsers(messageUId: String, count: Int = 100, pageToken: String? = nil) async throws -> MessageReadUsers {
+        guard GroupLimits.readUsersPageRange.contains(count) else {
+            throw IMError(.invalidParameter, "count must be 1...100, got \(count)")
+        }
+        var request = Im_ReadUsersRequest()
+        request.messageUid = messageUId
+        request.count = Int32(count)
+        request.pageToken = pageToken ?? ""
+        let reply = try await connected().request(.readReceiptUsers, request, timeout: options.requestTimeout).body(Im_ReadUsersReply.self)
+        return MessageReadUsers(users: reply.users.map { ($0.userID, $0.readTime) }, total: Int(reply.total),
+                                nextPageToken: reply.nextPageToken.isEmpty ? nil : reply.nextPageToken)
+    }
+
+    /// The readers of one of this user's messages known on this device, with their read times.
+    public func getReadReceiptReaders(messageUId: String) throws -> [String: Int64] {
+        try openStore().readers(uid: messageUId)
+    }
+
+    private func connected() throws -> WireConnection {
+        guard let connection, status == .connected else {
+            throw IMError(.connectionUnavailable, "not connected: wait for status connected and try again")
+        }
+        return connection
+    }
+
     // MARK: local conversations and history
+
+    /// Marks a conversation read: its unread count and mention flag go to zero (RongCloud's
+    /// `clearMessagesUnreadStatus`). Returns false if there is no such conversation.
+    @discardableResult
+    public func clearMessagesUnreadStatus(_ type: ConversationType, targetId: String) throws -> Bool {
+        try openStore().clearUnread(type: type, targetId: targetId, channelId: "")
+    }
+
+    /// A message of the local database by its id.
+    public func getMessage(messageId: Int64) throws -> Message? {
+        try openStore().message(id: messageId)
+    }
 
     private func openStore() throws -> LocalStore {
         guard let store else {

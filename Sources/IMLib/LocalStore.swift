@@ -59,15 +59,45 @@ final class LocalStore: Sendable {
                 CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v2-groups") { db in
+            try db.execute(sql: """
+                ALTER TABLE conversations ADD COLUMN mentioned_count INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE messages ADD COLUMN directed_user_ids TEXT NOT NULL DEFAULT '';
+                ALTER TABLE messages ADD COLUMN receipt_requested INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE messages ADD COLUMN receipt_responded INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE message_readers (
+                    uid TEXT NOT NULL, reader_id TEXT NOT NULL, read_time INTEGER NOT NULL,
+                    PRIMARY KEY (uid, reader_id)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 
     // MARK: sync watermark
 
     func watermark() throws -> UInt64 {
+        try meta("sync_watermark")
+    }
+
+    /// The seq of the last read receipt of this user's messages pulled from the server.
+    func receiptWatermark() throws -> UInt64 {
+        try meta("receipt_watermark")
+    }
+
+    private func meta(_ key: String) throws -> UInt64 {
         try pool.read { db in
-            try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'sync_watermark'").flatMap(UInt64.init) ?? 0
+            try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]).flatMap(UInt64.init) ?? 0
         }
+    }
+
+    /// Raises a watermark in `meta` (never lowers it).
+    private static func raise(_ key: String, to value: UInt64, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO meta (key, value) VALUES (?, ?)
+            ON CONFLICT(key) DO UPDATE SET value = CASE
+                WHEN CAST(excluded.value AS INTEGER) > CAST(meta.value AS INTEGER) THEN excluded.value ELSE meta.value END
+            """, arguments: [key, String(value)])
     }
 
     // MARK: writes
@@ -102,11 +132,22 @@ final class LocalStore: Sendable {
     }
 
     /// Stores messages from the server, skipping ones already stored (by messageUId), and advances the
-    /// watermark, in one transaction. Returns the messages that are new to this device.
-    func storeIncoming(_ messages: [Message], watermark: UInt64?) throws -> [Message] {
+    /// watermark, in one transaction. Returns the messages that are new to this device, and the read
+    /// receipt requests among them (which are applied to the messages they name, not returned).
+    func storeIncoming(_ messages: [Message], watermark: UInt64?) throws -> (fresh: [Message], receiptRequests: [Message]) {
         try pool.write { db in
             var fresh: [Message] = []
+            var requests: [Message] = []
             for var message in messages {
+                if message.objectName == ReadReceiptObjectNames.request {
+                    let object = try? JSONSerialization.jsonObject(with: message.contentData) as? [String: Any]
+                    if let uid = object?["messageUId"] as? String {
+                        try db.execute(sql: "UPDATE messages SET receipt_requested = 1 WHERE uid = ?", arguments: [uid])
+                        message.messageUId = uid
+                        requests.append(message)
+                    }
+                    continue
+                }
                 if !message.messageUId.isEmpty,
                    try Bool.fetchOne(db, sql: "SELECT 1 FROM messages WHERE uid = ?", arguments: [message.messageUId]) == true {
                     continue
@@ -122,53 +163,106 @@ final class LocalStore: Sendable {
                     try insert(message, db)
                     message.messageId = db.lastInsertedRowID
                     let counted = message.direction == .receive && message.flags.contains(.isCounted)
-                    try touchConversation(message, counted: counted, db)
+                    // A mention of this user (or of everyone) in a group marks the conversation.
+                    let mentioned = counted && message.conversationType == .group
+                        && MentionedInfo.of(content: message.contentData)?.mentions(userId) == true
+                    try touchConversation(message, counted: counted, mentioned: mentioned, db)
                 }
                 fresh.append(message)
             }
-            if let watermark {
-                try db.execute(sql: """
-                    INSERT INTO meta (key, value) VALUES ('sync_watermark', ?)
-                    ON CONFLICT(key) DO UPDATE SET value = CASE
-                        WHEN CAST(excluded.value AS INTEGER) > CAST(meta.value AS INTEGER) THEN excluded.value ELSE meta.value END
-                    """, arguments: [String(watermark)])
+            if let watermark { try Self.raise("sync_watermark", to: watermark, db) }
+            return (fresh, requests)
+        }
+    }
+
+    // MARK: read receipts
+
+    /// Records readers of this user's messages; returns those not known before, by message uid.
+    func storeReaders(_ reads: [(uid: String, readerId: String, readTime: Int64)], watermark: UInt64?) throws -> [String: [String: Int64]] {
+        try pool.write { db in
+            var fresh: [String: [String: Int64]] = [:]
+            for read in reads {
+                try db.execute(sql: "INSERT OR IGNORE INTO message_readers (uid, reader_id, read_time) VALUES (?, ?, ?)",
+                               arguments: [read.uid, read.readerId, read.readTime])
+                if db.changesCount > 0 { fresh[read.uid, default: [:]][read.readerId] = read.readTime }
             }
+            if let watermark { try Self.raise("receipt_watermark", to: watermark, db) }
             return fresh
+        }
+    }
+
+    /// Readers of one message known on this device, with their read times.
+    func readers(uid: String) throws -> [String: Int64] {
+        try pool.read { db in
+            var readers: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT reader_id, read_time FROM message_readers WHERE uid = ?", arguments: [uid]) {
+                readers[row[0]] = row[1]
+            }
+            return readers
+        }
+    }
+
+    func markReceiptRequested(uid: String) throws {
+        try pool.write { db in
+            try db.execute(sql: "UPDATE messages SET receipt_requested = 1 WHERE uid = ?", arguments: [uid])
+        }
+    }
+
+    func markReceiptResponded(uids: [String]) throws {
+        try pool.write { db in
+            for uid in uids {
+                try db.execute(sql: "UPDATE messages SET receipt_responded = 1 WHERE uid = ?", arguments: [uid])
+            }
+        }
+    }
+
+    /// Clears a conversation's unread count and mention flag, and marks its messages read.
+    func clearUnread(type: ConversationType, targetId: String, channelId: String) throws -> Bool {
+        try pool.write { db in
+            try db.execute(sql: "UPDATE conversations SET unread_count = 0, mentioned_count = 0 WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
+                           arguments: [type.rawValue, targetId, channelId])
+            let found = db.changesCount > 0
+            try db.execute(sql: "UPDATE messages SET is_read = 1 WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND is_read = 0",
+                           arguments: [type.rawValue, targetId, channelId])
+            return found
         }
     }
 
     private func insert(_ message: Message, _ db: Database) throws {
         try db.execute(sql: """
             INSERT INTO messages (conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags,
-                uid, client_msg_id, sent_time, received_time, sent_status, is_read, push_content, push_data)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                uid, client_msg_id, sent_time, received_time, sent_status, is_read, push_content, push_data,
+                directed_user_ids, receipt_requested)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [
                 message.conversationType.rawValue, message.targetId, message.channelId, message.senderUserId,
                 message.direction.rawValue, message.objectName, message.contentData, Int64(message.flags.rawValue),
                 message.messageUId.isEmpty ? nil : message.messageUId, message.clientMessageId, message.sentTime,
                 message.receivedTime, message.sentStatus.rawValue, message.isRead, message.pushContent, message.pushData,
+                message.directedUserIds.joined(separator: "\n"), message.readReceiptInfo.isReceiptRequestMessage,
             ])
     }
 
     /// Creates or updates the conversation of a stored message.
-    private func touchConversation(_ message: Message, counted: Bool, _ db: Database) throws {
+    private func touchConversation(_ message: Message, counted: Bool, mentioned: Bool = false, _ db: Database) throws {
         try db.execute(sql: """
-            INSERT INTO conversations (conv_type, target_id, channel_id, latest_message_id, sort_time, unread_count)
-            VALUES (?, ?, ?, ?, ?, ?)
+            INSERT INTO conversations (conv_type, target_id, channel_id, latest_message_id, sort_time, unread_count, mentioned_count)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(conv_type, target_id, channel_id) DO UPDATE SET
                 latest_message_id = CASE WHEN excluded.sort_time >= conversations.sort_time
                     THEN excluded.latest_message_id ELSE conversations.latest_message_id END,
                 sort_time = MAX(conversations.sort_time, excluded.sort_time),
-                unread_count = conversations.unread_count + excluded.unread_count
+                unread_count = conversations.unread_count + excluded.unread_count,
+                mentioned_count = conversations.mentioned_count + excluded.mentioned_count
             """, arguments: [message.conversationType.rawValue, message.targetId, message.channelId,
-                             message.messageId, message.sentTime, counted ? 1 : 0])
+                             message.messageId, message.sentTime, counted ? 1 : 0, mentioned ? 1 : 0])
     }
 
     // MARK: conversations
 
     private static let conversationColumns = """
         c.conv_type, c.target_id, c.channel_id, c.unread_count, c.is_top, c.sort_time, c.latest_message_id, c.draft,
-        m.object_name, m.sender_id
+        m.object_name, m.sender_id, c.mentioned_count
         """
 
     func conversations(types: [ConversationType], count: Int, startTime: Int64) throws -> [Conversation] {
@@ -231,14 +325,16 @@ final class LocalStore: Sendable {
             conversationType: ConversationType(rawValue: row["conv_type"]) ?? .private,
             targetId: row["target_id"], channelId: row["channel_id"], unreadMessageCount: row["unread_count"],
             isTop: row["is_top"], sentTime: row["sort_time"], latestMessageId: row["latest_message_id"],
-            latestObjectName: row["object_name"] ?? "", latestSenderUserId: row["sender_id"] ?? "", draft: row["draft"])
+            latestObjectName: row["object_name"] ?? "", latestSenderUserId: row["sender_id"] ?? "", draft: row["draft"],
+            mentionedCount: row["mentioned_count"])
     }
 
     // MARK: messages
 
     private static let messageColumns = """
         id, conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags, uid, client_msg_id,
-        sent_time, received_time, sent_status, is_read, push_content, push_data
+        sent_time, received_time, sent_status, is_read, push_content, push_data, directed_user_ids, receipt_requested,
+        receipt_responded, (SELECT COUNT(*) FROM message_readers r WHERE r.uid = messages.uid) AS reader_count
         """
 
     /// Up to `count` messages older than `oldestMessageId` (-1 or 0: from the newest), newest first.
@@ -281,6 +377,9 @@ final class LocalStore: Sendable {
             flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)),
             sentStatus: SentStatus(rawValue: row["sent_status"]) ?? .sent, isRead: row["is_read"],
             sentTime: row["sent_time"], receivedTime: row["received_time"], messageUId: row["uid"] ?? "",
-            clientMessageId: row["client_msg_id"], pushContent: row["push_content"], pushData: row["push_data"])
+            clientMessageId: row["client_msg_id"], pushContent: row["push_content"], pushData: row["push_data"],
+            directedUserIds: (row["directed_user_ids"] as String).split(separator: "\n").map(String.init),
+            readReceiptInfo: ReadReceiptInfo(isReceiptRequestMessage: row["receipt_requested"], hasRespond: row["receipt_responded"],
+                                             readerCount: row["reader_count"]))
     }
 }

@@ -46,11 +46,56 @@ public struct Message: Sendable, Identifiable {
     public var clientMessageId: String
     public var pushContent: String
     public var pushData: String
+    /// The members a directional group message was sent to (empty: the whole conversation).
+    public var directedUserIds: [String] = []
+    /// Group read-receipt state of the message on this device.
+    public var readReceiptInfo = ReadReceiptInfo()
 
     public var id: Int64 { messageId }
 
     /// The content as a given type, if it is one.
     public func content<T: MessageContent>(as type: T.Type) -> T? { content as? T }
+}
+
+/// RongCloud's `RCReadReceiptInfo` for a group message.
+public struct ReadReceiptInfo: Sendable, Hashable {
+    /// The sender asked the members to report reading this message.
+    public var isReceiptRequestMessage: Bool
+    /// This user has reported reading it (a received message).
+    public var hasRespond: Bool
+    /// Members known on this device to have read it (a sent message); `getMessageReadUsers` asks
+    /// the server for the full list.
+    public var readerCount: Int
+
+    public init(isReceiptRequestMessage: Bool = false, hasRespond: Bool = false, readerCount: Int = 0) {
+        self.isReceiptRequestMessage = isReceiptRequestMessage
+        self.hasRespond = hasRespond
+        self.readerCount = readerCount
+    }
+}
+
+/// Group read-receipt events (RongCloud's `onMessageReceiptRequest` and `onMessageReceiptResponse`).
+public enum ReadReceiptEvent: Sendable, Equatable {
+    /// The sender of a group message asks this user to report reading it.
+    case request(conversationType: ConversationType, targetId: String, messageUId: String)
+    /// Members have read one of this user's messages: the readers new to this device, with their
+    /// read times (ms).
+    case response(conversationType: ConversationType, targetId: String, messageUId: String, readers: [String: Int64])
+}
+
+/// One page of the members who have read a message.
+public struct MessageReadUsers: Sendable, Equatable {
+    /// Readers and their read times (ms), in reading order.
+    public var users: [(userId: String, readTime: Int64)]
+    /// Readers in all.
+    public var total: Int
+    /// Pass to the next call for the next page; nil on the last page.
+    public var nextPageToken: String?
+
+    public static func == (a: MessageReadUsers, b: MessageReadUsers) -> Bool {
+        a.total == b.total && a.nextPageToken == b.nextPageToken
+            && a.users.map(\.userId) == b.users.map(\.userId) && a.users.map(\.readTime) == b.users.map(\.readTime)
+    }
 }
 
 /// One message from the receive stream, with RongCloud's delivery details.
@@ -77,6 +122,11 @@ public struct Conversation: Sendable, Hashable {
     public var latestObjectName: String
     public var latestSenderUserId: String
     public var draft: String
+    /// Unread messages that mention this user (or everyone).
+    public var mentionedCount: Int = 0
+
+    /// Whether an unread message mentions this user: RongCloud's `hasUnreadMentioned`.
+    public var hasUnreadMentioned: Bool { mentionedCount > 0 }
 }
 
 /// A send that failed: the code, and the message as it is stored locally (status `failed`).

@@ -82,6 +82,41 @@ public struct GroupMute: Sendable, Equatable {
     }
 }
 
+/// A group as the send path checks it: who may send, who receives, and from where each member reads.
+public struct GroupRosterRecord: Sendable {
+    public struct Member: Sendable, Equatable {
+        /// The highest seq of the message log when the member joined: they sync only later messages.
+        public var joinedSeq: UInt64
+        /// The oldest sentTime of the group's cloud history the member may read.
+        public var historyFrom: Int64
+
+        public init(joinedSeq: UInt64, historyFrom: Int64) {
+            self.joinedSeq = joinedSeq
+            self.historyFrom = historyFrom
+        }
+    }
+
+    public var groupId: String
+    public var members: [String: Member]
+    /// Dismissed groups keep their members' read access to the history; nobody can send.
+    public var isDismissed: Bool
+    /// The whole group is muted: only `muteWhitelist` members may send.
+    public var isMuted: Bool
+    public var muteWhitelist: Set<String>
+    /// Members muted in this group, and when each mute ends (ms; `Int64.max` permanently).
+    public var mutedUntil: [String: Int64]
+
+    public init(groupId: String, members: [String: Member], isDismissed: Bool = false, isMuted: Bool = false,
+                muteWhitelist: Set<String> = [], mutedUntil: [String: Int64] = [:]) {
+        self.groupId = groupId
+        self.members = members
+        self.isDismissed = isDismissed
+        self.isMuted = isMuted
+        self.muteWhitelist = muteWhitelist
+        self.mutedUntil = mutedUntil
+    }
+}
+
 /// The outcome of adding members to a group.
 public enum GroupJoinOutcome: Sendable, Equatable {
     case joined(memberCount: Int)
@@ -124,20 +159,28 @@ public protocol DirectoryStore: Sendable {
     func setUserTags(appId: Int64, userIds: [String], tags: [String]) async throws
     func userTags(appId: Int64, userIds: [String]) async throws -> [String: [String]]
 
-    /// Creates the group (or renames an existing one) and adds the members, all or none.
-    func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int, now: Int64) async throws -> GroupJoinOutcome
+    /// Creates the group (or renames an existing one; a dismissed one starts again empty) and adds
+    /// the members, all or none. New members sync only messages committed after they join; their
+    /// cloud history starts at their joining, or `preJoinHistory` history messages earlier.
+    func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int,
+                   preJoinHistory: Int, now: Int64) async throws -> GroupJoinOutcome
     /// Removes members; returns the remaining member count (nil if there is no such group).
     @discardableResult
     func quitGroup(appId: Int64, groupId: String, userIds: [String]) async throws -> Int?
-    /// Deletes the group, its members and its mute settings; returns false if there was no such group.
-    func dismissGroup(appId: Int64, groupId: String) async throws -> Bool
+    /// Dismisses the group: it no longer exists for the Server API and nobody can send to it; its
+    /// mute settings go, and its former members keep syncing and reading what was sent before.
+    /// Returns false if there was no such group.
+    func dismissGroup(appId: Int64, groupId: String, now: Int64) async throws -> Bool
     /// Renames the group; returns false if there is no such group.
     func renameGroup(appId: Int64, groupId: String, name: String) async throws -> Bool
     func group(appId: Int64, groupId: String) async throws -> GroupRecord?
     func groupMembers(appId: Int64, groupId: String) async throws -> [GroupMember]
     func groups(appId: Int64, ofUser userId: String) async throws -> [GroupRecord]
     /// Makes the user a member of exactly these groups (creating missing ones, leaving the others).
-    func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int, now: Int64) async throws
+    func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int,
+                    preJoinHistory: Int, now: Int64) async throws
+    /// Members, dismissal and mute state of a group (nil if it never existed).
+    func groupRoster(appId: Int64, groupId: String) async throws -> GroupRosterRecord?
 
     /// Mutes members (`groupId` nil: in every group) until `until` (ms; `Int64.max` = permanently).
     func muteGroupMembers(appId: Int64, groupId: String?, userIds: [String], until: Int64, now: Int64) async throws

@@ -77,7 +77,7 @@ struct Gateway: Sendable {
         }
         session.close()
         await writer.value
-        core.registry.remove(session)
+        core.sessionEnded(session)
         logger.debug("session closed", metadata: ["user": "\(session.userId)", "session": "\(session.id)"])
     }
 
@@ -101,10 +101,10 @@ struct Gateway: Sendable {
             id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
             maxQueuedFrames: core.config.maxQueuedFramesPerConnection, outbound: continuation)
-        let displaced = try core.registry.register(session, refuseIfClassTaken: request.reconnectKickRefuse)
+        let displaced = try core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block committed while this connect was being checked must not leave the user online.
         if try await core.store.userAccess(appId: app.id, userId: claims.userId).blockedUntil > core.clock.nowMilliseconds() {
-            core.registry.remove(session)
+            core.sessionEnded(session)
             for old in displaced { old.kick(code: .userBlocked, reason: "user \(claims.userId) is blocked") }
             throw IMError(.userBlocked, "user \(claims.userId) is blocked: the app's server can lift it with /user/unblock.json")
         }
@@ -144,6 +144,20 @@ struct Gateway: Sendable {
             case .history:
                 let request = try body(Im_HistoryRequest.self, of: frame)
                 async let reading = core.sync.history(request, for: session)
+                reply = try FrameCodec.reply(to: frame, try await reading)
+            case .readReceiptRequest:
+                try await core.groups.requestReceipts(try body(Im_ReadReceiptRequest.self, of: frame), from: session)
+                reply = FrameCodec.emptyReply(to: frame)
+            case .readReceiptResponse:
+                try await core.groups.respond(try body(Im_ReadReceiptResponse.self, of: frame), from: session)
+                reply = FrameCodec.emptyReply(to: frame)
+            case .readReceiptUsers:
+                let request = try body(Im_ReadUsersRequest.self, of: frame)
+                async let reading = core.groups.readUsers(request, from: session)
+                reply = try FrameCodec.reply(to: frame, try await reading)
+            case .readReceiptSync:
+                let request = try body(Im_ReadReceiptSyncRequest.self, of: frame)
+                async let reading = core.groups.receiptSync(request, for: session)
                 reply = try FrameCodec.reply(to: frame, try await reading)
             case .disconnect:
                 session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))

@@ -13,7 +13,7 @@ public actor MessageLog {
     private let clock: any WallClock
     private let uids = MessageUIDGenerator()
     private let maxBatch: Int
-    private let committed: @Sendable ([CommittedMessage]) -> Void
+    private let committed: @Sendable ([CommittedMessage]) async -> Void
 
     private var queue: [(message: StoredMessage, origin: String, reply: CheckedContinuation<CommitOutcome, any Error>)] = []
     private var writing = false
@@ -22,9 +22,10 @@ public actor MessageLog {
     private static let lastSentTimeCacheLimit = 100_000
 
     /// - Parameter committed: called with each committed batch, in commit order, before any sender
-    ///   is answered (delivery hangs here). It must not block.
+    ///   is answered (delivery hangs here). The writer waits for it, so deliveries keep commit
+    ///   order; it is quick except when a group's roster must be read from the store after a change.
     public init(store: any IMStore, clock: any WallClock, maxBatch: Int = 512,
-                committed: @escaping @Sendable ([CommittedMessage]) -> Void) {
+                committed: @escaping @Sendable ([CommittedMessage]) async -> Void) {
         self.store = store
         self.clock = clock
         self.maxBatch = maxBatch
@@ -69,7 +70,7 @@ public actor MessageLog {
                     messages.append(try await stamp(entry.message))
                 }
                 let outcomes = try await store.commit(messages)
-                committed(zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) })
+                await committed(zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) })
                 for (entry, outcome) in zip(batch, outcomes) { entry.reply.resume(returning: outcome) }
             } catch {
                 // Nothing of this batch is stored; forget cached times that may be ahead of the store.

@@ -2,12 +2,13 @@ import Foundation
 import IMCore
 import IMWire
 
-/// Sending and delivering one-to-one messages.
+/// Sending and delivering one-to-one and group messages.
 ///
-/// A message is checked (target, object name, size, JSON, per-connection rate), committed through
-/// the `MessageLog` (durable before the sender hears success), then written to the recipient's live
-/// sessions and to the sender's other sessions. Offline sessions get it from the log on their next
-/// sync. STATUS messages skip the log: online recipients only.
+/// A message is checked (target, object name, size, JSON, per-connection rate, and the blacklist of
+/// a private peer or the membership and mutes of a group), committed through the `MessageLog`
+/// (durable before the sender hears success), then written to the recipients' live sessions and to
+/// the sender's other sessions. Offline sessions get it from the log on their next sync. STATUS
+/// messages skip the log: online recipients only.
 public final class MessageService: Sendable {
     private let log: MessageLog
     private let delivery: Delivery
@@ -15,11 +16,13 @@ public final class MessageService: Sendable {
     private let config: ServerConfig
     private let directory: UserDirectory
     private let words: SensitiveWordFilter
+    private let rosters: GroupRosters
     private let uids = MessageUIDGenerator()
 
     init(log: MessageLog, delivery: Delivery, clock: any WallClock, config: ServerConfig,
-         directory: UserDirectory, words: SensitiveWordFilter) {
+         directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters) {
         self.log = log
+        self.rosters = rosters
         self.delivery = delivery
         self.clock = clock
         self.config = config
@@ -33,7 +36,15 @@ public final class MessageService: Sendable {
         guard session.admitSend(now: clock.nowMilliseconds(), perSecond: config.clientSendsPerSecond) else {
             throw IMError(.sendRateTooHigh, "more than \(config.clientSendsPerSecond) messages per second from this client: wait a second before sending again, or send in bulk through the Server API")
         }
-        try await directory.checkPrivateMessage(appId: message.appId, from: message.senderId, to: message.targetId)
+        if message.conversationType == .group {
+            let roster = try await rosters.checkSender(appId: message.appId, groupId: message.targetId, userId: message.senderId,
+                                                       now: clock.nowMilliseconds())
+            if let outsider = message.directedUserIds.first(where: { roster.members[$0] == nil }) {
+                throw IMError(.invalidParameter, "user \(outsider) is not a member of group \(message.targetId): a directional message goes to members only")
+            }
+        } else {
+            try await directory.checkPrivateMessage(appId: message.appId, from: message.senderId, to: message.targetId)
+        }
         let sent = try await send(message, origin: session.id)
         var reply = Im_SendMessageReply()
         reply.messageUid = sent.uid
@@ -58,7 +69,7 @@ public final class MessageService: Sendable {
         if message.flags.contains(.status) {
             message.sentTime = clock.nowMilliseconds()
             message.uid = uids.next(milliseconds: message.sentTime)
-            delivery.deliver(message, origin: origin)
+            await delivery.deliver(message, origin: origin)
             return message
         }
         return try await log.append(message, origin: origin).message
@@ -120,9 +131,12 @@ public final class MessageService: Sendable {
               sentTime.map({ $0 == original.sentTime }) ?? true else {
             throw IMError(.recallParameterInvalid, "no recallable \(type) message \(uid)\(sentTime.map { " sent at \($0)" } ?? ""): check messageUID, sentTime and conversationType")
         }
-        let expectedKey = type == .system
-            ? systemConversationKey(sender: operatorId, recipient: targetId)
-            : privateConversationKey(operatorId, targetId)
+        let expectedKey: String
+        switch type {
+        case .system: expectedKey = systemConversationKey(sender: operatorId, recipient: targetId)
+        case .group: expectedKey = groupConversationKey(targetId)
+        default: expectedKey = privateConversationKey(operatorId, targetId)
+        }
         guard isAdmin || (original.senderId == operatorId && original.conversationKey == expectedKey) else {
             throw IMError(.recallParameterInvalid, "message \(uid) was not sent by \(operatorId) to \(targetId): only its sender can recall it (or pass isAdmin=1)")
         }
@@ -147,7 +161,7 @@ public final class MessageService: Sendable {
             appId: appId, conversationType: type, conversationKey: original.conversationKey,
             targetId: original.targetId, senderId: original.senderId, objectName: RecallObjectNames.command,
             content: try JSONSerialization.data(withJSONObject: command, options: [.sortedKeys]), flags: .none,
-            includeSender: true)
+            includeSender: true, directedUserIds: original.directedUserIds)
         return try await log.append(recall, origin: "").message
     }
 
@@ -155,11 +169,22 @@ public final class MessageService: Sendable {
         guard let type = ConversationType(rawValue: Int(request.conversationType)) else {
             throw IMError(.invalidParameter, "unknown conversation type \(request.conversationType)")
         }
-        guard type == .private else {
-            throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; only private (1) conversations are supported")
+        guard type == .private || type == .group else {
+            throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1) and group (3) conversations are supported")
         }
         guard UserID.isValid(request.targetID) else {
-            throw IMError(.invalidParameter, "targetId '\(request.targetID)' is not a valid user id: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.invalidParameter, "targetId '\(request.targetID)' is not a valid \(type == .group ? "group" : "user") id: use 1 to 64 bytes of letters, digits and + = - _ |")
+        }
+        if !request.directedUserIds.isEmpty {
+            guard type == .group else {
+                throw IMError(.invalidParameter, "directional messages are sent to groups; a private message already has one recipient")
+            }
+            guard request.directedUserIds.count <= GroupLimits.maxDirectedUsers else {
+                throw IMError(.invalidParameter, "a directional message names at most \(GroupLimits.maxDirectedUsers) members, got \(request.directedUserIds.count)")
+            }
+            if let bad = request.directedUserIds.first(where: { !UserID.isValid($0) }) {
+                throw IMError(.invalidParameter, "directional recipient '\(bad)' is not a valid user id")
+            }
         }
         guard !request.objectName.isEmpty, request.objectName.count <= MessageLimits.maxObjectNameLength else {
             throw IMError(.invalidParameter, "objectName must be 1 to \(MessageLimits.maxObjectNameLength) characters, got '\(request.objectName)'")
@@ -175,12 +200,12 @@ public final class MessageService: Sendable {
         }
         return StoredMessage(
             appId: session.appId, conversationType: type,
-            conversationKey: privateConversationKey(session.userId, request.targetID),
+            conversationKey: type == .group ? groupConversationKey(request.targetID) : privateConversationKey(session.userId, request.targetID),
             targetId: request.targetID, senderId: session.userId, objectName: request.objectName,
             content: request.content, flags: PersistentFlag(rawValue: request.flags),
             clientMessageId: request.clientMessageID, pushContent: request.pushContent,
             pushData: request.pushData, disableNotification: request.disableNotification,
             canIncludeExpansion: request.canIncludeExpansion, expansion: request.expansion,
-            channelId: request.channelID)
+            channelId: request.channelID, directedUserIds: Array(Set(request.directedUserIds)).sorted())
     }
 }

@@ -35,6 +35,11 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var userWhitelistMode: Bool = false
     /// Members one group may have (RongCloud's default is 3000, raised on request).
     public var maxGroupMembers: Int = GroupLimits.defaultMaxMembers
+    /// Pre-join history: a new group member may read this many of the group's latest messages from
+    /// before they joined in cloud history (0: only messages after joining, RongCloud's default).
+    public var groupPreJoinHistory: Int = 0
+    /// Group messages per second one app may publish through the Server API (each group counts).
+    public var groupPublishPerSecond: Int = GroupLimits.serverMessagesPerSecond
     /// Sensitive words one app may have.
     public var maxSensitiveWords: Int = ModerationLimits.maxSensitiveWords
     /// Calls per second one app may make to one Server API endpoint (1008 beyond; 0 = unlimited).
@@ -63,8 +68,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let appKey, !(1...64).contains(appKey.utf8.count) { throw fail("appKey must be 1 to 64 bytes") }
         if let appSecret, !(1...64).contains(appSecret.utf8.count) { throw fail("appSecret must be 1 to 64 bytes") }
         guard maxGroupMembers >= 1 else { throw fail("maxGroupMembers must be at least 1") }
+        guard groupPreJoinHistory >= 0 else { throw fail("groupPreJoinHistory must not be negative (0 shows no pre-join history)") }
         guard maxSensitiveWords >= 0 else { throw fail("maxSensitiveWords must not be negative") }
-        guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0 else {
+        guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0, groupPublishPerSecond >= 0 else {
             throw fail("Server API rate limits must not be negative (0 turns a limit off)")
         }
     }
@@ -87,7 +93,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = environment["IMSERVER_LOG_LEVEL"] { logLevel = value }
         if let value = environment["IMSERVER_USER_WHITELIST_MODE"] { userWhitelistMode = ["1", "true", "yes"].contains(value.lowercased()) }
         if let value = try int("IMSERVER_MAX_GROUP_MEMBERS") { maxGroupMembers = value }
+        if let value = try int("IMSERVER_GROUP_PRE_JOIN_HISTORY") { groupPreJoinHistory = value }
         if let value = try int("IMSERVER_API_CALLS_PER_SECOND") { apiCallsPerSecond = value }
+        if let value = try int("IMSERVER_GROUP_PUBLISH_PER_SECOND") { groupPublishPerSecond = value }
         if let value = environment["IMSERVER_PUBLIC_URL"] { publicURL = value }
     }
 
@@ -110,7 +118,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         case host, port, dataDir, appKey, appSecret, offlineRetentionDays, heartbeatIntervalSeconds,
              clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedFramesPerConnection,
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
-             apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL
+             apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory,
+             groupPublishPerSecond
     }
 
     public init(from decoder: any Decoder) throws {
@@ -136,5 +145,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         privatePublishPerMinute = try c.decodeIfPresent(Int.self, forKey: .privatePublishPerMinute) ?? d.privatePublishPerMinute
         systemPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .systemPublishPerSecond) ?? d.systemPublishPerSecond
         publicURL = try c.decodeIfPresent(String.self, forKey: .publicURL)
+        groupPreJoinHistory = try c.decodeIfPresent(Int.self, forKey: .groupPreJoinHistory) ?? d.groupPreJoinHistory
+        groupPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .groupPublishPerSecond) ?? d.groupPublishPerSecond
     }
 }

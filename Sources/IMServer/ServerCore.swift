@@ -15,6 +15,7 @@ public final class ServerCore: Sendable {
     public let delivery: Delivery
     public let log: MessageLog
     public let messages: MessageService
+    public let groups: GroupService
     public let sync: SyncService
     public let directory: UserDirectory
     public let sensitiveWords: SensitiveWordFilter
@@ -26,15 +27,18 @@ public final class ServerCore: Sendable {
         self.clock = clock
         self.logger = logger
         self.apps = AppRegistry(store: store)
-        let delivery = Delivery(registry: registry)
+        let rosters = GroupRosters(store: store, registry: registry)
+        let delivery = Delivery(registry: registry, rosters: rosters)
         self.delivery = delivery
-        self.log = MessageLog(store: store, clock: clock) { delivery.committed($0) }
+        self.log = MessageLog(store: store, clock: clock) { await delivery.committed($0) }
         self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.userWhitelistMode)
         self.sensitiveWords = SensitiveWordFilter(store: store)
         self.apiLimits = APIRateLimiter(clock: clock)
         self.messages = MessageService(log: log, delivery: delivery, clock: clock, config: config,
-                                       directory: directory, words: sensitiveWords)
-        self.sync = SyncService(store: store, clock: clock, config: config)
+                                       directory: directory, words: sensitiveWords, rosters: rosters)
+        self.groups = GroupService(store: store, clock: clock, config: config, registry: registry, rosters: rosters,
+                                   messages: messages, log: log)
+        self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
     }
 
     /// Loads the apps and makes sure the development app exists: the configured key and secret, or
@@ -69,6 +73,20 @@ public final class ServerCore: Sendable {
         return sessions.count
     }
 
+    /// Adds a session under the login rules (see `SessionRegistry.register`) and to its groups'
+    /// online members; returns the displaced sessions to kick.
+    func sessionStarted(_ session: ClientSession, refuseIfClassTaken: Bool) throws -> [ClientSession] {
+        let displaced = try registry.register(session, refuseIfClassTaken: refuseIfClassTaken)
+        groups.rosters.sessionOpened(session)
+        return displaced
+    }
+
+    /// Removes a session from the registry and from its groups' online members.
+    func sessionEnded(_ session: ClientSession) {
+        registry.remove(session)
+        groups.rosters.sessionClosed(session)
+    }
+
     /// Drops sessions silent for three heartbeat intervals (dead peers). Returns how many.
     @discardableResult
     public func sweepIdleSessions() -> Int {
@@ -76,7 +94,7 @@ public final class ServerCore: Sendable {
         var dropped = 0
         for session in registry.allSessions() where session.lastSeen() < deadline {
             session.close()
-            registry.remove(session)
+            sessionEnded(session)
             dropped += 1
         }
         return dropped

@@ -43,13 +43,19 @@ public struct StoredMessage: Sendable, Equatable {
     public var channelId: String
     /// Whether the sender's other devices get the message (a Server API publish may leave them out).
     public var includeSender: Bool
+    /// A directional group message: only these members (and the sender) receive and see it. Empty
+    /// for a message to the whole conversation.
+    public var directedUserIds: [String]
+    /// A group message whose sender asked the members for read receipts.
+    public var receiptRequested: Bool
 
     public init(
         seq: UInt64 = 0, appId: Int64, conversationType: ConversationType, conversationKey: String,
         targetId: String, senderId: String, objectName: String, content: Data, uid: String = "",
         sentTime: Int64 = 0, flags: PersistentFlag, clientMessageId: String = "", pushContent: String = "",
         pushData: String = "", disableNotification: Bool = false, canIncludeExpansion: Bool = false,
-        expansion: [String: String] = [:], channelId: String = "", includeSender: Bool = true
+        expansion: [String: String] = [:], channelId: String = "", includeSender: Bool = true,
+        directedUserIds: [String] = [], receiptRequested: Bool = false
     ) {
         self.seq = seq
         self.appId = appId
@@ -70,6 +76,8 @@ public struct StoredMessage: Sendable, Equatable {
         self.expansion = expansion
         self.channelId = channelId
         self.includeSender = includeSender
+        self.directedUserIds = directedUserIds
+        self.receiptRequested = receiptRequested
     }
 
     /// The `targetId` of a broadcast: a message every user of the app receives.
@@ -78,6 +86,61 @@ public struct StoredMessage: Sendable, Equatable {
     /// Whether the message belongs in cloud history (ISPERSISTED); other stored messages are kept
     /// only for offline delivery.
     public var isInHistory: Bool { flags.contains(.isPersisted) }
+
+    /// Whether `userId` may see this message: everyone in the conversation may, except that a
+    /// directional message is seen only by its listed members and its sender.
+    public func isVisible(to userId: String) -> Bool {
+        directedUserIds.isEmpty || senderId == userId || directedUserIds.contains(userId)
+    }
+}
+
+/// One page of offline sync.
+public struct SyncPage: Sendable {
+    /// The messages the user may see, in seq order.
+    public var messages: [StoredMessage]
+    /// The highest seq this page covers (messages the user may not see included); the client's next
+    /// `since`.
+    public var watermark: UInt64
+    /// More messages wait beyond `watermark`.
+    public var hasMore: Bool
+
+    public init(messages: [StoredMessage], watermark: UInt64, hasMore: Bool) {
+        self.messages = messages
+        self.watermark = watermark
+        self.hasMore = hasMore
+    }
+}
+
+/// Who reads a group's cloud history: a member sees messages from `fromTime` (their joining time,
+/// or earlier when the app shows pre-join history) and, of directional messages, only their own.
+public struct HistoryViewer: Sendable {
+    public var userId: String
+    public var fromTime: Int64
+
+    public init(userId: String, fromTime: Int64) {
+        self.userId = userId
+        self.fromTime = fromTime
+    }
+}
+
+/// One member having read one group message whose sender asked for receipts.
+public struct ReadReceiptRecord: Sendable, Equatable {
+    /// Position in the order reads were recorded; the sender's receipt watermark.
+    public var seq: UInt64
+    public var uid: String
+    public var senderId: String
+    public var groupId: String
+    public var readerId: String
+    public var readTime: Int64
+
+    public init(seq: UInt64 = 0, uid: String, senderId: String, groupId: String, readerId: String, readTime: Int64) {
+        self.seq = seq
+        self.uid = uid
+        self.senderId = senderId
+        self.groupId = groupId
+        self.readerId = readerId
+        self.readTime = readTime
+    }
 }
 
 /// The result of committing one message.
@@ -117,12 +180,14 @@ public protocol IMStore: DirectoryStore {
     func commit(_ messages: [StoredMessage]) async throws -> [CommitOutcome]
     /// The sentTime of the newest message of a conversation, if any.
     func lastSentTime(appId: Int64, conversationKey: String) async throws -> Int64?
-    /// Messages a user receives or sent (any device) with seq > `after` and sentTime >= `minSentTime`,
-    /// in seq order.
-    func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> [StoredMessage]
+    /// Up to `limit` messages a user receives or sent (any device) with seq > `after` and sentTime >=
+    /// `minSentTime`, in seq order: private and system messages, broadcasts, and the messages of
+    /// their groups sent after they joined that they may see.
+    func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> SyncPage
     /// Cloud history of one conversation: messages before (descending) or after (ascending)
-    /// `recordTime`, newest first when descending.
-    func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool) async throws -> HistoryPage
+    /// `recordTime`, newest first when descending; for a group, as `viewer` may see it.
+    func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool,
+                 viewer: HistoryViewer?) async throws -> HistoryPage
 
     /// One stored message by its uid.
     func message(appId: Int64, uid: String) async throws -> StoredMessage?
@@ -137,6 +202,16 @@ public protocol IMStore: DirectoryStore {
     /// Messages of the app with `from <= sentTime < to`, ordered by (sentTime, seq), starting after
     /// the cursor `(from, afterSeq)` (the hourly message log, read in pages).
     func messages(appId: Int64, sentFrom from: Int64, afterSeq: UInt64, to: Int64, limit: Int) async throws -> [StoredMessage]
+    /// Marks a group message as asking for read receipts.
+    func requestReadReceipts(appId: Int64, uid: String) async throws
+    /// Records reads; a reader already recorded for a message is skipped. Returns the new ones with
+    /// their seq.
+    func recordReads(_ reads: [ReadReceiptRecord], appId: Int64) async throws -> [ReadReceiptRecord]
+    /// Reads of `senderId`'s messages recorded after `after`, in seq order.
+    func readReceipts(appId: Int64, senderId: String, after: UInt64, limit: Int) async throws -> [ReadReceiptRecord]
+    /// Readers of one message in reading order after the read with seq `after`, and how many there are.
+    func readers(appId: Int64, uid: String, after: UInt64, limit: Int) async throws -> (readers: [ReadReceiptRecord], total: Int)
+
     /// Marks an hour's message log (`YYYYMMDDHH`) as deleted.
     func deleteMessageLog(appId: Int64, hour: String) async throws
     func isMessageLogDeleted(appId: Int64, hour: String) async throws -> Bool

@@ -22,6 +22,7 @@ extension StoredMessage {
         message.canIncludeExpansion = canIncludeExpansion
         message.expansion = expansion
         message.channelID = channelId
+        message.receiptRequested = receiptRequested
         return message
     }
 
@@ -34,6 +35,11 @@ extension StoredMessage {
 /// The log key of a private conversation: the same for both users.
 public func privateConversationKey(_ a: String, _ b: String) -> String {
     a <= b ? "p|\(a)|\(b)" : "p|\(b)|\(a)"
+}
+
+/// The log key of a group conversation.
+public func groupConversationKey(_ groupId: String) -> String {
+    "g|\(groupId)"
 }
 
 /// The log key of a system conversation: one sender (a system account) and one recipient, or

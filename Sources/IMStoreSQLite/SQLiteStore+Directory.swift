@@ -122,24 +122,49 @@ extension SQLiteStore {
 
     // MARK: groups
 
-    public func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int, now: Int64) async throws -> GroupJoinOutcome {
+    public func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int,
+                          preJoinHistory: Int, now: Int64) async throws -> GroupJoinOutcome {
         do {
             return try await pool.write { db in
-                try Self.join(db, appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: maxMembers, now: now)
+                try Self.join(db, appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: maxMembers,
+                              preJoinHistory: preJoinHistory, now: now)
             }
         } catch let error as GroupLimitExceeded {
             return .tooManyMembers(limit: error.limit)
         }
     }
 
-    static func join(_ db: Database, appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int, now: Int64) throws -> GroupJoinOutcome {
+    static func join(_ db: Database, appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int,
+                     preJoinHistory: Int, now: Int64) throws -> GroupJoinOutcome {
+        // A dismissed group of the same id starts again: its former members are not members of the new one.
+        if try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_groups WHERE app_id = ? AND group_id = ? AND dismissed_at > 0",
+                             arguments: [appId, groupId]) == true {
+            try db.execute(sql: "DELETE FROM group_members WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId])
+            try db.execute(sql: "UPDATE chat_groups SET dismissed_at = 0, created_at = ? WHERE app_id = ? AND group_id = ?",
+                           arguments: [now, appId, groupId])
+        }
         try db.execute(sql: """
             INSERT INTO chat_groups (app_id, group_id, name, created_at) VALUES (?, ?, ?, ?)
             ON CONFLICT(app_id, group_id) DO UPDATE SET name = CASE WHEN excluded.name = '' THEN chat_groups.name ELSE excluded.name END
             """, arguments: [appId, groupId, name ?? "", now])
-        let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO group_members (app_id, group_id, user_id, joined_at) VALUES (?, ?, ?, ?)")
-        for userId in userIds {
-            try insert.execute(arguments: [appId, groupId, userId, now])
+        if !userIds.isEmpty {
+            // Messages committed after this transaction are the first the new members sync; SQLite
+            // has one writer, so no commit falls between this read and the insert.
+            let joinedSeq = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0
+            var historyFrom = now
+            if preJoinHistory > 0 {
+                historyFrom = try Int64.fetchOne(db, sql: """
+                    SELECT sent_time FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND audience IS NULL
+                    ORDER BY sent_time DESC LIMIT 1 OFFSET ?
+                    """, arguments: [appId, groupConversationKey(groupId), preJoinHistory - 1]) ?? 0
+            }
+            let insert = try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO group_members (app_id, group_id, user_id, joined_at, joined_seq, history_from)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """)
+            for userId in userIds {
+                try insert.execute(arguments: [appId, groupId, userId, now, joinedSeq, historyFrom])
+            }
         }
         let count = try Self.memberCount(db, appId: appId, groupId: groupId)
         if count > maxMembers {
@@ -165,14 +190,18 @@ extension SQLiteStore {
         }
     }
 
+    /// Whether the group exists and is not dismissed.
     static func groupExists(_ db: Database, appId: Int64, groupId: String) throws -> Bool {
-        try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_groups WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId]) ?? false
+        try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_groups WHERE app_id = ? AND group_id = ? AND dismissed_at = 0",
+                          arguments: [appId, groupId]) ?? false
     }
 
-    public func dismissGroup(appId: Int64, groupId: String) async throws -> Bool {
+    public func dismissGroup(appId: Int64, groupId: String, now: Int64) async throws -> Bool {
         try await pool.write { db in
             guard try Self.groupExists(db, appId: appId, groupId: groupId) else { return false }
-            for table in ["chat_groups", "group_members", "group_mutes", "muted_groups", "group_mute_whitelist"] {
+            try db.execute(sql: "UPDATE chat_groups SET dismissed_at = ? WHERE app_id = ? AND group_id = ?",
+                           arguments: [max(now, 1), appId, groupId])
+            for table in ["group_mutes", "muted_groups", "group_mute_whitelist"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId])
             }
             return true
@@ -181,14 +210,15 @@ extension SQLiteStore {
 
     public func renameGroup(appId: Int64, groupId: String, name: String) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE chat_groups SET name = ? WHERE app_id = ? AND group_id = ?", arguments: [name, appId, groupId])
+            try db.execute(sql: "UPDATE chat_groups SET name = ? WHERE app_id = ? AND group_id = ? AND dismissed_at = 0",
+                           arguments: [name, appId, groupId])
             return db.changesCount > 0
         }
     }
 
     public func group(appId: Int64, groupId: String) async throws -> GroupRecord? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT group_id, name, created_at FROM chat_groups WHERE app_id = ? AND group_id = ?",
+            try Row.fetchOne(db, sql: "SELECT group_id, name, created_at FROM chat_groups WHERE app_id = ? AND group_id = ? AND dismissed_at = 0",
                              arguments: [appId, groupId]).map { row in
                 GroupRecord(groupId: row["group_id"], name: row["name"], createdAt: row["created_at"],
                             memberCount: try Self.memberCount(db, appId: appId, groupId: groupId))
@@ -198,8 +228,9 @@ extension SQLiteStore {
 
     public func groupMembers(appId: Int64, groupId: String) async throws -> [GroupMember] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT user_id, joined_at FROM group_members WHERE app_id = ? AND group_id = ? ORDER BY joined_at, user_id",
-                             arguments: [appId, groupId]).map { GroupMember(userId: $0["user_id"], joinedAt: $0["joined_at"]) }
+            guard try Self.groupExists(db, appId: appId, groupId: groupId) else { return [] }
+            return try Row.fetchAll(db, sql: "SELECT user_id, joined_at FROM group_members WHERE app_id = ? AND group_id = ? ORDER BY joined_at, user_id",
+                                    arguments: [appId, groupId]).map { GroupMember(userId: $0["user_id"], joinedAt: $0["joined_at"]) }
         }
     }
 
@@ -209,31 +240,57 @@ extension SQLiteStore {
                 SELECT g.group_id, g.name, g.created_at,
                        (SELECT COUNT(*) FROM group_members c WHERE c.app_id = g.app_id AND c.group_id = g.group_id) AS member_count
                 FROM group_members m JOIN chat_groups g ON g.app_id = m.app_id AND g.group_id = m.group_id
-                WHERE m.app_id = ? AND m.user_id = ? ORDER BY m.joined_at, g.group_id
+                WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at = 0 ORDER BY m.joined_at, g.group_id
                 """, arguments: [appId, userId]).map {
                 GroupRecord(groupId: $0["group_id"], name: $0["name"], createdAt: $0["created_at"], memberCount: $0["member_count"])
             }
         }
     }
 
-    public func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int, now: Int64) async throws {
+    public func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int,
+                           preJoinHistory: Int, now: Int64) async throws {
         do {
-            try await syncGroupsTransaction(appId: appId, userId: userId, groups: groups, maxMembers: maxMembers, now: now)
+            try await pool.write { db in
+                let wanted = Set(groups.map(\.id))
+                let current = try String.fetchAll(db, sql: """
+                    SELECT m.group_id FROM group_members m JOIN chat_groups g ON g.app_id = m.app_id AND g.group_id = m.group_id
+                    WHERE m.app_id = ? AND m.user_id = ? AND g.dismissed_at = 0
+                    """, arguments: [appId, userId])
+                for groupId in current where !wanted.contains(groupId) {
+                    try db.execute(sql: "DELETE FROM group_members WHERE app_id = ? AND group_id = ? AND user_id = ?", arguments: [appId, groupId, userId])
+                }
+                for group in groups {
+                    _ = try Self.join(db, appId: appId, groupId: group.id, name: group.name, userIds: [userId], maxMembers: maxMembers,
+                                      preJoinHistory: preJoinHistory, now: now)
+                }
+            }
         } catch let error as GroupLimitExceeded {
             throw IMError(.apiBadParameter, "a group would have more than \(error.limit) members; nothing was changed")
         }
     }
 
-    private func syncGroupsTransaction(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int, now: Int64) async throws {
-        try await pool.write { db in
-            let wanted = Set(groups.map(\.id))
-            let current = try String.fetchAll(db, sql: "SELECT group_id FROM group_members WHERE app_id = ? AND user_id = ?", arguments: [appId, userId])
-            for groupId in current where !wanted.contains(groupId) {
-                try db.execute(sql: "DELETE FROM group_members WHERE app_id = ? AND group_id = ? AND user_id = ?", arguments: [appId, groupId, userId])
+    public func groupRoster(appId: Int64, groupId: String) async throws -> GroupRosterRecord? {
+        try await pool.read { db in
+            guard let dismissedAt = try Int64.fetchOne(db, sql: "SELECT dismissed_at FROM chat_groups WHERE app_id = ? AND group_id = ?",
+                                                       arguments: [appId, groupId]) else { return nil }
+            var members: [String: GroupRosterRecord.Member] = [:]
+            let rows = try Row.fetchCursor(db, sql: "SELECT user_id, joined_seq, history_from FROM group_members WHERE app_id = ? AND group_id = ?",
+                                           arguments: [appId, groupId])
+            while let row = try rows.next() {
+                let seq: Int64 = row[1]
+                members[row[0]] = GroupRosterRecord.Member(joinedSeq: UInt64(seq), historyFrom: row[2])
             }
-            for group in groups {
-                _ = try Self.join(db, appId: appId, groupId: group.id, name: group.name, userIds: [userId], maxMembers: maxMembers, now: now)
+            var mutedUntil: [String: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT user_id, until FROM group_mutes WHERE app_id = ? AND group_id = ?",
+                                        arguments: [appId, groupId]) {
+                mutedUntil[row[0]] = row[1]
             }
+            return GroupRosterRecord(
+                groupId: groupId, members: members, isDismissed: dismissedAt > 0,
+                isMuted: try Bool.fetchOne(db, sql: "SELECT 1 FROM muted_groups WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId]) ?? false,
+                muteWhitelist: Set(try String.fetchAll(db, sql: "SELECT user_id FROM group_mute_whitelist WHERE app_id = ? AND group_id = ?",
+                                                       arguments: [appId, groupId])),
+                mutedUntil: mutedUntil)
         }
     }
 

@@ -131,6 +131,23 @@ public final class SQLiteStore: IMStore {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v3-groups") { db in
+            try db.execute(sql: """
+                ALTER TABLE messages ADD COLUMN audience TEXT;
+                ALTER TABLE messages ADD COLUMN receipt_requested INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE chat_groups ADD COLUMN dismissed_at INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE group_members ADD COLUMN joined_seq INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE group_members ADD COLUMN history_from INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE message_reads (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    app_id INTEGER NOT NULL, uid TEXT NOT NULL, sender_id TEXT NOT NULL, group_id TEXT NOT NULL,
+                    reader_id TEXT NOT NULL, read_time INTEGER NOT NULL,
+                    UNIQUE (app_id, uid, reader_id)
+                );
+                CREATE INDEX message_reads_by_sender ON message_reads (app_id, sender_id, seq);
+                CREATE INDEX message_reads_by_message ON message_reads (app_id, uid, seq);
+                """)
+        }
         return migrator
     }
 
@@ -160,7 +177,7 @@ public final class SQLiteStore: IMStore {
     private static let columns = """
         seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid, sent_time, flags,
         client_msg_id, push_content, push_data, disable_notification, can_include_expansion, expansion, channel_id,
-        include_sender
+        include_sender, audience, receipt_requested
         """
 
     public func commit(_ messages: [StoredMessage]) async throws -> [CommitOutcome] {
@@ -168,8 +185,8 @@ public final class SQLiteStore: IMStore {
             let insert = try db.cachedStatement(sql: """
                 INSERT INTO messages (app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
                     sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
-                    can_include_expansion, expansion, channel_id, include_sender)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    can_include_expansion, expansion, channel_id, include_sender, audience)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let existing = try db.cachedStatement(sql: """
                 SELECT \(Self.columns) FROM messages WHERE app_id = ? AND sender_id = ? AND client_msg_id = ?
@@ -189,7 +206,7 @@ public final class SQLiteStore: IMStore {
                     message.senderId, message.objectName, message.content, message.uid, message.sentTime,
                     message.flags.rawValue, message.isInHistory, message.clientMessageId, message.pushContent,
                     message.pushData, message.disableNotification, message.canIncludeExpansion, expansion,
-                    message.channelId, message.includeSender,
+                    message.channelId, message.includeSender, Self.audience(message.directedUserIds),
                 ])
                 message.seq = UInt64(db.lastInsertedRowID)
                 outcomes.append(.stored(message))
@@ -205,50 +222,95 @@ public final class SQLiteStore: IMStore {
         }
     }
 
-    public func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> [StoredMessage] {
+    public func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> SyncPage {
         try await pool.read { db in
-            // Three index range scans (received, sent, broadcast to everyone), each stopping at
-            // `limit`, merged by seq. Private and system conversations sync this way.
+            // Messages older than the retention are skipped by seq: the first message at or after
+            // `minSentTime` (seq and sentTime grow together) bounds every scan below.
+            let floor: Int64
+            if let first = try Int64.fetchOne(db.cachedStatement(sql: """
+                SELECT seq FROM messages WHERE app_id = ? AND sent_time >= ? ORDER BY sent_time LIMIT 1
+                """), arguments: [appId, minSentTime]) {
+                floor = max(Int64(after), first - 1)
+            } else {
+                floor = max(Int64(after), try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0)
+            }
+            // Private and system messages: three index range scans (received, sent, broadcast to
+            // everyone) of whole rows, each stopping after `limit + 1`.
             func scan(_ condition: String, _ id: String) throws -> [StoredMessage] {
                 try Self.messages(db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages
                     WHERE app_id = ? AND \(condition) AND seq > ? AND sent_time >= ? AND conv_type IN (1, 6)
                     ORDER BY seq LIMIT ?
-                    """), arguments: [appId, id, Int64(after), minSentTime, limit])
+                    """), arguments: [appId, id, floor, minSentTime, limit + 1])
             }
-            let scans = [
+            var rows: [UInt64: StoredMessage] = [:]
+            var candidates: [UInt64] = []
+            for list in [
                 try scan("target_id = ?", userId),
                 try scan("sender_id = ? AND include_sender = 1", userId),
                 try scan("target_id = '\(StoredMessage.everyone)' AND sender_id <> ?", userId),
-            ]
-            var merged: [StoredMessage] = []
-            merged.reserveCapacity(min(limit, scans.reduce(0) { $0 + $1.count }))
-            var positions = [0, 0, 0]
-            while merged.count < limit {
-                var best: Int?
-                for index in scans.indices where positions[index] < scans[index].count {
-                    if let current = best, scans[current][positions[current]].seq <= scans[index][positions[index]].seq { continue }
-                    best = index
-                }
-                guard let best else { break }
-                let next = scans[best][positions[best]]
-                merged.append(next)
-                // A message to oneself appears in both the received and the sent scan.
-                for index in scans.indices where positions[index] < scans[index].count && scans[index][positions[index]].seq == next.seq {
-                    positions[index] += 1
+            ] {
+                for message in list where rows.updateValue(message, forKey: message.seq) == nil {
+                    candidates.append(message.seq)
                 }
             }
-            return merged
+            // Group messages: per group, the seqs after the later of the watermark and the user's
+            // joining, read from the (app_id, target_id, seq) index alone; rows are read below only
+            // for the seqs this page takes.
+            var groupOf: [UInt64: String] = [:]
+            let memberships = try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT group_id, joined_seq FROM group_members WHERE app_id = ? AND user_id = ?
+                """), arguments: [appId, userId])
+            let groupSeqs = try db.cachedStatement(sql: """
+                SELECT seq FROM messages WHERE app_id = ? AND target_id = ? AND seq > ? ORDER BY seq LIMIT ?
+                """)
+            for membership in memberships {
+                let groupId: String = membership[0]
+                let joined: Int64 = membership[1]
+                for seq in try Int64.fetchAll(groupSeqs, arguments: [appId, groupId, max(floor, joined), limit + 1]) {
+                    let key = UInt64(seq)
+                    guard rows[key] == nil, groupOf.updateValue(groupId, forKey: key) == nil else { continue }
+                    candidates.append(key)
+                }
+            }
+            candidates.sort()
+            let hasMore = candidates.count > limit
+            let taken = candidates.prefix(limit)
+            let wanted = taken.filter { groupOf[$0] != nil }
+            if !wanted.isEmpty {
+                let marks = wanted.map { _ in "?" }.joined(separator: ",")
+                for message in try Self.messages(db.makeStatement(sql: "SELECT \(Self.columns) FROM messages WHERE seq IN (\(marks))"),
+                                                 arguments: StatementArguments(wanted.map { Int64($0) })) {
+                    // The index matched the group id as a target; the row says whether it is this
+                    // group's message and whether this user may see it.
+                    guard let groupId = groupOf[message.seq], message.conversationType == .group,
+                          message.conversationKey == groupConversationKey(groupId), message.sentTime >= minSentTime,
+                          message.isVisible(to: userId), message.includeSender || message.senderId != userId else { continue }
+                    rows[message.seq] = message
+                }
+            }
+            // Group rows that failed the checks above are absent from `rows`.
+            return SyncPage(messages: taken.compactMap { rows[$0] }, watermark: taken.last ?? UInt64(floor), hasMore: hasMore)
         }
     }
 
-    public func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool) async throws -> HistoryPage {
+    public func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool,
+                        viewer: HistoryViewer?) async throws -> HistoryPage {
         try await pool.read { db in
-            let sql = ascending
-                ? "SELECT \(Self.columns) FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND sent_time > ? ORDER BY sent_time ASC LIMIT ?"
-                : "SELECT \(Self.columns) FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND sent_time < ? ORDER BY sent_time DESC LIMIT ?"
+            let range = ascending ? "sent_time > ? ORDER BY sent_time ASC" : "sent_time < ? ORDER BY sent_time DESC"
             let bound = ascending ? recordTime : (recordTime <= 0 ? Int64.max : recordTime)
-            let rows = try Self.messages(db.cachedStatement(sql: sql), arguments: [appId, conversationKey, bound, count + 1])
+            let rows: [StoredMessage]
+            if let viewer {
+                rows = try Self.messages(db.cachedStatement(sql: """
+                    SELECT \(Self.columns) FROM messages
+                    WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND sent_time >= ?
+                        AND (audience IS NULL OR sender_id = ? OR instr(audience, ?) > 0) AND \(range) LIMIT ?
+                    """), arguments: [appId, conversationKey, viewer.fromTime, viewer.userId, Self.audienceEntry(viewer.userId), bound, count + 1])
+            } else {
+                rows = try Self.messages(db.cachedStatement(sql: """
+                    SELECT \(Self.columns) FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND \(range) LIMIT ?
+                    """), arguments: [appId, conversationKey, bound, count + 1])
+            }
             return HistoryPage(messages: Array(rows.prefix(count)), hasMore: rows.count > count)
         }
     }
@@ -297,6 +359,65 @@ public final class SQLiteStore: IMStore {
         }
     }
 
+    // MARK: read receipts
+
+    public func requestReadReceipts(appId: Int64, uid: String) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE messages SET receipt_requested = 1 WHERE uid = ? AND app_id = ?", arguments: [uid, appId])
+        }
+    }
+
+    public func recordReads(_ reads: [ReadReceiptRecord], appId: Int64) async throws -> [ReadReceiptRecord] {
+        guard !reads.isEmpty else { return [] }
+        return try await pool.write { db in
+            let insert = try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO message_reads (app_id, uid, sender_id, group_id, reader_id, read_time) VALUES (?, ?, ?, ?, ?, ?)
+                """)
+            var recorded: [ReadReceiptRecord] = []
+            for var read in reads {
+                try insert.execute(arguments: [appId, read.uid, read.senderId, read.groupId, read.readerId, read.readTime])
+                guard db.changesCount > 0 else { continue }
+                read.seq = UInt64(db.lastInsertedRowID)
+                recorded.append(read)
+            }
+            return recorded
+        }
+    }
+
+    public func readReceipts(appId: Int64, senderId: String, after: UInt64, limit: Int) async throws -> [ReadReceiptRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT seq, uid, sender_id, group_id, reader_id, read_time FROM message_reads
+                WHERE app_id = ? AND sender_id = ? AND seq > ? ORDER BY seq LIMIT ?
+                """), arguments: [appId, senderId, Int64(after), limit]).map(Self.read)
+        }
+    }
+
+    public func readers(appId: Int64, uid: String, after: UInt64, limit: Int) async throws -> (readers: [ReadReceiptRecord], total: Int) {
+        try await pool.read { db in
+            let readers = try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT seq, uid, sender_id, group_id, reader_id, read_time FROM message_reads
+                WHERE app_id = ? AND uid = ? AND seq > ? ORDER BY seq LIMIT ?
+                """), arguments: [appId, uid, Int64(after), limit]).map(Self.read)
+            let total = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM message_reads WHERE app_id = ? AND uid = ?"),
+                                         arguments: [appId, uid]) ?? 0
+            return (readers, total)
+        }
+    }
+
+    private static func read(_ row: Row) -> ReadReceiptRecord {
+        let seq: Int64 = row[0]
+        return ReadReceiptRecord(seq: UInt64(seq), uid: row[1], senderId: row[2], groupId: row[3], readerId: row[4], readTime: row[5])
+    }
+
+    /// The `audience` column of a directional message: its members between newlines, so a member
+    /// is found with `instr` (user ids never contain a newline); NULL for the whole conversation.
+    static func audience(_ userIds: [String]) -> String? {
+        userIds.isEmpty ? nil : "\n" + userIds.joined(separator: "\n") + "\n"
+    }
+
+    static func audienceEntry(_ userId: String) -> String { "\n\(userId)\n" }
+
     public func deleteMessageLog(appId: Int64, hour: String) async throws {
         try await pool.write { db in
             try db.execute(sql: "INSERT OR IGNORE INTO deleted_message_logs (app_id, hour) VALUES (?, ?)", arguments: [appId, hour])
@@ -324,6 +445,7 @@ public final class SQLiteStore: IMStore {
         let seq: Int64 = row[0]
         let type: Int = row[2]
         let flags: Int64 = row[10]
+        let audience: String? = row[19]
         return StoredMessage(
             seq: UInt64(seq), appId: row[1], conversationType: ConversationType(rawValue: type) ?? .private,
             conversationKey: row[3], targetId: row[4], senderId: row[5],
@@ -331,6 +453,8 @@ public final class SQLiteStore: IMStore {
             flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)), clientMessageId: row[11],
             pushContent: row[12], pushData: row[13],
             disableNotification: row[14], canIncludeExpansion: row[15],
-            expansion: expansion, channelId: row[17], includeSender: row[18])
+            expansion: expansion, channelId: row[17], includeSender: row[18],
+            directedUserIds: audience.map { $0.split(separator: "\n").map(String.init) } ?? [],
+            receiptRequested: row[20])
     }
 }

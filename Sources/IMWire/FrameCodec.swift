@@ -23,6 +23,14 @@ public enum FrameCodec {
         return try frame.serializedBytes()
     }
 
+    /// A success reply without a body (requests whose answer is only "done").
+    public static func emptyReply(to request: Im_Frame) -> [UInt8] {
+        var frame = Im_Frame()
+        frame.id = request.id
+        frame.op = request.op
+        return (try? frame.serializedBytes()) ?? []
+    }
+
     public static func errorReply(to request: Im_Frame, _ error: IMError) -> [UInt8] {
         var frame = Im_Frame()
         frame.id = request.id

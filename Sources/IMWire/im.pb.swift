@@ -55,11 +55,26 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// DisconnectRequest -> empty; the server then closes the connection.
   case disconnect // = 6
 
+  /// ReadReceiptRequest -> empty: ask a group to report reading one's own message.
+  case readReceiptRequest // = 7
+
+  /// ReadReceiptResponse -> empty: report messages of a group as read.
+  case readReceiptResponse // = 8
+
+  /// ReadUsersRequest -> ReadUsersReply: who has read one's message, paged.
+  case readReceiptUsers // = 9
+
+  /// ReadReceiptSyncRequest -> ReadReceipts: reads of one's messages missed offline.
+  case readReceiptSync // = 10
+
   /// Server pushes (id 0).
   case message // = 20
 
   /// Kicked: the session is being closed by the server.
   case kicked // = 21
+
+  /// ReadReceipts: members have read messages this user asked receipts for.
+  case readReceipts // = 22
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -75,8 +90,13 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 4: self = .sync
     case 5: self = .history
     case 6: self = .disconnect
+    case 7: self = .readReceiptRequest
+    case 8: self = .readReceiptResponse
+    case 9: self = .readReceiptUsers
+    case 10: self = .readReceiptSync
     case 20: self = .message
     case 21: self = .kicked
+    case 22: self = .readReceipts
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -90,8 +110,13 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .sync: return 4
     case .history: return 5
     case .disconnect: return 6
+    case .readReceiptRequest: return 7
+    case .readReceiptResponse: return 8
+    case .readReceiptUsers: return 9
+    case .readReceiptSync: return 10
     case .message: return 20
     case .kicked: return 21
+    case .readReceipts: return 22
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -105,8 +130,13 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .sync,
     .history,
     .disconnect,
+    .readReceiptRequest,
+    .readReceiptResponse,
+    .readReceiptUsers,
+    .readReceiptSync,
     .message,
     .kicked,
+    .readReceipts,
   ]
 
 }
@@ -252,49 +282,105 @@ public nonisolated struct Im_Pong: Sendable {
   public init() {}
 }
 
-public nonisolated struct Im_Message: Sendable {
+public nonisolated struct Im_Message: @unchecked Sendable {
   // SwiftProtobuf.Message conformance is added in an extension below. See the
   // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
   // methods supported on all messages.
 
-  public var conversationType: Int32 = 0
+  public var conversationType: Int32 {
+    get {_storage._conversationType}
+    set {_uniqueStorage()._conversationType = newValue}
+  }
 
   /// The target the sender addressed: the receiving user for a private message, the group for a group.
-  public var targetID: String = String()
+  public var targetID: String {
+    get {_storage._targetID}
+    set {_uniqueStorage()._targetID = newValue}
+  }
 
-  public var senderUserID: String = String()
+  public var senderUserID: String {
+    get {_storage._senderUserID}
+    set {_uniqueStorage()._senderUserID = newValue}
+  }
 
-  public var objectName: String = String()
+  public var objectName: String {
+    get {_storage._objectName}
+    set {_uniqueStorage()._objectName = newValue}
+  }
 
-  public var content: Data = Data()
+  public var content: Data {
+    get {_storage._content}
+    set {_uniqueStorage()._content = newValue}
+  }
 
-  public var messageUid: String = String()
+  public var messageUid: String {
+    get {_storage._messageUid}
+    set {_uniqueStorage()._messageUid = newValue}
+  }
 
-  public var sentTime: Int64 = 0
+  public var sentTime: Int64 {
+    get {_storage._sentTime}
+    set {_uniqueStorage()._sentTime = newValue}
+  }
 
   /// Position in the server's commit order; the client's sync watermark. 0 for messages never stored.
-  public var seq: UInt64 = 0
+  public var seq: UInt64 {
+    get {_storage._seq}
+    set {_uniqueStorage()._seq = newValue}
+  }
 
-  public var clientMessageID: String = String()
+  public var clientMessageID: String {
+    get {_storage._clientMessageID}
+    set {_uniqueStorage()._clientMessageID = newValue}
+  }
 
   /// Persistent flags: bit 0 ISPERSISTED, bit 1 ISCOUNTED, bit 4 STATUS (RongCloud's values).
-  public var flags: UInt32 = 0
+  public var flags: UInt32 {
+    get {_storage._flags}
+    set {_uniqueStorage()._flags = newValue}
+  }
 
-  public var pushContent: String = String()
+  public var pushContent: String {
+    get {_storage._pushContent}
+    set {_uniqueStorage()._pushContent = newValue}
+  }
 
-  public var pushData: String = String()
+  public var pushData: String {
+    get {_storage._pushData}
+    set {_uniqueStorage()._pushData = newValue}
+  }
 
-  public var disableNotification: Bool = false
+  public var disableNotification: Bool {
+    get {_storage._disableNotification}
+    set {_uniqueStorage()._disableNotification = newValue}
+  }
 
-  public var canIncludeExpansion: Bool = false
+  public var canIncludeExpansion: Bool {
+    get {_storage._canIncludeExpansion}
+    set {_uniqueStorage()._canIncludeExpansion = newValue}
+  }
 
-  public var expansion: Dictionary<String,String> = [:]
+  public var expansion: Dictionary<String,String> {
+    get {_storage._expansion}
+    set {_uniqueStorage()._expansion = newValue}
+  }
 
-  public var channelID: String = String()
+  public var channelID: String {
+    get {_storage._channelID}
+    set {_uniqueStorage()._channelID = newValue}
+  }
+
+  /// A group message whose sender asked its members to report reading it.
+  public var receiptRequested: Bool {
+    get {_storage._receiptRequested}
+    set {_uniqueStorage()._receiptRequested = newValue}
+  }
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
+
+  fileprivate var _storage = _StorageClass.defaultInstance
 }
 
 public nonisolated struct Im_SendMessageRequest: Sendable {
@@ -325,6 +411,9 @@ public nonisolated struct Im_SendMessageRequest: Sendable {
   public var expansion: Dictionary<String,String> = [:]
 
   public var channelID: String = String()
+
+  /// A directional group message: only these members (and the sender's devices) receive it.
+  public var directedUserIds: [String] = []
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -445,12 +534,151 @@ public nonisolated struct Im_Kicked: Sendable {
   public init() {}
 }
 
+public nonisolated struct Im_ReadReceiptRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversationType: Int32 = 0
+
+  public var targetID: String = String()
+
+  public var messageUid: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ReadReceiptResponse: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversationType: Int32 = 0
+
+  public var targetID: String = String()
+
+  /// At most 100 messages of the conversation, read by the caller.
+  public var messageUids: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One member having read one message.
+public nonisolated struct Im_ReadReceipt: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversationType: Int32 = 0
+
+  public var targetID: String = String()
+
+  public var messageUid: String = String()
+
+  public var readerID: String = String()
+
+  public var readTime: Int64 = 0
+
+  /// Position in the order the server recorded reads of this user's messages (the receipt watermark).
+  public var seq: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// New reads of the caller's messages: pushed live, or a page of READ_RECEIPT_SYNC.
+public nonisolated struct Im_ReadReceipts: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var receipts: [Im_ReadReceipt] = []
+
+  /// The seq to send as `since` next time.
+  public var watermark: UInt64 = 0
+
+  public var more: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ReadReceiptSyncRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var since: UInt64 = 0
+
+  public var limit: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ReadUsersRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var messageUid: String = String()
+
+  /// 1...100 readers per page, in reading order.
+  public var count: Int32 = 0
+
+  /// Empty for the first page, then the previous reply's next_page_token.
+  public var pageToken: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ReadUser: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var userID: String = String()
+
+  public var readTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ReadUsersReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var users: [Im_ReadUser] = []
+
+  /// Readers of the message in all.
+  public var total: Int32 = 0
+
+  /// Empty on the last page.
+  public var nextPageToken: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "im"
 
 nonisolated extension Im_Op: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{2}\u{e}MESSAGE\0\u{1}KICKED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{2}\u{a}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0")
 }
 
 nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
@@ -639,104 +867,177 @@ nonisolated extension Im_Pong: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
 
 nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}sender_user_id\0\u{3}object_name\0\u{1}content\0\u{3}message_uid\0\u{3}sent_time\0\u{1}seq\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}sender_user_id\0\u{3}object_name\0\u{1}content\0\u{3}message_uid\0\u{3}sent_time\0\u{1}seq\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}receipt_requested\0")
+
+  fileprivate class _StorageClass {
+    var _conversationType: Int32 = 0
+    var _targetID: String = String()
+    var _senderUserID: String = String()
+    var _objectName: String = String()
+    var _content: Data = Data()
+    var _messageUid: String = String()
+    var _sentTime: Int64 = 0
+    var _seq: UInt64 = 0
+    var _clientMessageID: String = String()
+    var _flags: UInt32 = 0
+    var _pushContent: String = String()
+    var _pushData: String = String()
+    var _disableNotification: Bool = false
+    var _canIncludeExpansion: Bool = false
+    var _expansion: Dictionary<String,String> = [:]
+    var _channelID: String = String()
+    var _receiptRequested: Bool = false
+
+      // This property is used as the initial default value for new instances of the type.
+      // The type itself is protecting the reference to its storage via CoW semantics.
+      // This will force a copy to be made of this reference when the first mutation occurs;
+      // hence, it is safe to mark this as `nonisolated(unsafe)`.
+      static nonisolated(unsafe) let defaultInstance = _StorageClass()
+
+    private init() {}
+
+    init(copying source: _StorageClass) {
+      _conversationType = source._conversationType
+      _targetID = source._targetID
+      _senderUserID = source._senderUserID
+      _objectName = source._objectName
+      _content = source._content
+      _messageUid = source._messageUid
+      _sentTime = source._sentTime
+      _seq = source._seq
+      _clientMessageID = source._clientMessageID
+      _flags = source._flags
+      _pushContent = source._pushContent
+      _pushData = source._pushData
+      _disableNotification = source._disableNotification
+      _canIncludeExpansion = source._canIncludeExpansion
+      _expansion = source._expansion
+      _channelID = source._channelID
+      _receiptRequested = source._receiptRequested
+    }
+  }
+
+  fileprivate mutating func _uniqueStorage() -> _StorageClass {
+    if !isKnownUniquelyReferenced(&_storage) {
+      _storage = _StorageClass(copying: _storage)
+    }
+    return _storage
+  }
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
-    while let fieldNumber = try decoder.nextFieldNumber() {
-      // The use of inline closures is to circumvent an issue where the compiler
-      // allocates stack space for every case branch when no optimizations are
-      // enabled. https://github.com/apple/swift-protobuf/issues/1034
-      switch fieldNumber {
-      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
-      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
-      case 3: try { try decoder.decodeSingularStringField(value: &self.senderUserID) }()
-      case 4: try { try decoder.decodeSingularStringField(value: &self.objectName) }()
-      case 5: try { try decoder.decodeSingularBytesField(value: &self.content) }()
-      case 6: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
-      case 7: try { try decoder.decodeSingularInt64Field(value: &self.sentTime) }()
-      case 8: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
-      case 9: try { try decoder.decodeSingularStringField(value: &self.clientMessageID) }()
-      case 10: try { try decoder.decodeSingularUInt32Field(value: &self.flags) }()
-      case 11: try { try decoder.decodeSingularStringField(value: &self.pushContent) }()
-      case 12: try { try decoder.decodeSingularStringField(value: &self.pushData) }()
-      case 13: try { try decoder.decodeSingularBoolField(value: &self.disableNotification) }()
-      case 14: try { try decoder.decodeSingularBoolField(value: &self.canIncludeExpansion) }()
-      case 15: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: &self.expansion) }()
-      case 16: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
-      default: break
+    _ = _uniqueStorage()
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      while let fieldNumber = try decoder.nextFieldNumber() {
+        // The use of inline closures is to circumvent an issue where the compiler
+        // allocates stack space for every case branch when no optimizations are
+        // enabled. https://github.com/apple/swift-protobuf/issues/1034
+        switch fieldNumber {
+        case 1: try { try decoder.decodeSingularInt32Field(value: &_storage._conversationType) }()
+        case 2: try { try decoder.decodeSingularStringField(value: &_storage._targetID) }()
+        case 3: try { try decoder.decodeSingularStringField(value: &_storage._senderUserID) }()
+        case 4: try { try decoder.decodeSingularStringField(value: &_storage._objectName) }()
+        case 5: try { try decoder.decodeSingularBytesField(value: &_storage._content) }()
+        case 6: try { try decoder.decodeSingularStringField(value: &_storage._messageUid) }()
+        case 7: try { try decoder.decodeSingularInt64Field(value: &_storage._sentTime) }()
+        case 8: try { try decoder.decodeSingularUInt64Field(value: &_storage._seq) }()
+        case 9: try { try decoder.decodeSingularStringField(value: &_storage._clientMessageID) }()
+        case 10: try { try decoder.decodeSingularUInt32Field(value: &_storage._flags) }()
+        case 11: try { try decoder.decodeSingularStringField(value: &_storage._pushContent) }()
+        case 12: try { try decoder.decodeSingularStringField(value: &_storage._pushData) }()
+        case 13: try { try decoder.decodeSingularBoolField(value: &_storage._disableNotification) }()
+        case 14: try { try decoder.decodeSingularBoolField(value: &_storage._canIncludeExpansion) }()
+        case 15: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: &_storage._expansion) }()
+        case 16: try { try decoder.decodeSingularStringField(value: &_storage._channelID) }()
+        case 17: try { try decoder.decodeSingularBoolField(value: &_storage._receiptRequested) }()
+        default: break
+        }
       }
     }
   }
 
   public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
-    if self.conversationType != 0 {
-      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
-    }
-    if !self.targetID.isEmpty {
-      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
-    }
-    if !self.senderUserID.isEmpty {
-      try visitor.visitSingularStringField(value: self.senderUserID, fieldNumber: 3)
-    }
-    if !self.objectName.isEmpty {
-      try visitor.visitSingularStringField(value: self.objectName, fieldNumber: 4)
-    }
-    if !self.content.isEmpty {
-      try visitor.visitSingularBytesField(value: self.content, fieldNumber: 5)
-    }
-    if !self.messageUid.isEmpty {
-      try visitor.visitSingularStringField(value: self.messageUid, fieldNumber: 6)
-    }
-    if self.sentTime != 0 {
-      try visitor.visitSingularInt64Field(value: self.sentTime, fieldNumber: 7)
-    }
-    if self.seq != 0 {
-      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 8)
-    }
-    if !self.clientMessageID.isEmpty {
-      try visitor.visitSingularStringField(value: self.clientMessageID, fieldNumber: 9)
-    }
-    if self.flags != 0 {
-      try visitor.visitSingularUInt32Field(value: self.flags, fieldNumber: 10)
-    }
-    if !self.pushContent.isEmpty {
-      try visitor.visitSingularStringField(value: self.pushContent, fieldNumber: 11)
-    }
-    if !self.pushData.isEmpty {
-      try visitor.visitSingularStringField(value: self.pushData, fieldNumber: 12)
-    }
-    if self.disableNotification != false {
-      try visitor.visitSingularBoolField(value: self.disableNotification, fieldNumber: 13)
-    }
-    if self.canIncludeExpansion != false {
-      try visitor.visitSingularBoolField(value: self.canIncludeExpansion, fieldNumber: 14)
-    }
-    if !self.expansion.isEmpty {
-      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: self.expansion, fieldNumber: 15)
-    }
-    if !self.channelID.isEmpty {
-      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 16)
+    try withExtendedLifetime(_storage) { (_storage: _StorageClass) in
+      if _storage._conversationType != 0 {
+        try visitor.visitSingularInt32Field(value: _storage._conversationType, fieldNumber: 1)
+      }
+      if !_storage._targetID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._targetID, fieldNumber: 2)
+      }
+      if !_storage._senderUserID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._senderUserID, fieldNumber: 3)
+      }
+      if !_storage._objectName.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._objectName, fieldNumber: 4)
+      }
+      if !_storage._content.isEmpty {
+        try visitor.visitSingularBytesField(value: _storage._content, fieldNumber: 5)
+      }
+      if !_storage._messageUid.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._messageUid, fieldNumber: 6)
+      }
+      if _storage._sentTime != 0 {
+        try visitor.visitSingularInt64Field(value: _storage._sentTime, fieldNumber: 7)
+      }
+      if _storage._seq != 0 {
+        try visitor.visitSingularUInt64Field(value: _storage._seq, fieldNumber: 8)
+      }
+      if !_storage._clientMessageID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._clientMessageID, fieldNumber: 9)
+      }
+      if _storage._flags != 0 {
+        try visitor.visitSingularUInt32Field(value: _storage._flags, fieldNumber: 10)
+      }
+      if !_storage._pushContent.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._pushContent, fieldNumber: 11)
+      }
+      if !_storage._pushData.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._pushData, fieldNumber: 12)
+      }
+      if _storage._disableNotification != false {
+        try visitor.visitSingularBoolField(value: _storage._disableNotification, fieldNumber: 13)
+      }
+      if _storage._canIncludeExpansion != false {
+        try visitor.visitSingularBoolField(value: _storage._canIncludeExpansion, fieldNumber: 14)
+      }
+      if !_storage._expansion.isEmpty {
+        try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: _storage._expansion, fieldNumber: 15)
+      }
+      if !_storage._channelID.isEmpty {
+        try visitor.visitSingularStringField(value: _storage._channelID, fieldNumber: 16)
+      }
+      if _storage._receiptRequested != false {
+        try visitor.visitSingularBoolField(value: _storage._receiptRequested, fieldNumber: 17)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Im_Message, rhs: Im_Message) -> Bool {
-    if lhs.conversationType != rhs.conversationType {return false}
-    if lhs.targetID != rhs.targetID {return false}
-    if lhs.senderUserID != rhs.senderUserID {return false}
-    if lhs.objectName != rhs.objectName {return false}
-    if lhs.content != rhs.content {return false}
-    if lhs.messageUid != rhs.messageUid {return false}
-    if lhs.sentTime != rhs.sentTime {return false}
-    if lhs.seq != rhs.seq {return false}
-    if lhs.clientMessageID != rhs.clientMessageID {return false}
-    if lhs.flags != rhs.flags {return false}
-    if lhs.pushContent != rhs.pushContent {return false}
-    if lhs.pushData != rhs.pushData {return false}
-    if lhs.disableNotification != rhs.disableNotification {return false}
-    if lhs.canIncludeExpansion != rhs.canIncludeExpansion {return false}
-    if lhs.expansion != rhs.expansion {return false}
-    if lhs.channelID != rhs.channelID {return false}
+    if lhs._storage !== rhs._storage {
+      let storagesAreEqual: Bool = withExtendedLifetime((lhs._storage, rhs._storage)) { (_args: (_StorageClass, _StorageClass)) in
+        let _storage = _args.0
+        let rhs_storage = _args.1
+        if _storage._conversationType != rhs_storage._conversationType {return false}
+        if _storage._targetID != rhs_storage._targetID {return false}
+        if _storage._senderUserID != rhs_storage._senderUserID {return false}
+        if _storage._objectName != rhs_storage._objectName {return false}
+        if _storage._content != rhs_storage._content {return false}
+        if _storage._messageUid != rhs_storage._messageUid {return false}
+        if _storage._sentTime != rhs_storage._sentTime {return false}
+        if _storage._seq != rhs_storage._seq {return false}
+        if _storage._clientMessageID != rhs_storage._clientMessageID {return false}
+        if _storage._flags != rhs_storage._flags {return false}
+        if _storage._pushContent != rhs_storage._pushContent {return false}
+        if _storage._pushData != rhs_storage._pushData {return false}
+        if _storage._disableNotification != rhs_storage._disableNotification {return false}
+        if _storage._canIncludeExpansion != rhs_storage._canIncludeExpansion {return false}
+        if _storage._expansion != rhs_storage._expansion {return false}
+        if _storage._channelID != rhs_storage._channelID {return false}
+        if _storage._receiptRequested != rhs_storage._receiptRequested {return false}
+        return true
+      }
+      if !storagesAreEqual {return false}
+    }
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -744,7 +1045,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
 
 nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SendMessageRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}object_name\0\u{1}content\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}object_name\0\u{1}content\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}directed_user_ids\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -764,6 +1065,7 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
       case 10: try { try decoder.decodeSingularBoolField(value: &self.canIncludeExpansion) }()
       case 11: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: &self.expansion) }()
       case 12: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 13: try { try decoder.decodeRepeatedStringField(value: &self.directedUserIds) }()
       default: break
       }
     }
@@ -806,6 +1108,9 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
     if !self.channelID.isEmpty {
       try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 12)
     }
+    if !self.directedUserIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.directedUserIds, fieldNumber: 13)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -822,6 +1127,7 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
     if lhs.canIncludeExpansion != rhs.canIncludeExpansion {return false}
     if lhs.expansion != rhs.expansion {return false}
     if lhs.channelID != rhs.channelID {return false}
+    if lhs.directedUserIds != rhs.directedUserIds {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -1092,6 +1398,331 @@ nonisolated extension Im_Kicked: SwiftProtobuf.Message, SwiftProtobuf._MessageIm
   public static func ==(lhs: Im_Kicked, rhs: Im_Kicked) -> Bool {
     if lhs.code != rhs.code {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ReadReceiptRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadReceiptRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}message_uid\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.conversationType != 0 {
+      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
+    }
+    if !self.targetID.isEmpty {
+      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
+    }
+    if !self.messageUid.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageUid, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ReadReceiptRequest, rhs: Im_ReadReceiptRequest) -> Bool {
+    if lhs.conversationType != rhs.conversationType {return false}
+    if lhs.targetID != rhs.targetID {return false}
+    if lhs.messageUid != rhs.messageUid {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ReadReceiptResponse: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadReceiptResponse"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}message_uids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.messageUids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.conversationType != 0 {
+      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
+    }
+    if !self.targetID.isEmpty {
+      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
+    }
+    if !self.messageUids.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.messageUids, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ReadReceiptResponse, rhs: Im_ReadReceiptResponse) -> Bool {
+    if lhs.conversationType != rhs.conversationType {return false}
+    if lhs.targetID != rhs.targetID {return false}
+    if lhs.messageUids != rhs.messageUids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ReadReceipt: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadReceipt"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}message_uid\0\u{3}reader_id\0\u{3}read_time\0\u{1}seq\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.readerID) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.readTime) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.conversationType != 0 {
+      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
+    }
+    if !self.targetID.isEmpty {
+      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
+    }
+    if !self.messageUid.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageUid, fieldNumber: 3)
+    }
+    if !self.readerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.readerID, fieldNumber: 4)
+    }
+    if self.readTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.readTime, fieldNumber: 5)
+    }
+    if self.seq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ReadReceipt, rhs: Im_ReadReceipt) -> Bool {
+    if lhs.conversationType != rhs.conversationType {return false}
+    if lhs.targetID != rhs.targetID {return false}
+    if lhs.messageUid != rhs.messageUid {return false}
+    if lhs.readerID != rhs.readerID {return false}
+    if lhs.readTime != rhs.readTime {return false}
+    if lhs.seq != rhs.seq {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ReadReceipts: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadReceipts"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}receipts\0\u{1}watermark\0\u{1}more\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.receipts) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.watermark) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.more) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.receipts.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.receipts, fieldNumber: 1)
+    }
+    if self.watermark != 0 {
+      try visitor.visitSingularUInt64Field(value: self.watermark, fieldNumber: 2)
+    }
+    if self.more != false {
+      try visitor.visitSingularBoolField(value: self.more, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ReadReceipts, rhs: Im_ReadReceipts) -> Bool {
+    if lhs.receipts != rhs.receipts {return false}
+    if lhs.watermark != rhs.watermark {return false}
+    if lhs.more != rhs.more {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ReadReceiptSyncRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadReceiptSyncRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}since\0\u{1}limit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.since) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.limit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.since != 0 {
+      try visitor.visitSingularUInt64Field(value: self.since, fieldNumber: 1)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularInt32Field(value: self.limit, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ReadReceiptSyncRequest, rhs: Im_ReadReceiptSyncRequest) -> Bool {
+    if lhs.since != rhs.since {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ReadUsersRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadUsersRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_uid\0\u{1}count\0\u{3}page_token\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.count) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.pageToken) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.messageUid.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageUid, fieldNumber: 1)
+    }
+    if self.count != 0 {
+      try visitor.visitSingularInt32Field(value: self.count, fieldNumber: 2)
+    }
+    if !self.pageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.pageToken, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ReadUsersRequest, rhs: Im_ReadUsersRequest) -> Bool {
+    if lhs.messageUid != rhs.messageUid {return false}
+    if lhs.count != rhs.count {return false}
+    if lhs.pageToken != rhs.pageToken {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ReadUser: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadUser"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{3}read_time\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.readTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.userID.isEmpty {
+      try visitor.visitSingularStringField(value: self.userID, fieldNumber: 1)
+    }
+    if self.readTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.readTime, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ReadUser, rhs: Im_ReadUser) -> Bool {
+    if lhs.userID != rhs.userID {return false}
+    if lhs.readTime != rhs.readTime {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ReadUsersReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ReadUsersReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}users\0\u{1}total\0\u{3}next_page_token\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.users) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.total) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.nextPageToken) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.users.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.users, fieldNumber: 1)
+    }
+    if self.total != 0 {
+      try visitor.visitSingularInt32Field(value: self.total, fieldNumber: 2)
+    }
+    if !self.nextPageToken.isEmpty {
+      try visitor.visitSingularStringField(value: self.nextPageToken, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ReadUsersReply, rhs: Im_ReadUsersReply) -> Bool {
+    if lhs.users != rhs.users {return false}
+    if lhs.total != rhs.total {return false}
+    if lhs.nextPageToken != rhs.nextPageToken {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

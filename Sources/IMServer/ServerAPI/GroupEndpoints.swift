@@ -1,7 +1,8 @@
 import Foundation
 import IMCore
 
-/// `/group/*`: membership and mutes, held by the server. Group messages arrive with group chat.
+/// `/group/*`: membership and mutes, held by the server; every change reaches the send path's
+/// rosters through `GroupService`.
 extension ServerAPI {
     var groupEndpoints: [APIEndpoint] {
         let groupId = APIParam.string("groupId", required: true, maxLength: 64, "group id: 1 to 64 bytes of letters, digits and + = - _ |")
@@ -20,13 +21,16 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/quit.json", tag: "group", summary: "Removes members from a group.",
                 params: [members, groupId]) { call in
-                try await core.store.quitGroup(appId: call.app.id, groupId: try validGroupId(call), userIds: call.list("userId"))
+                try await core.groups.quit(appId: call.app.id, groupId: try validGroupId(call), userIds: call.list("userId"))
                 return [:]
             },
             APIEndpoint(
-                path: "/group/dismiss.json", tag: "group", summary: "Dismisses a group: members, mutes and the group are removed.",
+                path: "/group/dismiss.json", tag: "group",
+                summary: "Dismisses a group: members get an RC:GrpNtf Dismiss notification, nobody can send any more, history stays readable.",
                 params: [.string("userId", required: true, "the operator"), groupId]) { call in
-                _ = try await core.store.dismissGroup(appId: call.app.id, groupId: try validGroupId(call))
+                let operatorId = call.required("userId")
+                guard UserID.isValid(operatorId) else { throw APIError.badParameter("userId '\(operatorId)' is invalid") }
+                _ = try await core.groups.dismiss(appId: call.app.id, groupId: try validGroupId(call), operatorId: operatorId)
                 return [:]
             },
             APIEndpoint(
@@ -34,8 +38,7 @@ extension ServerAPI {
                 params: [groupId, .string("groupName", required: true, maxLength: 128, "new name")]) { call in
                 let id = try validGroupId(call)
                 if try await !core.store.renameGroup(appId: call.app.id, groupId: id, name: call.required("groupName")) {
-                    _ = try await core.store.joinGroup(appId: call.app.id, groupId: id, name: call.required("groupName"), userIds: [],
-                                                       maxMembers: core.config.maxGroupMembers, now: core.clock.nowMilliseconds())
+                    _ = try await core.groups.join(appId: call.app.id, groupId: id, name: call.required("groupName"), userIds: [])
                 }
                 return [:]
             },
@@ -64,7 +67,10 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/user/gag/rollback.json", tag: "group", summary: "Lifts member mutes (without groupId: the all-groups mute).",
                 params: [.list("userId", required: true, max: GroupLimits.mutesPerCall, "user ids"), .string("groupId", maxLength: 64, "group id")]) { call in
-                try await core.store.unmuteGroupMembers(appId: call.app.id, groupId: call.string("groupId"), userIds: call.list("userId"))
+                let groupId = call.string("groupId")
+                try await core.groups.changingMutes(appId: call.app.id, groupIds: groupId.map { [$0] }) {
+                    try await core.store.unmuteGroupMembers(appId: call.app.id, groupId: groupId, userIds: call.list("userId"))
+                }
                 return [:]
             },
             APIEndpoint(
@@ -79,13 +85,17 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/ban/add.json", tag: "group", summary: "Mutes whole groups: only members on the group's mute whitelist may speak.",
                 params: [.list("groupId", required: true, max: GroupLimits.mutesPerCall, "group ids")]) { call in
-                try await core.store.setGroupMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: true)
+                try await core.groups.changingMutes(appId: call.app.id, groupIds: call.list("groupId")) {
+                    try await core.store.setGroupMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: true)
+                }
                 return [:]
             },
             APIEndpoint(
                 path: "/group/ban/rollback.json", tag: "group", summary: "Lifts whole-group mutes.",
                 params: [.list("groupId", required: true, max: GroupLimits.mutesPerCall, "group ids")]) { call in
-                try await core.store.setGroupMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: false)
+                try await core.groups.changingMutes(appId: call.app.id, groupIds: call.list("groupId")) {
+                    try await core.store.setGroupMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: false)
+                }
                 return [:]
             },
             APIEndpoint(
@@ -100,13 +110,19 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/user/ban/whitelist/add.json", tag: "group", summary: "Members who may speak while their group is muted.",
                 params: [groupId, .list("userId", required: true, max: GroupLimits.mutesPerCall, "user ids")]) { call in
-                try await core.store.addGroupMuteWhitelist(appId: call.app.id, groupId: try validGroupId(call), userIds: call.list("userId"))
+                let id = try validGroupId(call)
+                try await core.groups.changingMutes(appId: call.app.id, groupIds: [id]) {
+                    try await core.store.addGroupMuteWhitelist(appId: call.app.id, groupId: id, userIds: call.list("userId"))
+                }
                 return [:]
             },
             APIEndpoint(
                 path: "/group/user/ban/whitelist/rollback.json", tag: "group", summary: "Removes members from a group's mute whitelist.",
                 params: [groupId, .list("userId", required: true, max: GroupLimits.mutesPerCall, "user ids")]) { call in
-                try await core.store.removeGroupMuteWhitelist(appId: call.app.id, groupId: call.required("groupId"), userIds: call.list("userId"))
+                let id = call.required("groupId")
+                try await core.groups.changingMutes(appId: call.app.id, groupIds: [id]) {
+                    try await core.store.removeGroupMuteWhitelist(appId: call.app.id, groupId: id, userIds: call.list("userId"))
+                }
                 return [:]
             },
             APIEndpoint(
@@ -130,8 +146,7 @@ extension ServerAPI {
         let id = try validGroupId(call)
         let userIds = call.list("userId")
         for user in userIds where !UserID.isValid(user) { throw APIError.badParameter("userId '\(user)' is invalid") }
-        switch try await core.store.joinGroup(appId: call.app.id, groupId: id, name: call.string("groupName"), userIds: userIds,
-                                              maxMembers: core.config.maxGroupMembers, now: core.clock.nowMilliseconds()) {
+        switch try await core.groups.join(appId: call.app.id, groupId: id, name: call.string("groupName"), userIds: userIds) {
         case .joined:
             return [:]
         case .tooManyMembers(let limit):
@@ -146,8 +161,7 @@ extension ServerAPI {
         for group in groups where !UserID.isValid(group.id) {
             throw APIError.badParameter("group id '\(group.id)' in group[...] is invalid")
         }
-        try await core.store.syncGroups(appId: call.app.id, userId: userId, groups: groups.map { ($0.id, $0.value) },
-                                        maxMembers: core.config.maxGroupMembers, now: core.clock.nowMilliseconds())
+        try await core.groups.sync(appId: call.app.id, userId: userId, groups: groups.map { ($0.id, $0.value) })
         return [:]
     }
 
@@ -157,8 +171,11 @@ extension ServerAPI {
             throw APIError.badParameter("minute must be 0 (until lifted) to \(GroupLimits.maxMuteMinutes), got \(minutes)")
         }
         let now = core.clock.nowMilliseconds()
-        try await core.store.muteGroupMembers(appId: call.app.id, groupId: call.string("groupId"), userIds: call.list("userId"),
-                                              until: minutes == 0 ? Int64.max : now + minutes * 60_000, now: now)
+        let groupId = call.string("groupId")
+        try await core.groups.changingMutes(appId: call.app.id, groupIds: groupId.map { [$0] }) {
+            try await core.store.muteGroupMembers(appId: call.app.id, groupId: groupId, userIds: call.list("userId"),
+                                                  until: minutes == 0 ? Int64.max : now + minutes * 60_000, now: now)
+        }
         return [:]
     }
 }

@@ -106,11 +106,11 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/message/recall.json", tag: "message",
-                summary: "Recalls a message: both sides, online now or at their next sync, see a recall notification (RC:RcNtf) in its place.",
+                summary: "Recalls a message: everyone in the conversation, online now or at their next sync, sees a recall notification (RC:RcNtf) in its place.",
                 params: [
                     .string("fromUserId", required: true, "the message's sender"),
-                    .integer("conversationType", required: true, "1 private, 6 system"),
-                    .string("targetId", required: true, "the conversation's other user"),
+                    .integer("conversationType", required: true, "1 private, 3 group, 6 system"),
+                    .string("targetId", required: true, "the conversation's other user, or the group"),
                     .string("messageUID", required: true, "uid of the message to recall"),
                     .integer("sentTime", "the message's sentTime, ms"),
                     .boolean("isAdmin", "recall as an administrator (any sender)"),
@@ -169,7 +169,7 @@ extension ServerAPI {
     // MARK: publishing
 
     /// Checks a publish call's content and builds the message each recipient gets a copy of.
-    private func message(_ call: APICall, type: ConversationType, content: Data, status: Bool) throws -> StoredMessage {
+    func message(_ call: APICall, type: ConversationType, content: Data, status: Bool) throws -> StoredMessage {
         let sender = call.required("fromUserId")
         guard UserID.isValid(sender) else { throw APIError.badParameter("fromUserId '\(sender)' is invalid") }
         guard content.count <= MessageLimits.maxContentBytes else {
@@ -281,8 +281,8 @@ extension ServerAPI {
 
     private func recall(_ call: APICall) async throws -> [String: any Sendable] {
         let rawType = try call.int("conversationType") ?? 0
-        guard let type = ConversationType(rawValue: Int(rawType)), type == .private || type == .system else {
-            throw APIError.badParameter("conversationType must be 1 (private) or 6 (system) on this server, got \(rawType)")
+        guard let type = ConversationType(rawValue: Int(rawType)), [.private, .group, .system].contains(type) else {
+            throw APIError.badParameter("conversationType must be 1 (private), 3 (group) or 6 (system) on this server, got \(rawType)")
         }
         _ = try await core.messages.recall(
             appId: call.app.id, operatorId: call.required("fromUserId"), type: type, targetId: call.required("targetId"),

@@ -14,7 +14,7 @@ struct ServerAPI: Sendable {
 
     /// Every endpoint this server answers, in documentation order.
     var endpoints: [APIEndpoint] {
-        userEndpoints + messageEndpoints + groupEndpoints + moderationEndpoints
+        userEndpoints + messageEndpoints + groupMessageEndpoints + groupEndpoints + moderationEndpoints
     }
 
     func register(on router: Router<Context>) {
@@ -40,8 +40,6 @@ struct ServerAPI: Sendable {
 
     /// Known RongCloud endpoints whose feature arrives in a later release: they answer 404 with the reason.
     static let laterEndpoints: [(String, String)] = [
-        ("/message/group/publish.json", "group messages arrive with group chat"),
-        ("/statusmessage/group/publish.json", "group messages arrive with group chat"),
         ("/message/discussion/publish.json", "discussions were retired by RongCloud; use groups"),
         ("/message/chatroom/publish.json", "chatrooms arrive in a later release"),
         ("/message/chatroom/broadcast.json", "chatrooms arrive in a later release"),
