@@ -40,7 +40,7 @@ struct MessageRulesTests {
 
     static func historyCount(_ server: TestServer, _ a: String, _ b: String) async throws -> Int {
         try await server.core.store.history(appId: server.app.id, conversationKey: privateConversationKey(a, b),
-                                            recordTime: 0, count: 100, ascending: false).messages.count
+                                            recordTime: 0, count: 100, ascending: false, viewer: nil).messages.count
     }
 
     @Test("the sixth message within one second gets 20604 and is not stored; a second later sending works")
