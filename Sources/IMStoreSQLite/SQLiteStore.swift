@@ -224,11 +224,13 @@ public final class SQLiteStore: IMStore {
 
     public func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> SyncPage {
         try await pool.read { db in
-            // Messages older than the retention are skipped by seq: the first message at or after
-            // `minSentTime` (seq and sentTime grow together) bounds every scan below.
+            // Messages older than the retention are skipped by seq: the first messages at or after
+            // `minSentTime` bound every scan below. Seq and sentTime grow together, except that a
+            // burst in one conversation runs its sentTimes a few ms ahead of the clock, so the
+            // lowest seq among the first thousand by time is taken.
             let floor: Int64
             if let first = try Int64.fetchOne(db.cachedStatement(sql: """
-                SELECT seq FROM messages WHERE app_id = ? AND sent_time >= ? ORDER BY sent_time LIMIT 1
+                SELECT MIN(seq) FROM (SELECT seq FROM messages WHERE app_id = ? AND sent_time >= ? ORDER BY sent_time LIMIT 1000)
                 """), arguments: [appId, minSentTime]) {
                 floor = max(Int64(after), first - 1)
             } else {

@@ -161,6 +161,27 @@ struct GroupChatTests {
         for client in [ann, bob, carol] { await client.disconnect() }
     }
 
+    @Test("group messages older than the offline retention are not synced; younger ones are")
+    func offlineRetention() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        let server = try await TestServer.start(clock: clock) { config in config.offlineRetentionDays = 1 }
+        defer { Task { await server.stop() } }
+        try await Self.createGroup(server, "g1", ["ann", "bob"])
+        let ann = try await server.connectedClient("ann")
+        _ = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "expires"))
+        clock.advance(milliseconds: 86_400_000 + 1)
+        let fresh = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "fresh"))
+        let bob = server.client()
+        let inbox = EventRecorder(bob.receivedMessages())
+        let synced = EventRecorder(bob.offlineMessageSyncCompleted())
+        try await bob.connect(token: try await server.token("bob"))
+        #expect(await synced.wait(for: 1).count == 1)
+        #expect(inbox.items.map(\.message.messageUId) == [fresh.messageUId], "the day-old message was not synced")
+        #expect(try await Self.historyTexts(bob, "g1") == ["fresh", "expires"], "cloud history keeps both")
+        await ann.disconnect()
+        await bob.disconnect()
+    }
+
     @Test("with pre-join history on, a new member reads the last N earlier messages in cloud history")
     func preJoinHistory() async throws {
         let server = try await TestServer.start { config in
