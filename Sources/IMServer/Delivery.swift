@@ -1,4 +1,5 @@
 import IMCore
+import Logging
 
 /// Online fan-out: writes a message to the live sessions that should see it now.
 ///
@@ -9,10 +10,12 @@ import IMCore
 public final class Delivery: Sendable {
     private let registry: SessionRegistry
     private let rosters: GroupRosters
+    private let logger: Logger
 
-    init(registry: SessionRegistry, rosters: GroupRosters) {
+    init(registry: SessionRegistry, rosters: GroupRosters, logger: Logger) {
         self.registry = registry
         self.rosters = rosters
+        self.logger = logger
     }
 
     /// Delivers committed messages, in commit order (the MessageLog calls this before answering senders).
@@ -23,14 +26,32 @@ public final class Delivery: Sendable {
         }
     }
 
+    /// The group's online sessions. The roster is in memory except just after a change; if the
+    /// store cannot be read even after retrying, the members online now miss the message until
+    /// they reconnect (their sync has moved past it), so that is logged as an error.
+    private func groupSessions(_ message: StoredMessage) async -> [(session: ClientSession, joinedSeq: UInt64)]? {
+        for attempt in 1...3 {
+            do {
+                return try await rosters.onlineSessions(appId: message.appId, groupId: message.targetId)
+            } catch {
+                if attempt == 3 {
+                    logger.error("group message not delivered online: its group could not be read",
+                                 metadata: ["group": "\(message.targetId)", "uid": "\(message.uid)", "error": "\(error)"])
+                }
+            }
+        }
+        return nil
+    }
+
     func deliver(_ message: StoredMessage, origin: String) async {
         let frame = message.pushFrame()
         switch message.conversationType {
         case .group:
-            // A group that cannot be read now is delivered by sync instead.
-            guard let sessions = try? await rosters.onlineSessions(appId: message.appId, groupId: message.targetId) else { return }
+            guard let sessions = await groupSessions(message) else { return }
             let directed = message.directedUserIds.isEmpty ? nil : Set(message.directedUserIds)
-            for session in sessions where session.id != origin {
+            for (session, joinedSeq) in sessions where session.id != origin {
+                // A member who joined after this message was committed syncs from their joining.
+                if message.seq != 0 && message.seq <= joinedSeq { continue }
                 if session.userId == message.senderId {
                     guard message.includeSender else { continue }
                 } else if let directed, !directed.contains(session.userId) {

@@ -87,12 +87,13 @@ public struct GroupRosterRecord: Sendable {
     public struct Member: Sendable, Equatable {
         /// The highest seq of the message log when the member joined: they sync only later messages.
         public var joinedSeq: UInt64
-        /// The oldest sentTime of the group's cloud history the member may read.
-        public var historyFrom: Int64
+        /// The member reads the group's cloud history after this seq: their joining, or earlier when
+        /// the app shows pre-join history.
+        public var historyAfterSeq: UInt64
 
-        public init(joinedSeq: UInt64, historyFrom: Int64) {
+        public init(joinedSeq: UInt64, historyAfterSeq: UInt64) {
             self.joinedSeq = joinedSeq
-            self.historyFrom = historyFrom
+            self.historyAfterSeq = historyAfterSeq
         }
     }
 
@@ -159,8 +160,8 @@ public protocol DirectoryStore: Sendable {
     func setUserTags(appId: Int64, userIds: [String], tags: [String]) async throws
     func userTags(appId: Int64, userIds: [String]) async throws -> [String: [String]]
 
-    /// Creates the group (or renames an existing one; a dismissed one starts again empty) and adds
-    /// the members, all or none. New members sync only messages committed after they join; their
+    /// Creates the group (or renames an existing one; adding members to a dismissed one starts it
+    /// again without its former members and history) and adds the members, all or none. New members sync only messages committed after they join; their
     /// cloud history starts at their joining, or `preJoinHistory` history messages earlier.
     func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int,
                    preJoinHistory: Int, now: Int64) async throws -> GroupJoinOutcome
@@ -177,8 +178,10 @@ public protocol DirectoryStore: Sendable {
     func groupMembers(appId: Int64, groupId: String) async throws -> [GroupMember]
     func groups(appId: Int64, ofUser userId: String) async throws -> [GroupRecord]
     /// Makes the user a member of exactly these groups (creating missing ones, leaving the others).
+    /// Returns the groups the user was taken out of.
+    @discardableResult
     func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int,
-                    preJoinHistory: Int, now: Int64) async throws
+                    preJoinHistory: Int, now: Int64) async throws -> [String]
     /// Members, dismissal and mute state of a group (nil if it never existed).
     func groupRoster(appId: Int64, groupId: String) async throws -> GroupRosterRecord?
 

@@ -6,9 +6,10 @@ import Synchronization
 /// close. A group message therefore costs one write per online member's session, whatever the
 /// number of offline members.
 ///
-/// Every membership or mute change goes through `changing(appId:groupIds:_:)`, which drops the
-/// cached groups before and after the store is written. A roster read while a change is under way is
-/// used once but not kept, so the cache never holds a roster older than the store.
+/// Every membership or mute change goes through `changing(appId:groupIds:_:)`, which marks the
+/// groups as changing and drops them from the cache before the store is written, and again after.
+/// A roster read that overlapped a change of its group (or of the app's all-group mutes) is used
+/// once but not kept, so the cache never holds a roster older than the store.
 public final class GroupRosters: Sendable {
     struct Key: Hashable {
         let appId: Int64
@@ -27,8 +28,13 @@ public final class GroupRosters: Sendable {
         var groupsOfUser: [SessionRegistry.UserKey: Set<String>] = [:]
         /// Mutes in every group of an app: user → end of the mute (ms).
         var globalMutes: [Int64: [String: Int64]] = [:]
-        /// Bumped by every change; a load that saw another value is not cached.
-        var epoch: UInt64 = 0
+        /// Changes under way, and changes begun so far, per group; a load that overlapped one is
+        /// not cached.
+        var changesUnderWay: [Key: Int] = [:]
+        var generation: [Key: UInt64] = [:]
+        /// The same for the all-group mutes of each app.
+        var globalChangesUnderWay: [Int64: Int] = [:]
+        var globalGeneration: [Int64: UInt64] = [:]
     }
 
     private let store: any IMStore
@@ -47,50 +53,62 @@ public final class GroupRosters: Sendable {
     /// The group's members and mute state (nil if the group never existed).
     func roster(appId: Int64, groupId: String) async throws -> GroupRosterRecord? {
         let key = Key(appId: appId, groupId: groupId)
-        let (cached, epoch) = state.withLock { ($0.rosters[key]?.record, $0.epoch) }
+        let (cached, generation) = state.withLock { ($0.rosters[key]?.record, $0.generation[key, default: 0]) }
         if let cached { return cached }
         guard let record = try await store.groupRoster(appId: appId, groupId: groupId) else { return nil }
         state.withLock { state in
-            guard state.epoch == epoch, state.rosters[key] == nil else { return }
+            guard state.changesUnderWay[key, default: 0] == 0, state.generation[key, default: 0] == generation,
+                  state.rosters[key] == nil else { return }
             if state.rosters.count >= maxCachedGroups, let evicted = state.rosters.keys.first {
                 Self.remove(evicted, from: &state)
             }
-            var online: [String: [ClientSession]] = [:]
             for userId in record.members.keys {
-                let user = SessionRegistry.UserKey(appId: appId, userId: userId)
-                state.groupsOfUser[user, default: []].insert(groupId)
-                let sessions = registry.sessions(appId: appId, userId: userId)
-                if !sessions.isEmpty { online[userId] = sessions }
+                state.groupsOfUser[SessionRegistry.UserKey(appId: appId, userId: userId), default: []].insert(groupId)
             }
+            // Inside the lock, so a session opening or closing now is either seen here or applied
+            // by sessionOpened / sessionClosed after it.
+            let online = registry.sessions(appId: appId, userIds: record.members.keys)
             state.rosters[key] = Roster(record: record, online: online)
         }
         return record
     }
 
-    /// The live sessions of the group's members, read from the store if the group is not cached.
-    func onlineSessions(appId: Int64, groupId: String) async throws -> [ClientSession] {
+    /// The live sessions of the group's members, each with the log position its member joined at
+    /// (a member gets live only messages committed after joining); read from the store if the group
+    /// is not cached.
+    func onlineSessions(appId: Int64, groupId: String) async throws -> [(session: ClientSession, joinedSeq: UInt64)] {
         let key = Key(appId: appId, groupId: groupId)
-        if let sessions = state.withLock({ $0.rosters[key].map { Array($0.online.values.joined()) } }) {
-            return sessions
+        func cached() -> [(session: ClientSession, joinedSeq: UInt64)]? {
+            state.withLock { state in
+                state.rosters[key].map { roster in
+                    roster.online.flatMap { userId, sessions in
+                        let joined = roster.record.members[userId]?.joinedSeq ?? UInt64.max
+                        return sessions.map { ($0, joined) }
+                    }
+                }
+            }
         }
+        if let sessions = cached() { return sessions }
         guard let record = try await roster(appId: appId, groupId: groupId) else { return [] }
-        if let sessions = state.withLock({ $0.rosters[key].map { Array($0.online.values.joined()) } }) {
-            return sessions
+        if let sessions = cached() { return sessions }
+        // Read during a change and not cached: this once, from the registry.
+        return registry.sessions(appId: appId, userIds: record.members.keys).flatMap { userId, sessions in
+            sessions.map { ($0, record.members[userId]?.joinedSeq ?? UInt64.max) }
         }
-        // Read during a change and not cached: ask the registry member by member, this once.
-        return record.members.keys.flatMap { registry.sessions(appId: appId, userId: $0) }
     }
 
     /// The end of the user's mute in every group (nil if there is none).
     func globalMuteEnd(appId: Int64, userId: String, now: Int64) async throws -> Int64? {
-        let (cached, epoch) = state.withLock { ($0.globalMutes[appId], $0.epoch) }
+        let (cached, generation) = state.withLock { ($0.globalMutes[appId], $0.globalGeneration[appId, default: 0]) }
         if let cached { return cached[userId] }
         var mutes: [String: Int64] = [:]
         for mute in try await store.groupMutes(appId: appId, groupId: nil, now: now) {
             mutes[mute.userId] = mute.until
         }
         state.withLock { state in
-            if state.epoch == epoch { state.globalMutes[appId] = mutes }
+            if state.globalChangesUnderWay[appId, default: 0] == 0, state.globalGeneration[appId, default: 0] == generation {
+                state.globalMutes[appId] = mutes
+            }
         }
         return mutes[userId]
     }
@@ -131,17 +149,36 @@ public final class GroupRosters: Sendable {
     /// Runs a change of these groups' members or mutes (nil: the mutes of every group) in the store,
     /// keeping the cache from serving what the change replaces.
     func changing<T: Sendable>(appId: Int64, groupIds: [String]?, _ change: () async throws -> T) async throws -> T {
-        invalidate(appId: appId, groupIds: groupIds)
-        defer { invalidate(appId: appId, groupIds: groupIds) }
+        mark(appId: appId, groupIds: groupIds, starting: true)
+        defer { mark(appId: appId, groupIds: groupIds, starting: false) }
         return try await change()
     }
 
-    private func invalidate(appId: Int64, groupIds: [String]?) {
+    /// Drops groups from the cache after a change whose groups were known only once it was done.
+    func changed(appId: Int64, groupIds: [String]) {
         state.withLock { state in
-            state.epoch &+= 1
+            for groupId in groupIds {
+                let key = Key(appId: appId, groupId: groupId)
+                state.generation[key, default: 0] &+= 1
+                Self.remove(key, from: &state)
+            }
+        }
+    }
+
+    private func mark(appId: Int64, groupIds: [String]?, starting: Bool) {
+        state.withLock { state in
             if let groupIds {
-                for groupId in groupIds { Self.remove(Key(appId: appId, groupId: groupId), from: &state) }
+                for groupId in groupIds {
+                    let key = Key(appId: appId, groupId: groupId)
+                    state.changesUnderWay[key, default: 0] += starting ? 1 : -1
+                    if state.changesUnderWay[key] == 0 { state.changesUnderWay[key] = nil }
+                    state.generation[key, default: 0] &+= 1
+                    Self.remove(key, from: &state)
+                }
             } else {
+                state.globalChangesUnderWay[appId, default: 0] += starting ? 1 : -1
+                if state.globalChangesUnderWay[appId] == 0 { state.globalChangesUnderWay[appId] = nil }
+                state.globalGeneration[appId, default: 0] &+= 1
                 state.globalMutes[appId] = nil
             }
         }

@@ -51,11 +51,11 @@ public final class GroupService: Sendable {
 
     /// Makes the user a member of exactly these groups.
     func sync(appId: Int64, userId: String, groups: [(id: String, name: String)]) async throws {
-        let current = try await store.groups(appId: appId, ofUser: userId).map(\.groupId)
-        try await rosters.changing(appId: appId, groupIds: current + groups.map(\.id)) {
+        let left = try await rosters.changing(appId: appId, groupIds: groups.map(\.id)) {
             try await store.syncGroups(appId: appId, userId: userId, groups: groups, maxMembers: config.maxGroupMembers,
                                        preJoinHistory: config.groupPreJoinHistory, now: clock.nowMilliseconds())
         }
+        rosters.changed(appId: appId, groupIds: left)
     }
 
     /// Runs a change of mute state (`groupIds` nil: the mutes in every group).
@@ -67,7 +67,11 @@ public final class GroupService: Sendable {
     /// online now or at their next sync, and then nobody can send to the group. Returns false if
     /// there is no such group.
     func dismiss(appId: Int64, groupId: String, operatorId: String) async throws -> Bool {
-        guard let roster = try await rosters.roster(appId: appId, groupId: groupId), !roster.isDismissed else { return false }
+        // Dismissed first, so no member's message lands after the notification.
+        let dismissed = try await rosters.changing(appId: appId, groupIds: [groupId]) {
+            try await store.dismissGroup(appId: appId, groupId: groupId, now: clock.nowMilliseconds())
+        }
+        guard dismissed else { return false }
         let notification: [String: Any] = [
             "operatorUserId": operatorId, "operation": "Dismiss", "data": "{\"targetGroupId\":\"\(groupId)\"}",
             "message": "", "extra": "",
@@ -78,26 +82,29 @@ public final class GroupService: Sendable {
             content: try JSONSerialization.data(withJSONObject: notification, options: [.sortedKeys]),
             flags: .isPersisted, includeSender: true)
         _ = try await log.append(message, origin: "")
-        return try await rosters.changing(appId: appId, groupIds: [groupId]) {
-            try await store.dismissGroup(appId: appId, groupId: groupId, now: clock.nowMilliseconds())
-        }
+        return true
     }
 
     // MARK: publishing (Server API)
 
     /// Sends one message to each group on behalf of `message.senderId`, who need not be a member
     /// (the app server speaks for its users). A directional message names members of every group.
-    /// Returns each group's sent message, in order.
+    /// Every group is checked before anything is sent. Returns each group's sent message, in order.
     func publish(_ message: StoredMessage, to groupIds: [String]) async throws -> [StoredMessage] {
+        for groupId in groupIds {
+            let roster = try await rosters.roster(appId: message.appId, groupId: groupId)
+            if roster?.isDismissed == true {
+                throw IMError(.apiBadParameter, "group \(groupId) was dismissed: create it again with /group/create.json before sending to it; nothing was sent")
+            }
+            if let outsider = message.directedUserIds.first(where: { roster?.members[$0] == nil }) {
+                throw IMError(.apiBadParameter, "toUserId \(outsider) is not a member of group \(groupId): a directional message goes to members only; nothing was sent")
+            }
+        }
         var sent: [StoredMessage] = []
         for groupId in groupIds {
             var copy = message
             copy.targetId = groupId
             copy.conversationKey = groupConversationKey(groupId)
-            if !copy.directedUserIds.isEmpty, let roster = try await rosters.roster(appId: message.appId, groupId: groupId),
-               let outsider = copy.directedUserIds.first(where: { roster.members[$0] == nil }) {
-                throw IMError(.apiBadParameter, "toUserId \(outsider) is not a member of group \(groupId): a directional message goes to members only")
-            }
             sent.append(try await messages.send(copy, origin: ""))
         }
         return sent
@@ -135,11 +142,12 @@ public final class GroupService: Sendable {
         guard (1...GroupLimits.receiptResponseBatch).contains(request.messageUids.count) else {
             throw IMError(.invalidParameter, "a read receipt response lists 1 to \(GroupLimits.receiptResponseBatch) messages, got \(request.messageUids.count)")
         }
-        _ = try await rosters.checkMember(appId: session.appId, groupId: groupId, userId: session.userId)
+        let roster = try await rosters.checkMember(appId: session.appId, groupId: groupId, userId: session.userId)
+        let joinedSeq = roster.members[session.userId]?.joinedSeq ?? UInt64.max
         let now = clock.nowMilliseconds()
         var reads: [ReadReceiptRecord] = []
         for uid in Set(request.messageUids) {
-            guard let message = try await store.message(appId: session.appId, uid: uid),
+            guard let message = try await store.message(appId: session.appId, uid: uid), message.seq > joinedSeq,
                   message.conversationKey == groupConversationKey(groupId), message.receiptRequested,
                   message.senderId != session.userId, message.isVisible(to: session.userId) else { continue }
             reads.append(ReadReceiptRecord(uid: uid, senderId: message.senderId, groupId: groupId, readerId: session.userId, readTime: now))

@@ -28,7 +28,7 @@ public final class ServerCore: Sendable {
         self.logger = logger
         self.apps = AppRegistry(store: store)
         let rosters = GroupRosters(store: store, registry: registry)
-        let delivery = Delivery(registry: registry, rosters: rosters)
+        let delivery = Delivery(registry: registry, rosters: rosters, logger: logger)
         self.delivery = delivery
         self.log = MessageLog(store: store, clock: clock) { await delivery.committed($0) }
         self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.userWhitelistMode)

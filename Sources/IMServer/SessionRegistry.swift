@@ -44,6 +44,18 @@ public final class SessionRegistry: Sendable {
         table.withLock { $0[UserKey(appId: appId, userId: userId)] ?? [] }
     }
 
+    /// The live sessions of these users, by user id (users without one are left out), read under
+    /// one lock.
+    func sessions<Users: Sequence<String>>(appId: Int64, userIds: Users) -> [String: [ClientSession]] {
+        table.withLock { table in
+            var found: [String: [ClientSession]] = [:]
+            for userId in userIds {
+                if let sessions = table[UserKey(appId: appId, userId: userId)], !sessions.isEmpty { found[userId] = sessions }
+            }
+            return found
+        }
+    }
+
     public func isOnline(appId: Int64, userId: String) -> Bool {
         !sessions(appId: appId, userId: userId).isEmpty
     }

@@ -111,15 +111,15 @@ public struct SyncPage: Sendable {
     }
 }
 
-/// Who reads a group's cloud history: a member sees messages from `fromTime` (their joining time,
-/// or earlier when the app shows pre-join history) and, of directional messages, only their own.
+/// Who reads a group's cloud history: a member sees messages after `afterSeq` (their joining, or
+/// earlier when the app shows pre-join history) and, of directional messages, only their own.
 public struct HistoryViewer: Sendable {
     public var userId: String
-    public var fromTime: Int64
+    public var afterSeq: UInt64
 
-    public init(userId: String, fromTime: Int64) {
+    public init(userId: String, afterSeq: UInt64) {
         self.userId = userId
-        self.fromTime = fromTime
+        self.afterSeq = afterSeq
     }
 }
 

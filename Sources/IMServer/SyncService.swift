@@ -57,7 +57,7 @@ public final class SyncService: Sendable {
             page = try await store.history(
                 appId: session.appId, conversationKey: groupConversationKey(request.targetID), recordTime: request.recordTime,
                 count: Int(request.count), ascending: request.order == 1,
-                viewer: HistoryViewer(userId: session.userId, fromTime: member.historyFrom))
+                viewer: HistoryViewer(userId: session.userId, afterSeq: member.historyAfterSeq))
         } else {
             page = try await store.history(
                 appId: session.appId, conversationKey: privateConversationKey(session.userId, request.targetID),

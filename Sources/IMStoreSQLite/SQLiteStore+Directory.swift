@@ -136,34 +136,40 @@ extension SQLiteStore {
 
     static func join(_ db: Database, appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int,
                      preJoinHistory: Int, now: Int64) throws -> GroupJoinOutcome {
-        // A dismissed group of the same id starts again: its former members are not members of the new one.
-        if try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_groups WHERE app_id = ? AND group_id = ? AND dismissed_at > 0",
-                             arguments: [appId, groupId]) == true {
+        // Messages committed after this transaction are the first new members sync; SQLite has one
+        // writer, so no commit falls between this read and the inserts.
+        let lastSeq = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0
+        // Adding members to a dismissed group starts a new group of the same id: the former
+        // members are not in it, and nothing of the old group is its history.
+        if !userIds.isEmpty, try Bool.fetchOne(db, sql: "SELECT 1 FROM chat_groups WHERE app_id = ? AND group_id = ? AND dismissed_at > 0",
+                                               arguments: [appId, groupId]) == true {
             try db.execute(sql: "DELETE FROM group_members WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId])
-            try db.execute(sql: "UPDATE chat_groups SET dismissed_at = 0, created_at = ? WHERE app_id = ? AND group_id = ?",
-                           arguments: [now, appId, groupId])
+            try db.execute(sql: "UPDATE chat_groups SET dismissed_at = 0, created_at = ?, created_seq = ? WHERE app_id = ? AND group_id = ?",
+                           arguments: [now, lastSeq, appId, groupId])
         }
         try db.execute(sql: """
-            INSERT INTO chat_groups (app_id, group_id, name, created_at) VALUES (?, ?, ?, ?)
+            INSERT INTO chat_groups (app_id, group_id, name, created_at, created_seq) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT(app_id, group_id) DO UPDATE SET name = CASE WHEN excluded.name = '' THEN chat_groups.name ELSE excluded.name END
-            """, arguments: [appId, groupId, name ?? "", now])
+            """, arguments: [appId, groupId, name ?? "", now, lastSeq])
         if !userIds.isEmpty {
-            // Messages committed after this transaction are the first the new members sync; SQLite
-            // has one writer, so no commit falls between this read and the insert.
-            let joinedSeq = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0
-            var historyFrom = now
+            // Cloud history starts after joining, or at the N-th latest message of this group
+            // (never before the group was created) when the app shows pre-join history.
+            var historyAfter = lastSeq
             if preJoinHistory > 0 {
-                historyFrom = try Int64.fetchOne(db, sql: """
-                    SELECT sent_time FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND audience IS NULL
+                let createdSeq = try Int64.fetchOne(db, sql: "SELECT created_seq FROM chat_groups WHERE app_id = ? AND group_id = ?",
+                                                    arguments: [appId, groupId]) ?? 0
+                historyAfter = try Int64.fetchOne(db, sql: """
+                    SELECT seq - 1 FROM messages
+                    WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND audience IS NULL AND seq > ?
                     ORDER BY sent_time DESC LIMIT 1 OFFSET ?
-                    """, arguments: [appId, groupConversationKey(groupId), preJoinHistory - 1]) ?? 0
+                    """, arguments: [appId, groupConversationKey(groupId), createdSeq, preJoinHistory - 1]) ?? createdSeq
             }
             let insert = try db.cachedStatement(sql: """
-                INSERT OR IGNORE INTO group_members (app_id, group_id, user_id, joined_at, joined_seq, history_from)
+                INSERT OR IGNORE INTO group_members (app_id, group_id, user_id, joined_at, joined_seq, history_after_seq)
                 VALUES (?, ?, ?, ?, ?, ?)
                 """)
             for userId in userIds {
-                try insert.execute(arguments: [appId, groupId, userId, now, joinedSeq, historyFrom])
+                try insert.execute(arguments: [appId, groupId, userId, now, lastSeq, historyAfter])
             }
         }
         let count = try Self.memberCount(db, appId: appId, groupId: groupId)
@@ -248,9 +254,9 @@ extension SQLiteStore {
     }
 
     public func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int,
-                           preJoinHistory: Int, now: Int64) async throws {
+                           preJoinHistory: Int, now: Int64) async throws -> [String] {
         do {
-            try await pool.write { db in
+            return try await pool.write { db in
                 let wanted = Set(groups.map(\.id))
                 let current = try String.fetchAll(db, sql: """
                     SELECT m.group_id FROM group_members m JOIN chat_groups g ON g.app_id = m.app_id AND g.group_id = m.group_id
@@ -263,6 +269,7 @@ extension SQLiteStore {
                     _ = try Self.join(db, appId: appId, groupId: group.id, name: group.name, userIds: [userId], maxMembers: maxMembers,
                                       preJoinHistory: preJoinHistory, now: now)
                 }
+                return current.filter { !wanted.contains($0) }
             }
         } catch let error as GroupLimitExceeded {
             throw IMError(.apiBadParameter, "a group would have more than \(error.limit) members; nothing was changed")
@@ -274,11 +281,12 @@ extension SQLiteStore {
             guard let dismissedAt = try Int64.fetchOne(db, sql: "SELECT dismissed_at FROM chat_groups WHERE app_id = ? AND group_id = ?",
                                                        arguments: [appId, groupId]) else { return nil }
             var members: [String: GroupRosterRecord.Member] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT user_id, joined_seq, history_from FROM group_members WHERE app_id = ? AND group_id = ?",
+            let rows = try Row.fetchCursor(db, sql: "SELECT user_id, joined_seq, history_after_seq FROM group_members WHERE app_id = ? AND group_id = ?",
                                            arguments: [appId, groupId])
             while let row = try rows.next() {
-                let seq: Int64 = row[1]
-                members[row[0]] = GroupRosterRecord.Member(joinedSeq: UInt64(seq), historyFrom: row[2])
+                let joined: Int64 = row[1]
+                let historyAfter: Int64 = row[2]
+                members[row[0]] = GroupRosterRecord.Member(joinedSeq: UInt64(joined), historyAfterSeq: UInt64(historyAfter))
             }
             var mutedUntil: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT user_id, until FROM group_mutes WHERE app_id = ? AND group_id = ?",

@@ -136,8 +136,9 @@ public final class SQLiteStore: IMStore {
                 ALTER TABLE messages ADD COLUMN audience TEXT;
                 ALTER TABLE messages ADD COLUMN receipt_requested INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE chat_groups ADD COLUMN dismissed_at INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE chat_groups ADD COLUMN created_seq INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE group_members ADD COLUMN joined_seq INTEGER NOT NULL DEFAULT 0;
-                ALTER TABLE group_members ADD COLUMN history_from INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE group_members ADD COLUMN history_after_seq INTEGER NOT NULL DEFAULT 0;
                 CREATE TABLE message_reads (
                     seq INTEGER PRIMARY KEY AUTOINCREMENT,
                     app_id INTEGER NOT NULL, uid TEXT NOT NULL, sender_id TEXT NOT NULL, group_id TEXT NOT NULL,
@@ -264,16 +265,23 @@ public final class SQLiteStore: IMStore {
                 SELECT group_id, joined_seq FROM group_members WHERE app_id = ? AND user_id = ?
                 """), arguments: [appId, userId])
             let groupSeqs = try db.cachedStatement(sql: """
-                SELECT seq FROM messages WHERE app_id = ? AND target_id = ? AND seq > ? ORDER BY seq LIMIT ?
+                SELECT seq FROM messages WHERE app_id = ? AND target_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?
                 """)
+            // Only the `limit` lowest seqs can be on this page: once that many are known, later
+            // groups are scanned only below the highest of them.
+            candidates.sort()
+            func bound() -> Int64 { candidates.count > limit ? Int64(candidates[limit]) : Int64.max }
             for membership in memberships {
                 let groupId: String = membership[0]
                 let joined: Int64 = membership[1]
-                for seq in try Int64.fetchAll(groupSeqs, arguments: [appId, groupId, max(floor, joined), limit + 1]) {
+                var added = false
+                for seq in try Int64.fetchAll(groupSeqs, arguments: [appId, groupId, max(floor, joined), bound(), limit + 1]) {
                     let key = UInt64(seq)
                     guard rows[key] == nil, groupOf.updateValue(groupId, forKey: key) == nil else { continue }
                     candidates.append(key)
+                    added = true
                 }
+                if added { candidates.sort() }
             }
             candidates.sort()
             let hasMore = candidates.count > limit
@@ -305,9 +313,9 @@ public final class SQLiteStore: IMStore {
             if let viewer {
                 rows = try Self.messages(db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages
-                    WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND sent_time >= ?
+                    WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND seq > ?
                         AND (audience IS NULL OR sender_id = ? OR instr(audience, ?) > 0) AND \(range) LIMIT ?
-                    """), arguments: [appId, conversationKey, viewer.fromTime, viewer.userId, Self.audienceEntry(viewer.userId), bound, count + 1])
+                    """), arguments: [appId, conversationKey, Int64(viewer.afterSeq), viewer.userId, Self.audienceEntry(viewer.userId), bound, count + 1])
             } else {
                 rows = try Self.messages(db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND \(range) LIMIT ?

@@ -1,7 +1,9 @@
 import Foundation
 import IMCore
-import IMLib
+@testable import IMLib
 import IMServer
+import IMWire
+import Logging
 import Testing
 
 @Suite("Group chat end to end")
@@ -14,6 +16,36 @@ struct GroupChatTests {
     }
 
     static func text(_ message: Message) -> String? { message.content(as: TextMessage.self)?.content }
+
+    /// A raw protocol session of a user (web platform) that records every MESSAGE frame it is
+    /// pushed, duplicates included (IMLib's local store would hide them). It syncs once, so the
+    /// server releases live messages to it.
+    static func rawListener(_ server: TestServer, _ user: String) async throws -> (WireConnection, EventRecorder<Im_Message>) {
+        let (stream, continuation) = AsyncStream<Im_Message>.makeStream()
+        let connection = WireConnection(url: server.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/ws",
+                                        logger: Logger(label: "raw"),
+                                        onPush: { frame in
+                                            if frame.op == .message, let message = try? frame.body(Im_Message.self) { continuation.yield(message) }
+                                        },
+                                        onClose: { _ in continuation.finish() })
+        let recorder = EventRecorder(stream)
+        try await connection.open()
+        var connect = Im_ConnectRequest()
+        connect.appKey = server.app.appKey
+        connect.token = try await server.token(user)
+        connect.platform = .web
+        _ = try await connection.request(.connect, connect, timeout: .seconds(10))
+        var more = true
+        var since: UInt64 = 0
+        while more {
+            var sync = Im_SyncRequest()
+            sync.since = since
+            let reply = try await connection.request(.sync, sync, timeout: .seconds(10)).body(Im_SyncReply.self)
+            more = reply.morePackages
+            since = reply.watermark
+        }
+        return (connection, recorder)
+    }
 
     /// Sends and returns the error code the send failed with (nil on success).
     static func sendCode(_ client: IMClient, _ groupId: String, _ text: String) async -> Int? {
@@ -42,6 +74,7 @@ struct GroupChatTests {
         let carol = try await server.connectedClient("carol")
         let dave = try await server.connectedClient("dave")
         let inboxes = [ann, annPhone, bob, carol, dave].map { EventRecorder($0.receivedMessages()) }
+        let (carolWeb, carolFrames) = try await Self.rawListener(server, "carol")
 
         let sent = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "hello group"))
         #expect(sent.conversationType == .group && sent.targetId == "g1" && !sent.messageUId.isEmpty)
@@ -62,6 +95,10 @@ struct GroupChatTests {
         #expect(await inboxes[3].wait(for: 2).map(\.message.messageUId) == [sent.messageUId, second.messageUId])
         #expect(await inboxes[0].wait(for: 1).map(\.message.messageUId) == [second.messageUId])
         #expect(inboxes[4].items.isEmpty, "dave, not a member, received nothing")
+        // Frames on the wire, before any client-side deduplication: each message exactly once.
+        #expect(await carolFrames.first { $0.messageUid == second.messageUId } != nil)
+        #expect(carolFrames.items.map(\.messageUid) == [sent.messageUId, second.messageUId])
+        await carolWeb.close()
         #expect(try await Self.historyTexts(carol, "g1") == ["second", "hello group"])
 
         let conversation = try #require(try await carol.getConversation(.group, targetId: "g1"))
@@ -150,14 +187,20 @@ struct GroupChatTests {
         #expect(try await server.api.post("/group/quit.json", form: ["userId": "carol", "groupId": "g1"]).0 == 200)
         #expect(await Self.sendCode(carol, "g1", "still here?") == ErrorCode.notInGroup.rawValue)
         let bobLive = EventRecorder(bob.receivedMessages())
+        let carolLive = EventRecorder(carol.receivedMessages())
         let afterQuit = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "after carol left"))
         #expect(await bobLive.wait(for: 1).first?.message.messageUId == afterQuit.messageUId)
+        // A private message sent afterwards reaches carol after anything of the group would have.
+        let marker = try await ann.sendMessage(.private, targetId: "carol", content: TextMessage(content: "marker"))
+        #expect(await carolLive.wait(for: 1).map(\.message.messageUId) == [marker.messageUId], "carol got nothing of the group live")
         await carol.disconnect()
-        let carolAgain = EventRecorder(carol.receivedMessages())
-        let carolResynced = EventRecorder(carol.offlineMessageSyncCompleted())
-        try await carol.connect(token: try await server.token("carol"))
+        let carolPhone = server.client(platform: .iOS)
+        let carolAgain = EventRecorder(carolPhone.receivedMessages())
+        let carolResynced = EventRecorder(carolPhone.offlineMessageSyncCompleted())
+        try await carolPhone.connect(token: try await server.token("carol"))
         #expect(await carolResynced.wait(for: 1).count == 1)
-        #expect(carolAgain.items.isEmpty, "a member who left gets nothing sent afterwards")
+        #expect(!carolAgain.items.contains { $0.message.messageUId == afterQuit.messageUId }, "a member who left gets nothing sent afterwards by sync either")
+        await carolPhone.disconnect()
         for client in [ann, bob, carol] { await client.disconnect() }
     }
 
@@ -244,7 +287,9 @@ struct GroupChatTests {
             "fromUserId=ann&toGroupId=g1&toUserId=carol&objectName=RC%3ATxtMsg&content=%7B%22content%22%3A%22api%20to%20carol%22%7D")
         #expect(status == 200, "\(body)")
         #expect(await phoneInbox.wait(for: 2).last.map { Self.text($0.message) } == "api to carol")
-        #expect(bobInbox.items.count == 2, "bob did not get the message for carol")
+        let after = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "after"))
+        #expect(await bobInbox.wait(for: 3).map(\.message.messageUId) == [secret.messageUId, open.messageUId, after.messageUId],
+                "bob did not get the message for carol")
         for client in [ann, bob, carol, carolPhone] { await client.disconnect() }
     }
 
@@ -311,8 +356,11 @@ struct GroupChatTests {
         let expected: [ReadReceiptEvent] = [first, second].map { .request(conversationType: .group, targetId: "g1", messageUId: $0.messageUId) }
         #expect(await bobReceipts.wait(for: 2) == expected)
         #expect(await carolReceipts.wait(for: 2) == expected)
-        let bobMessages = await bobInbox.wait(for: 2).map(\.message)
-        #expect(bobMessages.count == 2, "the requests are not delivered as messages")
+        let marker = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "marker"))
+        let bobEvents = await bobInbox.wait(for: 3).map(\.message)
+        #expect(bobEvents.map(\.messageUId) == [first.messageUId, second.messageUId, marker.messageUId],
+                "the requests are not delivered as messages")
+        let bobMessages = Array(bobEvents.prefix(2))
         let bobLocal = try #require(try await bob.getMessage(messageId: bobMessages[0].messageId))
         #expect(bobLocal.readReceiptInfo.isReceiptRequestMessage)
 
@@ -331,7 +379,7 @@ struct GroupChatTests {
 
         // ann is away while carol reads: the read reaches her after she reconnects.
         await ann.disconnect()
-        let carolMessages = await carolInbox.wait(for: 2).map(\.message)
+        let carolMessages = Array(await carolInbox.wait(for: 3).map(\.message).prefix(2))
         try await carol.sendReadReceiptResponse(.group, targetId: "g1", messages: [carolMessages[0]])
         try await carol.sendReadReceiptResponse(.group, targetId: "g1", messages: [carolMessages[0]])  // again: no new read
         let annAgain = EventRecorder(ann.readReceiptEvents())
@@ -356,7 +404,7 @@ struct GroupChatTests {
 
     @Test("dismissing a group tells its members, online and offline, stops sending, and keeps its history readable")
     func dismiss() async throws {
-        let server = try await TestServer.start()
+        let server = try await TestServer.start { config in config.groupPreJoinHistory = 10 }
         defer { Task { await server.stop() } }
         try await Self.createGroup(server, "g1", ["ann", "bob"])
         let ann = try await server.connectedClient("ann")
@@ -375,9 +423,18 @@ struct GroupChatTests {
         #expect(try await Self.historyTexts(bob, "g1") == ["last words"])
         let (_, members) = try await server.api.post("/group/user/query.json", form: ["groupId": "g1"])
         #expect((members["users"] as? [Any])?.isEmpty == true, "the dismissed group has no members for the Server API")
-        // Creating it again starts a new group: the old members are not in it.
+        let (refused, refusedBody) = try await server.api.post("/message/group/publish.json", form: [
+            "fromUserId": "admin", "toGroupId": "g1", "objectName": "RC:TxtMsg", "content": #"{"content":"to nobody"}"#])
+        #expect(refused == 400 && refusedBody["code"] as? Int == 1002, "publishing to a dismissed group is refused")
+        #expect(try await server.api.post("/group/refresh.json", form: ["groupId": "g1", "groupName": "renamed"]).0 == 200)
+        #expect(try await Self.historyTexts(bob, "g1") == ["last words"], "renaming did not bring the group back")
+        // Creating it again starts a new group: the old members are not in it, and its history,
+        // even with pre-join history on, does not reach into the old group.
         try await Self.createGroup(server, "g1", ["carol"])
         #expect(await Self.sendCode(bob, "g1", "back?") == ErrorCode.notInGroup.rawValue)
+        let carol = try await server.connectedClient("carol")
+        #expect(try await Self.historyTexts(carol, "g1").isEmpty)
+        await carol.disconnect()
         await ann.disconnect()
         await bob.disconnect()
     }
@@ -436,6 +493,14 @@ struct GroupChatTests {
         #expect(recalled == 200, "\(recallBody)")
         #expect(await carolInbox.wait(for: 2).last?.message.objectName == RecallObjectNames.command)
         #expect(try await server.core.store.message(appId: server.app.id, uid: uid)?.objectName == RecallObjectNames.notification)
+        let g1Before = try await server.core.store.history(appId: server.app.id, conversationKey: groupConversationKey("g1"), recordTime: 0,
+                                                           count: 100, ascending: true, viewer: nil).messages.count
+        let (outsider, _) = try await server.api.post("/message/group/publish.json", rawForm:
+            "fromUserId=ann&toGroupId=g1&toGroupId=g2&toUserId=carol&objectName=RC%3ATxtMsg&content=%7B%22content%22%3A%22x%22%7D")
+        #expect(outsider == 400, "carol is not in g2")
+        #expect(try await server.core.store.history(appId: server.app.id, conversationKey: groupConversationKey("g1"), recordTime: 0,
+                                                    count: 100, ascending: true, viewer: nil).messages.count == g1Before,
+                "nothing was sent to g1 either")
         let (tooMany, _) = try await server.api.post("/message/group/publish.json", rawForm:
             "fromUserId=ann&toGroupId=a&toGroupId=b&toGroupId=c&toGroupId=d&objectName=RC%3ATxtMsg&content=%7B%7D")
         #expect(tooMany == 400)
