@@ -38,6 +38,9 @@ final class BenchClient: ChannelInboundHandler {
     /// History paging: the sentTime to page back from (0 = newest), and whether a query is out.
     private var historyCursor: Int64 = 0
     private(set) var historyBusy = false
+    /// Group messages sent inside the window that this member received, by seq (the server's commit
+    /// order, unique per message): a sparse bitset, one word per 64 seqs, to find duplicates.
+    private var groupSeqsSeen: [UInt64: UInt64] = [:]
     /// Mailer state: the next mail to send, how many are out, and which mail each request carries.
     private var nextMail = 0
     private var mailsAcked = 0
@@ -149,13 +152,22 @@ final class BenchClient: ChannelInboundHandler {
 
     // MARK: load
 
-    /// Sends one private message to the peer (chat role), stamped with the send time.
+    /// Sends one message, stamped with the send time: a private message to the peer (chat role) or a
+    /// group message to the group (a group member that sends).
     func sendChat(now: UInt64) {
-        guard state == .ready, case .chat(let peer) = spec.role else { return }
-        sendNumber += 1
+        guard state == .ready else { return }
         var request = Im_SendMessageRequest()
-        request.conversationType = 1
-        request.targetID = peer
+        switch spec.role {
+        case .chat(let peer):
+            request.conversationType = 1
+            request.targetID = peer
+        case .groupMember(let group, sender: true):
+            request.conversationType = 3
+            request.targetID = group
+        default:
+            return
+        }
+        sendNumber += 1
         request.objectName = "RC:TxtMsg"
         request.content = driver.payload
         request.flags = 3   // ISPERSISTED | ISCOUNTED, as RC:TxtMsg
@@ -343,11 +355,26 @@ final class BenchClient: ChannelInboundHandler {
             return
         }
         driver.stats.count(.pushes)
+        if driver.inWindow(now) { driver.stats.count(.pushesArrivingInWindow) }
         watermark = max(watermark, message.seq)
-        if let sentAt = Self.sendTime(message.clientMessageID), driver.inWindow(sentAt) {
-            driver.stats.record(.delivery, nanos: now &- sentAt)
-            driver.stats.count(.delivered)
+        guard let sentAt = Self.sendTime(message.clientMessageID), driver.inWindow(sentAt) else { return }
+        if message.conversationType == 3 {
+            // Every online member but the sender gets each group message once; the sending session
+            // gets its reply instead.
+            if message.senderUserID == spec.userId {
+                driver.stats.count(.ownMessagePushed)
+                return
+            }
+            let bit: UInt64 = 1 << (message.seq & 63)
+            let word = groupSeqsSeen[message.seq >> 6, default: 0]
+            if word & bit != 0 {
+                driver.stats.count(.duplicateDeliveries)
+                return
+            }
+            groupSeqsSeen[message.seq >> 6] = word | bit
         }
+        driver.stats.record(.delivery, nanos: now &- sentAt)
+        driver.stats.count(.delivered)
     }
 
     /// The send time a benchmark message carries in its client message id ("ib:<ns>:<n>").

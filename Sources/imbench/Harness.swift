@@ -69,6 +69,7 @@ final class Harness {
 
     /// Starts the server (unless `--url`), after `prepare` has had the data directory (seeding).
     static func start(_ scenario: String, options: CommonOptions, serverArguments: [String] = [],
+                      serverEnvironment: [String: String] = [:],
                       prepare: ((String) async throws -> Void)? = nil) async throws -> Harness {
         raiseOpenFileLimit()
         if let url = options.url {
@@ -86,7 +87,7 @@ final class Harness {
         let server = try await ServerProcess.start(
             binary: options.imserver ?? ServerProcess.defaultBinary(), dataDir: dataDir,
             appKey: options.appKey, appSecret: options.appSecret,
-            extraArguments: serverArguments + options.serverArguments)
+            extraArguments: serverArguments + options.serverArguments, environment: serverEnvironment)
         return Harness(scenario: scenario, options: options, target: server.target, server: server,
                        temporaryDataDir: temporary ? dataDir : nil)
     }
@@ -177,7 +178,7 @@ struct GeneratorFigures: Codable, Sendable {
 /// What one scenario run produced: written as JSON and printed.
 struct ScenarioResult: Codable, Sendable {
     var scenario: String
-    /// "ok"; "failed" (a check of --quick failed, or the run broke); "unavailable" (group).
+    /// "ok", or "failed" (a check of --quick failed, or the run broke).
     var status = "ok"
     var date = ISO8601DateFormatter().string(from: Date())
     var quick = false

@@ -1,4 +1,5 @@
 import Foundation
+import IMCore
 
 /// The scenarios. Each starts (or points at) a server, creates its users through the Server API,
 /// opens its connections in worker processes, runs its load for a bounded time and returns what it
@@ -307,12 +308,120 @@ enum Scenarios {
 
     // MARK: group
 
-    /// Group messages do not exist on the server yet; the scenario says so instead of measuring anything.
-    static func group() -> ScenarioResult {
+    struct GroupParameters: Sendable {
+        /// Members of the group; the first `online` of them connect, the others are members only.
+        var members = 3_000
+        var onlineFraction = 0.1
+        /// Online members that send (nil: every online member); the rate is shared among them.
+        var senders: Int?
+        /// Group messages per second, all senders together.
+        var rate = 200.0
+        var warmup = 5.0
+        var duration = 30.0
+        var quick = false
+    }
+
+    static let groupId = "imbench-group"
+
+    /// One group of `members` members, a fraction of them online (one connection each); senders
+    /// among the online members send group messages at an aggregate target rate (open loop). Every
+    /// online member but the sender should receive each message once. Reports ack latency (send →
+    /// committed reply), deliveries per second, and delivery latency (send → push read by each
+    /// member), and counts deliveries missing or received twice.
+    static func group(_ p: GroupParameters, options: CommonOptions) async throws -> ScenarioResult {
         var result = ScenarioResult(scenario: "group")
-        result.status = "unavailable"
-        result.notes.append("imserver keeps group membership (Server API) but clients cannot send group messages yet (the gateway takes private conversations only), so there is nothing to measure; this scenario will send to groups of a given size once group chat exists")
-        return result
+        result.quick = p.quick
+        let online = Int((Double(p.members) * p.onlineFraction).rounded())
+        guard p.members >= 2, (2...p.members).contains(online) else {
+            throw BenchError("--members \(p.members) with --online-fraction \(p.onlineFraction) puts \(online) members online: at least 2, at most all of them")
+        }
+        let senders = p.senders ?? online
+        guard (1...online).contains(senders) else {
+            throw BenchError("--senders must be 1…\(online) (the online members), got \(senders)")
+        }
+        let perSender = p.rate / Double(senders)
+        // The server's per-client send limit (5/s by default) is a rule, not the capacity measured
+        // here: a server imbench starts gets it raised when the senders' share comes close to it.
+        let raiseSendLimit = perSender >= 4 && options.url == nil
+            && !options.serverArguments.contains(where: { $0.contains("client-sends-per-second") })
+        var environment: [String: String] = [:]
+        if p.members > GroupLimits.defaultMaxMembers { environment["IMSERVER_MAX_GROUP_MEMBERS"] = "\(p.members)" }
+        let harness = try await Harness.start("group", options: options,
+                                              serverArguments: raiseSendLimit ? ["--client-sends-per-second", "1000000"] : [],
+                                              serverEnvironment: environment)
+        do {
+            let members = (0..<p.members).map { "g\($0)" }
+            let onlineUsers = Array(members.prefix(online))
+            note("group: registering \(online) online members (the other \(p.members - online) members are only listed in the group)")
+            let tokens = try await harness.api.tokens(for: onlineUsers)
+            note("group: creating group \(groupId) with \(p.members) members")
+            let setupStart = monotonicNanos()
+            try await harness.api.createGroup(groupId, name: "imbench", members: members)
+            let listed = try await harness.api.groupMemberCount(groupId)
+            guard listed == p.members else {
+                throw BenchError("group \(groupId) was created with \(p.members) members but the server lists \(listed)")
+            }
+            let createSeconds = Double(monotonicNanos() - setupStart) / 1e9
+            let clients = onlineUsers.indices.map { index in
+                ClientSpec(userId: onlineUsers[index], token: tokens[index],
+                           role: .groupMember(group: groupId, sender: index < senders))
+            }
+            let baseline = harness.sampleServer()
+            // Two workers at least: every message comes back as a push to each online member, and
+            // one generator thread reading them would be a limit of its own.
+            let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(chatRatePerClient: perSender), minimumWorkers: 2)
+            let (connected, failed) = try await pool.waitReady()
+            note("group: \(connected) members connected (\(failed) failed) in \(pool.count) worker(s); \(senders) of them send \(fmt(p.rate, 0)) msg/s together for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
+            let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
+            await pool.exit()
+            await harness.finish()
+
+            let receivers = max(0, connected - 1)
+            let expected = stats[.sent] * receivers
+            let missing = expected - stats[.delivered]
+            result.run = ["groupMembers": "\(p.members)", "onlineMembers": "\(online)", "onlineFraction": fmt(p.onlineFraction, 3),
+                          "senders": "\(senders)", "targetRatePerSecond": fmt(p.rate, 0), "perSenderPerSecond": fmt(perSender, 3),
+                          "warmupSeconds": fmt(p.warmup, 0), "durationSeconds": fmt(p.duration, 0),
+                          "payloadBytes": "\(options.payloadBytes)"]
+            result.take(stats)
+            if raiseSendLimit {
+                result.notes.append("\(fmt(perSender, 1)) messages/s per sender is close to the server's per-client limit (5/s); the server imbench started allows 1,000,000 sends/s per client (--client-sends-per-second)")
+            }
+            if !environment.isEmpty && options.url == nil {
+                result.notes.append("the server imbench started allows \(p.members) members per group (IMSERVER_MAX_GROUP_MEMBERS; default \(GroupLimits.defaultMaxMembers))")
+            }
+            result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
+            result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            result.figures["connected"] = Double(connected)
+            result.figures["groupSetupSeconds"] = rounded(createSeconds, 2)
+            result.figures["sentPerSecond"] = rounded(Double(stats[.sent]) / p.duration, 1)
+            result.figures["ackedPerSecond"] = rounded(Double(stats[.acked]) / p.duration, 1)
+            result.figures["ackedArrivingPerSecond"] = rounded(Double(stats[.ackedArrivingInWindow]) / p.duration, 1)
+            result.figures["unacknowledged"] = Double(stats[.sent] - stats[.acked])
+            result.figures["deliveredPerSecond"] = rounded(Double(stats[.delivered]) / p.duration, 1)
+            result.figures["deliveriesArrivingPerSecond"] = rounded(Double(stats[.pushesArrivingInWindow]) / p.duration, 1)
+            result.figures["deliveriesExpected"] = Double(expected)
+            result.figures["deliveriesMissing"] = Double(missing)
+            result.figures["deliveriesDuplicate"] = Double(stats[.duplicateDeliveries])
+            if stats[.sent] > 0 { result.figures["deliveriesPerMessage"] = rounded(Double(stats[.delivered]) / Double(stats[.sent]), 2) }
+            if connected != clients.count { result.problems.append("\(connected) of \(clients.count) online members connected") }
+            if stats[.sent] == 0 { result.problems.append("nothing was sent") }
+            if stats[.duplicateDeliveries] > 0 { result.problems.append("\(stats[.duplicateDeliveries]) deliveries were duplicates (a member received a message more than once)") }
+            if stats[.ownMessagePushed] > 0 { result.problems.append("\(stats[.ownMessagePushed]) messages were pushed back to the session that sent them") }
+            if missing != 0 && (p.quick || stats[.acked] == stats[.sent]) {
+                result.problems.append("\(stats[.delivered]) deliveries of \(expected) expected (\(stats[.sent]) messages × \(receivers) other online members)")
+            } else if missing > 0 {
+                result.notes.append("\(missing) deliveries missing of \(expected): \(stats[.sent] - stats[.acked]) messages were not acknowledged (refused, or unanswered after \(fmt(options.requestTimeout, 0)) s)")
+            }
+            if p.quick && stats[.acked] != stats[.sent] {
+                result.problems.append("\(stats[.sent] - stats[.acked]) of \(stats[.sent]) messages were not acknowledged")
+            }
+            check(&result)
+            return result
+        } catch {
+            await harness.finish()
+            throw error
+        }
     }
 
     // MARK: shared

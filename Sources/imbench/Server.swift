@@ -39,7 +39,7 @@ final class ServerProcess: Sendable {
 
     /// Starts `imserver serve` on 127.0.0.1 and a free port and waits for its "listening" line.
     static func start(binary: String, dataDir: String, appKey: String, appSecret: String,
-                      extraArguments: [String]) async throws -> ServerProcess {
+                      extraArguments: [String], environment extraEnvironment: [String: String] = [:]) async throws -> ServerProcess {
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw BenchError("no imserver binary at \(binary): build it (swift build -c release) or pass --imserver PATH")
         }
@@ -58,6 +58,7 @@ final class ServerProcess: Sendable {
         // (100 calls/s by default) would make a 19,000-user setup take minutes. Setup, not measured.
         var environment = ProcessInfo.processInfo.environment
         environment["IMSERVER_API_CALLS_PER_SECOND"] = "0"
+        environment.merge(extraEnvironment) { _, new in new }
         process.environment = environment
         try process.run()
         let deadline = ContinuousClock.now + .seconds(120)
@@ -129,6 +130,31 @@ struct ServerAPI: Sendable {
             throw BenchError("getToken for \(userId) failed: \(body)")
         }
         return token
+    }
+
+    /// Creates a group with these members: /group/create.json with the first 1,000 (the most one
+    /// call takes), /group/join.json with each further 1,000.
+    func createGroup(_ groupId: String, name: String, members: [String]) async throws {
+        var start = 0
+        repeat {
+            let chunk = members[start..<min(members.count, start + 1000)]
+            let path = start == 0 ? "/group/create.json" : "/group/join.json"
+            let form = chunk.map { "userId=\($0)" }.joined(separator: "&") + "&groupId=\(groupId)&groupName=\(name)"
+            let body = try await post(path, form: form)
+            guard (body["code"] as? NSNumber)?.intValue == 200 else {
+                throw BenchError("\(path) for group \(groupId) (members \(start)…\(start + chunk.count - 1)) failed: \(body)")
+            }
+            start += chunk.count
+        } while start < members.count
+    }
+
+    /// How many members the server lists for the group (/group/user/query.json).
+    func groupMemberCount(_ groupId: String) async throws -> Int {
+        let body = try await post("/group/user/query.json", form: "groupId=\(groupId)")
+        guard (body["code"] as? NSNumber)?.intValue == 200, let users = body["users"] as? [Any] else {
+            throw BenchError("/group/user/query.json for group \(groupId) failed: \(body)")
+        }
+        return users.count
     }
 
     /// The live sessions the server counts (GET /health).

@@ -47,7 +47,8 @@ struct LatencySummary: Codable, Sendable {
 enum Latency: String, Codable, CodingKeyRepresentable, CaseIterable, Sendable {
     /// SEND_MESSAGE written → its reply (the message is committed).
     case ack
-    /// SEND_MESSAGE written by the sender → MESSAGE push read by the recipient.
+    /// SEND_MESSAGE written by the sender → MESSAGE push read by the recipient (in a group: by each
+    /// online member).
     case delivery
     /// PING written → its reply.
     case ping
@@ -70,8 +71,11 @@ enum Counter: String, Codable, CodingKeyRepresentable, CaseIterable, Sendable {
     case ackedArrivingInWindow
     /// Pushes of benchmark messages sent inside the window that reached their recipient.
     case delivered
-    /// Every MESSAGE push received, whenever sent.
-    case pushes
+    /// Every MESSAGE push received, whenever sent, and the ones of them that arrived inside the window.
+    case pushes, pushesArrivingInWindow
+    /// Group messages sent inside the window that a member received more than once (each extra copy
+    /// counts), and that came back to the session that sent them (it should get the reply only).
+    case duplicateDeliveries, ownMessagePushed
     /// Messages received through SYNC pages.
     case syncedMessages
     case historyPages, historyMessages

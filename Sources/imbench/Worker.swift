@@ -129,8 +129,25 @@ final class Worker: Sendable {
             if outstanding == 0 { break }
             try? await Task.sleep(for: .milliseconds(50))
         }
-        // Pushes of the last acknowledged messages may still be on their way to their recipients.
-        try? await Task.sleep(for: .milliseconds(200))
+        // Pushes of the last acknowledged messages may still be on their way to their recipients
+        // (in a group, to hundreds of them, and possibly from senders in other workers whose answers
+        // are still due): wait until none has arrived for 300 ms, at most the request timeout.
+        let quietDeadline = ContinuousClock.now + .seconds(job.requestTimeoutSeconds)
+        var lastPushes = -1
+        var quietSince = ContinuousClock.now
+        while ContinuousClock.now < quietDeadline {
+            try? await Task.sleep(for: .milliseconds(50))
+            var pushes = 0
+            for driver in drivers {
+                pushes += (try? await driver.eventLoop.submit { driver.value.stats[.pushes] }.get()) ?? 0
+            }
+            if pushes != lastPushes {
+                lastPushes = pushes
+                quietSince = ContinuousClock.now
+            } else if ContinuousClock.now - quietSince >= .milliseconds(300) {
+                break
+            }
+        }
         var total = WorkerStats()
         for driver in drivers {
             if let stats = try? await driver.eventLoop.submit({ driver.value.stats }).get() {

@@ -9,6 +9,9 @@ enum ClientRole: Codable, Sendable, Equatable {
     case chat(peer: String)
     /// Pages backwards through the private conversation with `peer` at the per-client history rate.
     case history(peer: String)
+    /// An online member of the group `group`: receives every member's messages there and, if
+    /// `sender`, sends group messages at the worker's per-client chat rate.
+    case groupMember(group: String, sender: Bool)
     /// Connects only when the load starts (connect-storm), then syncs and holds.
     case storm
     /// Before the load starts, sends `perTarget` messages to each target (offline messages for the
@@ -37,7 +40,7 @@ struct WorkerJob: Codable, Sendable {
     /// Connections being opened at once (TCP + upgrade + CONNECT + SYNC).
     var connectConcurrency: Int
     var clients: [ClientSpec]
-    /// Messages per second each chat client sends.
+    /// Messages per second each chat client (and each group sender) sends.
     var chatRatePerClient: Double
     /// History queries per second each history client issues.
     var historyRatePerClient: Double
