@@ -19,7 +19,25 @@ public final class GroupRosters: Sendable {
     private struct Roster {
         var record: GroupRosterRecord
         /// Live sessions of members, by user id.
-        var online: [String: [ClientSession]]
+        var online: [String: [ClientSession]] {
+            didSet { rebuildRecipients() }
+        }
+        /// The same sessions with their members' joining seq, flat: what a delivery takes, shared
+        /// (copy on write) instead of built per message.
+        private(set) var recipients: [(session: ClientSession, joinedSeq: UInt64)] = []
+
+        init(record: GroupRosterRecord, online: [String: [ClientSession]]) {
+            self.record = record
+            self.online = online
+            rebuildRecipients()
+        }
+
+        private mutating func rebuildRecipients() {
+            recipients = online.flatMap { userId, sessions in
+                let joined = record.members[userId]?.joinedSeq ?? UInt64.max
+                return sessions.map { ($0, joined) }
+            }
+        }
     }
 
     private struct State {
@@ -79,14 +97,7 @@ public final class GroupRosters: Sendable {
     func onlineSessions(appId: Int64, groupId: String) async throws -> [(session: ClientSession, joinedSeq: UInt64)] {
         let key = Key(appId: appId, groupId: groupId)
         func cached() -> [(session: ClientSession, joinedSeq: UInt64)]? {
-            state.withLock { state in
-                state.rosters[key].map { roster in
-                    roster.online.flatMap { userId, sessions in
-                        let joined = roster.record.members[userId]?.joinedSeq ?? UInt64.max
-                        return sessions.map { ($0, joined) }
-                    }
-                }
-            }
+            state.withLock { $0.rosters[key]?.recipients }
         }
         if let sessions = cached() { return sessions }
         guard let record = try await roster(appId: appId, groupId: groupId) else { return [] }
