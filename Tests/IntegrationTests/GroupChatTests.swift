@@ -176,11 +176,7 @@ struct GroupChatTests {
         #expect(bobEvents.last?.left == 0 && bobEvents.last?.hasPackage == false)
         #expect(bobEvents.dropLast().contains { $0.hasPackage }, "pages of 4")
 
-        let carol = server.client()
-        let carolInbox = EventRecorder(carol.receivedMessages())
-        let carolSynced = EventRecorder(carol.offlineMessageSyncCompleted())
-        try await carol.connect(token: try await server.token("carol"))
-        #expect(await carolSynced.wait(for: 1).count == 1)
+        let (carol, carolInbox) = try await server.syncedDevice("carol")
         #expect(carolInbox.items.map(\.message.messageUId) == sent, "only the messages sent after carol joined")
         #expect(try await Self.historyTexts(carol, "g1") == (0..<10).reversed().map { "m\($0)" })
 
@@ -194,11 +190,7 @@ struct GroupChatTests {
         let marker = try await ann.sendMessage(.private, targetId: "carol", content: TextMessage(content: "marker"))
         #expect(await carolLive.wait(for: 1).map(\.message.messageUId) == [marker.messageUId], "carol got nothing of the group live")
         await carol.disconnect()
-        let carolPhone = server.client(platform: .iOS)
-        let carolAgain = EventRecorder(carolPhone.receivedMessages())
-        let carolResynced = EventRecorder(carolPhone.offlineMessageSyncCompleted())
-        try await carolPhone.connect(token: try await server.token("carol"))
-        #expect(await carolResynced.wait(for: 1).count == 1)
+        let (carolPhone, carolAgain) = try await server.syncedDevice("carol", platform: .iOS)
         #expect(!carolAgain.items.contains { $0.message.messageUId == afterQuit.messageUId }, "a member who left gets nothing sent afterwards by sync either")
         await carolPhone.disconnect()
         for client in [ann, bob, carol] { await client.disconnect() }
@@ -214,11 +206,7 @@ struct GroupChatTests {
         _ = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "expires"))
         clock.advance(milliseconds: 86_400_000 + 1)
         let fresh = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "fresh"))
-        let bob = server.client()
-        let inbox = EventRecorder(bob.receivedMessages())
-        let synced = EventRecorder(bob.offlineMessageSyncCompleted())
-        try await bob.connect(token: try await server.token("bob"))
-        #expect(await synced.wait(for: 1).count == 1)
+        let (bob, inbox) = try await server.syncedDevice("bob")
         #expect(inbox.items.map(\.message.messageUId) == [fresh.messageUId], "the day-old message was not synced")
         #expect(try await Self.historyTexts(bob, "g1") == ["fresh", "expires"], "cloud history keeps both")
         await ann.disconnect()
@@ -268,11 +256,7 @@ struct GroupChatTests {
         #expect(try await Self.historyTexts(ann, "g1") == ["everyone", "just bob"], "the sender sees her own")
 
         // A new device of carol syncs from scratch: still nothing meant for bob.
-        let carolPhone = server.client(platform: .iOS)
-        let phoneInbox = EventRecorder(carolPhone.receivedMessages())
-        let phoneSynced = EventRecorder(carolPhone.offlineMessageSyncCompleted())
-        try await carolPhone.connect(token: try await server.token("carol"))
-        #expect(await phoneSynced.wait(for: 1).count == 1)
+        let (carolPhone, phoneInbox) = try await server.syncedDevice("carol", platform: .iOS)
         #expect(phoneInbox.items.map(\.message.messageUId) == [open.messageUId])
 
         do {
@@ -463,13 +447,8 @@ struct GroupChatTests {
         #expect(try await server.api.post("/statusmessage/group/publish.json", rawForm:
             "fromUserId=ann&toGroupId=g1&objectName=App%3ATyping&content=%7B%7D").0 == 200)
         #expect(await bobInbox.wait(for: 3).last?.message.objectName == "App:Typing")
-        let carolToken = try await server.token("carol")
         try await Self.createGroup(server, "g1", ["carol"])
-        let carol = server.client()
-        let carolInbox = EventRecorder(carol.receivedMessages())
-        let carolSynced = EventRecorder(carol.offlineMessageSyncCompleted())
-        try await carol.connect(token: carolToken)
-        #expect(await carolSynced.wait(for: 1).count == 1)
+        let (carol, carolInbox) = try await server.syncedDevice("carol")
         #expect(carolInbox.items.isEmpty)
 
         // 20 group messages per second per app; each group counts.

@@ -48,11 +48,7 @@ struct LargeGroupTests {
 
         // Offline members, including the last to join, catch up on connect.
         for userId in ["m300", "m1500", "m2999"] {
-            let client = server.client()
-            let inbox = EventRecorder(client.receivedMessages())
-            let synced = EventRecorder(client.offlineMessageSyncCompleted())
-            try await client.connect(token: try await server.token(userId))
-            #expect(await synced.wait(for: 1).count == 1)
+            let (client, inbox) = try await server.syncedDevice(userId)
             #expect(inbox.items.map(\.message.messageUId) == sent, "\(userId) caught up")
             #expect(inbox.items.allSatisfy { $0.offline })
             await client.disconnect()

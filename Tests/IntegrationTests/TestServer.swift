@@ -83,6 +83,17 @@ final class TestServer: Sendable {
         return IMClient(appKey: (app ?? self.app).appKey, serverURL: baseURL, options: options)
     }
 
+    /// A new device of a user, connected, with the recorder of everything it has received, returned
+    /// once its offline sync is done: the recorder then holds exactly what the sync delivered.
+    func syncedDevice(_ userId: String, platform: Platform = .linux) async throws -> (IMClient, EventRecorder<ReceivedMessage>) {
+        let client = client(platform: platform)
+        let inbox = EventRecorder(client.receivedMessages())
+        let synced = EventRecorder(client.offlineMessageSyncCompleted())
+        try await client.connect(token: try await token(userId))
+        #expect(await synced.wait(for: 1).count == 1, "offline sync of \(userId) completed")
+        return (client, inbox)
+    }
+
     /// A connected client of a user, returned once its offline sync is done (so what is sent next
     /// arrives live).
     func connectedClient(_ userId: String, platform: Platform = .linux, configure: (inout IMClientOptions) -> Void = { _ in }) async throws -> IMClient {
