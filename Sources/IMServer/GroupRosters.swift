@@ -235,7 +235,4 @@ public final class GroupRosters: Sendable {
             }
         }
     }
-
-    /// Groups held in memory (for tests and metrics).
-    var cachedGroupCount: Int { state.withLock { $0.rosters.count } }
 }

@@ -146,11 +146,11 @@ public final class GroupService: Sendable {
         let joinedSeq = roster.members[session.userId]?.joinedSeq ?? UInt64.max
         let now = clock.nowMilliseconds()
         var reads: [ReadReceiptRecord] = []
-        for uid in Set(request.messageUids) {
-            guard let message = try await store.message(appId: session.appId, uid: uid), message.seq > joinedSeq,
+        for message in try await store.messages(appId: session.appId, uids: Array(Set(request.messageUids))) {
+            guard message.seq > joinedSeq,
                   message.conversationKey == groupConversationKey(groupId), message.receiptRequested,
                   message.senderId != session.userId, message.isVisible(to: session.userId) else { continue }
-            reads.append(ReadReceiptRecord(uid: uid, senderId: message.senderId, groupId: groupId, readerId: session.userId, readTime: now))
+            reads.append(ReadReceiptRecord(uid: message.uid, senderId: message.senderId, groupId: groupId, readerId: session.userId, readTime: now))
         }
         let recorded = try await store.recordReads(reads, appId: session.appId)
         for (senderId, receipts) in Dictionary(grouping: recorded, by: \.senderId) {

@@ -191,6 +191,8 @@ public protocol IMStore: DirectoryStore {
 
     /// One stored message by its uid.
     func message(appId: Int64, uid: String) async throws -> StoredMessage?
+    /// The stored messages among these uids, in no particular order.
+    func messages(appId: Int64, uids: [String]) async throws -> [StoredMessage]
     /// Replaces a message's content in place (a recall leaves a notification where it was).
     func replaceMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws
     /// Deletes a message from the log.

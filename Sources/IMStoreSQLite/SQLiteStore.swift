@@ -332,6 +332,15 @@ public final class SQLiteStore: IMStore {
         }
     }
 
+    public func messages(appId: Int64, uids: [String]) async throws -> [StoredMessage] {
+        guard !uids.isEmpty else { return [] }
+        return try await pool.read { db in
+            let marks = uids.map { _ in "?" }.joined(separator: ",")
+            return try Self.messages(db.makeStatement(sql: "SELECT \(Self.columns) FROM messages WHERE app_id = ? AND uid IN (\(marks))"),
+                                     arguments: StatementArguments([appId] + uids))
+        }
+    }
+
     public func replaceMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws {
         try await pool.write { db in
             try db.execute(sql: "UPDATE messages SET object_name = ?, content = ?, expansion = NULL WHERE uid = ? AND app_id = ?",

@@ -15,6 +15,14 @@ struct GroupChatTests {
         #expect(status == 200 && body["code"] as? Int == 200, "create \(groupId): \(body)")
     }
 
+    /// Creates group g1 with these members and connects each of them, in order.
+    static func connectedGroup(_ server: TestServer, _ members: [String]) async throws -> [IMClient] {
+        try await createGroup(server, "g1", members)
+        var clients: [IMClient] = []
+        for member in members { clients.append(try await server.connectedClient(member)) }
+        return clients
+    }
+
     static func text(_ message: Message) -> String? { message.content(as: TextMessage.self)?.content }
 
     /// A raw protocol session of a user (web platform) that records every MESSAGE frame it is
@@ -112,10 +120,8 @@ struct GroupChatTests {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
         let server = try await TestServer.start(clock: clock)
         defer { Task { await server.stop() } }
-        try await Self.createGroup(server, "g1", ["ann", "bob", "carol"])
-        let ann = try await server.connectedClient("ann")
-        let bob = try await server.connectedClient("bob")
-        let carol = try await server.connectedClient("carol")
+        let members = try await Self.connectedGroup(server, ["ann", "bob", "carol"])
+        let ann = members[0], bob = members[1], carol = members[2]
         let bobInbox = EventRecorder(bob.receivedMessages())
 
         #expect(try await server.api.post("/group/user/gag/add.json", form: ["userId": "bob", "groupId": "g1", "minute": "5"]).0 == 200)
@@ -220,8 +226,8 @@ struct GroupChatTests {
             config.groupPreJoinHistory = 2
         }
         defer { Task { await server.stop() } }
-        try await Self.createGroup(server, "g1", ["ann"])
-        let ann = try await server.connectedClient("ann")
+        let members = try await Self.connectedGroup(server, ["ann"])
+        let ann = members[0]
         for index in 0..<4 {
             _ = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "old\(index)"))
         }
@@ -239,10 +245,8 @@ struct GroupChatTests {
     func directionalMessages() async throws {
         let server = try await TestServer.start()
         defer { Task { await server.stop() } }
-        try await Self.createGroup(server, "g1", ["ann", "bob", "carol"])
-        let ann = try await server.connectedClient("ann")
-        let bob = try await server.connectedClient("bob")
-        let carol = try await server.connectedClient("carol")
+        let members = try await Self.connectedGroup(server, ["ann", "bob", "carol"])
+        let ann = members[0], bob = members[1], carol = members[2]
         let bobInbox = EventRecorder(bob.receivedMessages())
         let carolInbox = EventRecorder(carol.receivedMessages())
 
@@ -323,10 +327,8 @@ struct GroupChatTests {
     func readReceipts() async throws {
         let server = try await TestServer.start()
         defer { Task { await server.stop() } }
-        try await Self.createGroup(server, "g1", ["ann", "bob", "carol"])
-        let ann = try await server.connectedClient("ann")
-        let bob = try await server.connectedClient("bob")
-        let carol = try await server.connectedClient("carol")
+        let members = try await Self.connectedGroup(server, ["ann", "bob", "carol"])
+        let ann = members[0], bob = members[1], carol = members[2]
         let annReceipts = EventRecorder(ann.readReceiptEvents())
         let bobReceipts = EventRecorder(bob.readReceiptEvents())
         let carolReceipts = EventRecorder(carol.readReceiptEvents())
