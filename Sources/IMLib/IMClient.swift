@@ -20,6 +20,8 @@ public struct IMClientOptions: Sendable {
     /// Reconnect waits, per attempt (RongCloud's schedule by default).
     public var reconnectDelay: @Sendable (Int) -> Duration = { ReconnectSchedule.delay(attempt: $0) }
     public var logger = Logger(label: "IMLib")
+    /// The clock for the client's own time rules (typing-status throttle, local insert times).
+    public var clock: any WallClock = SystemClock()
 
     public init() {}
 }
@@ -32,17 +34,17 @@ public actor IMClient {
     public nonisolated let appKey: String
     /// The server's base URL, e.g. `http://127.0.0.1:8080` (the WebSocket is `/ws` below it).
     public nonisolated let serverURL: String
-    private let options: IMClientOptions
-    private let types = MessageTypeRegistry()
-    private let statusEvents = Broadcaster<ConnectionStatus>()
-    private let messageEvents = Broadcaster<ReceivedMessage>()
-    private let syncEvents = Broadcaster<Void>()
-    private let receiptEvents = Broadcaster<ReadReceiptEvent>()
+    let options: IMClientOptions
+    let types = MessageTypeRegistry()
+    let statusEvents = Broadcaster<ConnectionStatus>()
+    let messageEvents = Broadcaster<ReceivedMessage>()
+    let syncEvents = Broadcaster<Void>()
+    let receiptEvents = Broadcaster<ReadReceiptEvent>()
 
-    private var status: ConnectionStatus = .unconnected
-    private var store: LocalStore?
+    var status: ConnectionStatus = .unconnected
+    var store: LocalStore?
     private var token: String?
-    private var connection: WireConnection?
+    var connection: WireConnection?
     /// False after disconnect, logout or an unrecoverable error: nothing reconnects then.
     private var wantsConnection = false
     /// Bumped on every connect, disconnect and lost connection, so stale tasks stop.
@@ -378,9 +380,9 @@ public actor IMClient {
     }
 
     /// Stores what is new and emits it.
-    private func receive(_ wires: [Im_Message], offline: Bool, hasPackage: Bool, watermark: UInt64?) {
+    func receive(_ wires: [Im_Message], offline: Bool, hasPackage: Bool, watermark: UInt64?) {
         guard let store else { return }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = options.clock.nowMilliseconds()
         let messages = wires.map { message(from: $0, me: store.userId, receivedAt: now) }
         let fresh: [Message]
         do {
@@ -399,7 +401,7 @@ public actor IMClient {
         }
     }
 
-    private func message(from wire: Im_Message, me: String, receivedAt: Int64) -> Message {
+    func message(from wire: Im_Message, me: String, receivedAt: Int64) -> Message {
         let type = ConversationType(rawValue: Int(wire.conversationType)) ?? .private
         let outgoing = wire.senderUserID == me
         // One-to-one and system conversations are named after the other side: the sender of a
@@ -454,7 +456,7 @@ public actor IMClient {
                               pushContent: pushContent, pushData: pushData, attached: attached)
     }
 
-    private func send(
+    func send(
         _ conversationType: ConversationType, targetId: String, directedUserIds: [String], content: some MessageContent,
         pushContent: String?, pushData: String?, attached: @Sendable (Message) -> Void
     ) async throws -> Message {
@@ -468,7 +470,7 @@ public actor IMClient {
         guard UserID.isValid(targetId) else {
             throw IMError(.invalidParameter, "targetId '\(targetId)' is not a valid id")
         }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = options.clock.nowMilliseconds()
         var message = Message(
             messageId: 0, conversationType: conversationType, targetId: targetId, channelId: "",
             senderUserId: store.userId, direction: .send, objectName: type(of: content).objectName, contentData: data,
@@ -493,7 +495,7 @@ public actor IMClient {
         return try await transmit(message, store: store)
     }
 
-    private func transmit(_ message: Message, store: LocalStore) async throws -> Message {
+    func transmit(_ message: Message, store: LocalStore) async throws -> Message {
         var message = message
         func failed(_ error: IMError) -> SendMessageError {
             try? store.markFailed(message.messageId)
@@ -586,7 +588,7 @@ public actor IMClient {
         try openStore().readers(uid: messageUId)
     }
 
-    private func connected() throws -> WireConnection {
+    func connected() throws -> WireConnection {
         guard let connection, status == .connected else {
             throw IMError(.connectionUnavailable, "not connected: wait for status connected and try again")
         }
@@ -607,7 +609,7 @@ public actor IMClient {
         try openStore().message(id: messageId)
     }
 
-    private func openStore() throws -> LocalStore {
+    func openStore() throws -> LocalStore {
         guard let store else {
             throw IMError(.clientNotInit, "the local database opens with connect(token:): call connect first")
         }
@@ -669,7 +671,7 @@ public actor IMClient {
         request.count = Int32(count)
         request.order = Int32(order.rawValue)
         let reply = try await connection.request(.history, request, timeout: options.requestTimeout).body(Im_HistoryReply.self)
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let now = options.clock.nowMilliseconds()
         return (reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }, reply.isRemaining)
     }
 

@@ -5,7 +5,7 @@ import IMCore
 /// The client's own database, one per app and user: messages, conversations and the sync watermark.
 final class LocalStore: Sendable {
     let pool: DatabasePool
-    private let registry: MessageTypeRegistry
+    let registry: MessageTypeRegistry
     let userId: String
 
     init(directory: URL, userId: String, registry: MessageTypeRegistry) throws {
@@ -85,14 +85,14 @@ final class LocalStore: Sendable {
         try meta("receipt_watermark")
     }
 
-    private func meta(_ key: String) throws -> UInt64 {
+    func meta(_ key: String) throws -> UInt64 {
         try pool.read { db in
             try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]).flatMap(UInt64.init) ?? 0
         }
     }
 
     /// Raises a watermark in `meta` (never lowers it).
-    private static func raise(_ key: String, to value: UInt64, _ db: Database) throws {
+    static func raise(_ key: String, to value: UInt64, _ db: Database) throws {
         try db.execute(sql: """
             INSERT INTO meta (key, value) VALUES (?, ?)
             ON CONFLICT(key) DO UPDATE SET value = CASE
@@ -228,7 +228,7 @@ final class LocalStore: Sendable {
         }
     }
 
-    private func insert(_ message: Message, _ db: Database) throws {
+    func insert(_ message: Message, _ db: Database) throws {
         try db.execute(sql: """
             INSERT INTO messages (conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags,
                 uid, client_msg_id, sent_time, received_time, sent_status, is_read, push_content, push_data,
@@ -244,7 +244,7 @@ final class LocalStore: Sendable {
     }
 
     /// Creates or updates the conversation of a stored message.
-    private func touchConversation(_ message: Message, counted: Bool, mentioned: Bool = false, _ db: Database) throws {
+    func touchConversation(_ message: Message, counted: Bool, mentioned: Bool = false, _ db: Database) throws {
         try db.execute(sql: """
             INSERT INTO conversations (conv_type, target_id, channel_id, latest_message_id, sort_time, unread_count, mentioned_count)
             VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -260,7 +260,7 @@ final class LocalStore: Sendable {
 
     // MARK: conversations
 
-    private static let conversationColumns = """
+    static let conversationColumns = """
         c.conv_type, c.target_id, c.channel_id, c.unread_count, c.is_top, c.sort_time, c.latest_message_id, c.draft,
         m.object_name, m.sender_id, c.mentioned_count
         """
@@ -320,7 +320,7 @@ final class LocalStore: Sendable {
         }
     }
 
-    private static func conversation(_ row: Row) -> Conversation {
+    static func conversation(_ row: Row) -> Conversation {
         Conversation(
             conversationType: ConversationType(rawValue: row["conv_type"]) ?? .private,
             targetId: row["target_id"], channelId: row["channel_id"], unreadMessageCount: row["unread_count"],
@@ -331,7 +331,7 @@ final class LocalStore: Sendable {
 
     // MARK: messages
 
-    private static let messageColumns = """
+    static let messageColumns = """
         id, conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags, uid, client_msg_id,
         sent_time, received_time, sent_status, is_read, push_content, push_data, directed_user_ids, receipt_requested,
         receipt_responded, (SELECT COUNT(*) FROM message_readers r WHERE r.uid = messages.uid) AS reader_count
@@ -365,7 +365,7 @@ final class LocalStore: Sendable {
         }
     }
 
-    private func message(_ row: Row) -> Message {
+    func message(_ row: Row) -> Message {
         let objectName: String = row["object_name"]
         let data: Data = row["content"]
         let flags: Int64 = row["flags"]

@@ -67,6 +67,19 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// ReadReceiptSyncRequest -> ReadReceipts: reads of one's messages missed offline.
   case readReceiptSync // = 10
 
+  /// RecallRequest -> RecallReply: recall one's own message within the recall window.
+  case recallMessage // = 11
+
+  /// DeleteRemoteMessagesRequest -> empty: remove messages from one's own cloud history.
+  case deleteRemoteMessages // = 12
+
+  /// ClearRemoteHistoryRequest -> empty: remove a conversation's history up to a time.
+  case clearRemoteHistory // = 13
+
+  /// ExpansionUpdate -> empty: set and remove key-value extensions of a message.
+  case updateExpansion // = 14
+
+  /// 30-39: conversation state (do-not-disturb, quiet hours, pin, tags) kept by the server.
   /// Server pushes (id 0).
   case message // = 20
 
@@ -94,6 +107,10 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 8: self = .readReceiptResponse
     case 9: self = .readReceiptUsers
     case 10: self = .readReceiptSync
+    case 11: self = .recallMessage
+    case 12: self = .deleteRemoteMessages
+    case 13: self = .clearRemoteHistory
+    case 14: self = .updateExpansion
     case 20: self = .message
     case 21: self = .kicked
     case 22: self = .readReceipts
@@ -114,6 +131,10 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .readReceiptResponse: return 8
     case .readReceiptUsers: return 9
     case .readReceiptSync: return 10
+    case .recallMessage: return 11
+    case .deleteRemoteMessages: return 12
+    case .clearRemoteHistory: return 13
+    case .updateExpansion: return 14
     case .message: return 20
     case .kicked: return 21
     case .readReceipts: return 22
@@ -134,6 +155,10 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .readReceiptResponse,
     .readReceiptUsers,
     .readReceiptSync,
+    .recallMessage,
+    .deleteRemoteMessages,
+    .clearRemoteHistory,
+    .updateExpansion,
     .message,
     .kicked,
     .readReceipts,
@@ -673,12 +698,105 @@ public nonisolated struct Im_ReadUsersReply: Sendable {
   public init() {}
 }
 
+public nonisolated struct Im_RecallRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversationType: Int32 = 0
+
+  public var targetID: String = String()
+
+  public var messageUid: String = String()
+
+  /// The message's sentTime, checked against the stored one.
+  public var sentTime: Int64 = 0
+
+  public var pushContent: String = String()
+
+  public var channelID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_RecallReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var recallTime: Int64 = 0
+
+  /// The RC:RcNtf content that now stands in the message's place.
+  public var notification: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_DeleteRemoteMessagesRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversationType: Int32 = 0
+
+  public var targetID: String = String()
+
+  public var channelID: String = String()
+
+  public var messageUids: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ClearRemoteHistoryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversationType: Int32 = 0
+
+  public var targetID: String = String()
+
+  public var channelID: String = String()
+
+  /// Messages sent at or before this time (ms) go; 0 removes them all.
+  public var recordTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ExpansionUpdate: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var messageUid: String = String()
+
+  /// Keys to set (added or replaced), at most 20 per call.
+  public var set: Dictionary<String,String> = [:]
+
+  /// Keys to remove, at most 20 per call.
+  public var removeKeys: [String] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "im"
 
 nonisolated extension Im_Op: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{2}\u{a}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{2}\u{6}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0")
 }
 
 nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
@@ -1723,6 +1841,226 @@ nonisolated extension Im_ReadUsersReply: SwiftProtobuf.Message, SwiftProtobuf._M
     if lhs.users != rhs.users {return false}
     if lhs.total != rhs.total {return false}
     if lhs.nextPageToken != rhs.nextPageToken {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_RecallRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RecallRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}message_uid\0\u{3}sent_time\0\u{3}push_content\0\u{3}channel_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.sentTime) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.pushContent) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.conversationType != 0 {
+      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
+    }
+    if !self.targetID.isEmpty {
+      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
+    }
+    if !self.messageUid.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageUid, fieldNumber: 3)
+    }
+    if self.sentTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.sentTime, fieldNumber: 4)
+    }
+    if !self.pushContent.isEmpty {
+      try visitor.visitSingularStringField(value: self.pushContent, fieldNumber: 5)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_RecallRequest, rhs: Im_RecallRequest) -> Bool {
+    if lhs.conversationType != rhs.conversationType {return false}
+    if lhs.targetID != rhs.targetID {return false}
+    if lhs.messageUid != rhs.messageUid {return false}
+    if lhs.sentTime != rhs.sentTime {return false}
+    if lhs.pushContent != rhs.pushContent {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_RecallReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RecallReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}recall_time\0\u{1}notification\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.recallTime) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.notification) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.recallTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.recallTime, fieldNumber: 1)
+    }
+    if !self.notification.isEmpty {
+      try visitor.visitSingularBytesField(value: self.notification, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_RecallReply, rhs: Im_RecallReply) -> Bool {
+    if lhs.recallTime != rhs.recallTime {return false}
+    if lhs.notification != rhs.notification {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_DeleteRemoteMessagesRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".DeleteRemoteMessagesRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}channel_id\0\u{3}message_uids\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 4: try { try decoder.decodeRepeatedStringField(value: &self.messageUids) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.conversationType != 0 {
+      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
+    }
+    if !self.targetID.isEmpty {
+      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 3)
+    }
+    if !self.messageUids.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.messageUids, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_DeleteRemoteMessagesRequest, rhs: Im_DeleteRemoteMessagesRequest) -> Bool {
+    if lhs.conversationType != rhs.conversationType {return false}
+    if lhs.targetID != rhs.targetID {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.messageUids != rhs.messageUids {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ClearRemoteHistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ClearRemoteHistoryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}channel_id\0\u{3}record_time\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.recordTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.conversationType != 0 {
+      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
+    }
+    if !self.targetID.isEmpty {
+      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 3)
+    }
+    if self.recordTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.recordTime, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ClearRemoteHistoryRequest, rhs: Im_ClearRemoteHistoryRequest) -> Bool {
+    if lhs.conversationType != rhs.conversationType {return false}
+    if lhs.targetID != rhs.targetID {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.recordTime != rhs.recordTime {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ExpansionUpdate: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ExpansionUpdate"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_uid\0\u{1}set\0\u{3}remove_keys\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
+      case 2: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: &self.set) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.removeKeys) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.messageUid.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageUid, fieldNumber: 1)
+    }
+    if !self.set.isEmpty {
+      try visitor.visitMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: self.set, fieldNumber: 2)
+    }
+    if !self.removeKeys.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.removeKeys, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ExpansionUpdate, rhs: Im_ExpansionUpdate) -> Bool {
+    if lhs.messageUid != rhs.messageUid {return false}
+    if lhs.set != rhs.set {return false}
+    if lhs.removeKeys != rhs.removeKeys {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

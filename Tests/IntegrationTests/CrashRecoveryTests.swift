@@ -113,10 +113,9 @@ final class ChildServer: Sendable {
         self.process = process
         // Read stdout until the server says where it listens.
         var text = ""
-        let handle = output.fileHandleForReading
-        while !text.contains("\n"), process.isRunning || text.isEmpty {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
+        let descriptor = output.fileHandleForReading.fileDescriptor
+        while !text.contains("\n") {
+            guard let chunk = ChildServer.readChunk(descriptor), !chunk.isEmpty else { break }
             text += String(decoding: chunk, as: UTF8.self)
         }
         guard let range = text.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression) else {
@@ -130,6 +129,18 @@ final class ChildServer: Sendable {
         if process.isRunning {
             Foundation.kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
+        }
+    }
+
+    /// One `read(2)` from a pipe, retried when a signal interrupts it (another test's child
+    /// process exiting sends SIGCHLD). Foundation's `availableData` stops the process on EINTR.
+    /// Returns nil on a read error, an empty array at end of file.
+    static func readChunk(_ descriptor: Int32) -> [UInt8]? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count >= 0 { return Array(buffer.prefix(count)) }
+            if errno != EINTR { return nil }
         }
     }
 
