@@ -71,6 +71,12 @@ final class LocalStore: Sendable {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v3-conversation-state") { db in
+            // RongCloud's RCPushNotificationLevel of the conversation as the server keeps it for this
+            // user: -1 all messages, 0 default (the app-level setting), 1 mentions, 2 mentions of
+            // this user, 4 @all only, 5 blocked. A level of 1 or more is do-not-disturb.
+            try db.execute(sql: "ALTER TABLE conversations ADD COLUMN notification_level INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
