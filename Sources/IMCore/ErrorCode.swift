@@ -29,6 +29,8 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let cloudHistoryDisabled = ErrorCode(25102)
     /// Recall refused: no such message, not the sender's, or wrong conversation (spec/server-api.md §5.2).
     public static let recallParameterInvalid = ErrorCode(25101)
+    /// Clearing history: the time given is later than the server's current time (spec/imlib-core.md §9.11).
+    public static let clearHistoryTimeInvalid = ErrorCode(25103)
     /// 「当前用户不在群组中」: the sender is not a member of the group (spec/group-chatroom.md Part C).
     public static let notInGroup = ErrorCode(22406)
     /// 「当前用户在群组中已被禁言」: the sender is muted in the group (spec/group-chatroom.md Part C).
@@ -58,6 +60,12 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let connectionExists = ErrorCode(34001)
     public static let connectTimeout = ErrorCode(34006)
     public static let messageTypeNotRegistered = ErrorCode(34021)
+    /// The message was sent without `canIncludeExpansion`: it cannot carry extensions.
+    public static let messageNotExpandable = ErrorCode(34008)
+    /// An extension update could not reach the server (network).
+    public static let expansionFailed = ErrorCode(34009)
+    /// Extension limits: key <= 32 of [A-Za-z0-9+=_-], value <= 4096, <= 20 per call, <= 300 per message.
+    public static let expansionLimitExceeded = ErrorCode(34010)
 
     public var description: String { "\(rawValue)" }
 

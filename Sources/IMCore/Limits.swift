@@ -11,6 +11,9 @@ public enum MessageLimits {
     public static let historyCountRange = 1...100
     /// Local history returns at most 20 messages per call (spec/imlib-core.md §9.7).
     public static let localHistoryMaxCount = 20
+    /// Messages per remote delete call (RongCloud's deleteRemoteMessage takes a list; 100 keeps a
+    /// call to one page of history).
+    public static let remoteDeleteBatch = 100
     /// An object name of a custom type is at most 32 characters (spec/server-api.md §6.2).
     public static let maxObjectNameLength = 32
 }
@@ -84,4 +87,56 @@ public enum APIRateLimits {
     /// Recipients per private publish and per system publish.
     public static let privateRecipientsPerCall = 1000
     public static let systemRecipientsPerCall = 100
+}
+
+/// Message extensions (spec/imlib-core.md §9.14, spec/system-push-ultra.md §5).
+public enum ExpansionLimits {
+    /// 「单条消息单次最多可设置 20 个扩展信息 KV 对」.
+    public static let keysPerCall = 20
+    /// 「总计不可超过 300 个扩展信息 KV 对」.
+    public static let keysPerMessage = 300
+    /// Keys: at most 32 characters of letters, digits and `+ = - _`.
+    public static let maxKeyLength = 32
+    /// Values: at most 4096 characters (SDK 5.2.0 and later).
+    public static let maxValueLength = 4096
+
+    public static func isValidKey(_ key: String) -> Bool {
+        guard !key.isEmpty, key.count <= maxKeyLength else { return false }
+        return key.unicodeScalars.allSatisfy { scalar in
+            switch scalar {
+            case "a"..."z", "A"..."Z", "0"..."9", "+", "=", "-", "_": return true
+            default: return false
+            }
+        }
+    }
+
+    /// Checks one call's keys and values (`perCall` keys at most to set and to remove); throws
+    /// 34010 saying which one is wrong.
+    public static func check(set: [String: String], remove: [String], perCall: Int = keysPerCall) throws {
+        guard !set.isEmpty || !remove.isEmpty else {
+            throw IMError(.invalidParameter, "an extension update sets or removes at least one key")
+        }
+        guard set.count <= perCall, remove.count <= perCall else {
+            throw IMError(.expansionLimitExceeded, "at most \(perCall) extension keys per call, got \(max(set.count, remove.count)): split the update")
+        }
+        for key in set.keys.sorted() + remove where !isValidKey(key) {
+            throw IMError(.expansionLimitExceeded, "extension key '\(key)' is invalid: use 1 to \(maxKeyLength) characters of A-Z, a-z, 0-9 and + = - _")
+        }
+        for (key, value) in set where value.count > maxValueLength {
+            throw IMError(.expansionLimitExceeded, "the value of extension key '\(key)' has \(value.count) characters; at most \(maxValueLength) are allowed")
+        }
+    }
+}
+
+/// Recall (spec/imlib-core.md §8.0, §9.9).
+public enum RecallLimits {
+    /// 「默认可撤回时间为 2 分钟，时间可配置」.
+    public static let defaultWindowSeconds = 120
+}
+
+/// Typing status (spec/imlib-core.md; RongCloud's RCTypingStatusMessage).
+public enum TypingLimits {
+    /// A client sends at most one typing status per conversation in this many ms; a status holds
+    /// for as long on the receiving side.
+    public static let intervalMilliseconds: Int64 = 6000
 }

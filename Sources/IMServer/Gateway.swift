@@ -159,6 +159,17 @@ struct Gateway: Sendable {
                 let request = try body(Im_ReadReceiptSyncRequest.self, of: frame)
                 async let reading = core.groups.receiptSync(request, for: session)
                 reply = try FrameCodec.reply(to: frame, try await reading)
+            case .recallMessage:
+                reply = try FrameCodec.reply(to: frame, try await core.lifecycle.recall(try body(Im_RecallRequest.self, of: frame), from: session))
+            case .deleteRemoteMessages:
+                try await core.lifecycle.deleteRemote(try body(Im_DeleteRemoteMessagesRequest.self, of: frame), from: session)
+                reply = FrameCodec.emptyReply(to: frame)
+            case .clearRemoteHistory:
+                try await core.lifecycle.clearRemote(try body(Im_ClearRemoteHistoryRequest.self, of: frame), from: session)
+                reply = FrameCodec.emptyReply(to: frame)
+            case .updateExpansion:
+                try await core.lifecycle.updateExpansion(try body(Im_ExpansionUpdate.self, of: frame), from: session)
+                reply = FrameCodec.emptyReply(to: frame)
             case .disconnect:
                 session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
                 session.close()

@@ -2,6 +2,14 @@ import Foundation
 import IMCore
 import IMWire
 
+/// What a recall did: the command sent to the conversation, and the notification content that now
+/// stands in the message's place (nil when the message was deleted).
+struct RecallOutcome: Sendable {
+    var command: StoredMessage
+    var notification: Data?
+    var recallTime: Int64
+}
+
 /// Sending and delivering one-to-one and group messages.
 ///
 /// A message is checked (target, object name, size, JSON, per-connection rate, and the blacklist of
@@ -120,14 +128,16 @@ public final class MessageService: Sendable {
         return try await send(message, origin: "")
     }
 
-    /// Recalls a stored message (the Server API's /message/recall.json): its content is replaced by
-    /// a recall notification (`RC:RcNtf`) or, with `delete`, removed; an `RC:RcCmd` command goes
-    /// to both sides of the conversation, online now or at their next sync.
+    /// Recalls a stored message (the Server API's /message/recall.json, and clients within the
+    /// recall window): its content is replaced by a recall notification (`RC:RcNtf`) or, with
+    /// `delete`, removed; an `RC:RcCmd` command goes to both sides of the conversation (for a
+    /// directional group message, to its members), online now or at their next sync.
     func recall(appId: Int64, operatorId: String, type: ConversationType, targetId: String, uid: String,
-                sentTime: Int64?, isAdmin: Bool, delete: Bool, extra: String?) async throws -> StoredMessage {
+                sentTime: Int64?, isAdmin: Bool, delete: Bool, extra: String?, pushContent: String = "",
+                window: Int64? = nil) async throws -> RecallOutcome {
         guard let original = try await log.storedMessage(appId: appId, uid: uid),
               original.conversationType == type,
-              original.objectName != RecallObjectNames.notification,
+              original.objectName != RecallNotificationMessage.objectName,
               sentTime.map({ $0 == original.sentTime }) ?? true else {
             throw IMError(.recallParameterInvalid, "no recallable \(type) message \(uid)\(sentTime.map { " sent at \($0)" } ?? ""): check messageUID, sentTime and conversationType")
         }
@@ -141,29 +151,33 @@ public final class MessageService: Sendable {
             throw IMError(.recallParameterInvalid, "message \(uid) was not sent by \(operatorId) to \(targetId): only its sender can recall it (or pass isAdmin=1)")
         }
         let now = clock.nowMilliseconds()
+        if let window, now - original.sentTime > window {
+            throw IMError(.recallParameterInvalid, "message \(uid) was sent \((now - original.sentTime) / 1000) s ago; messages can be recalled for \(window / 1000) s after sending")
+        }
+        var notification: Data?
         if delete {
             try await log.deleteStoredMessage(appId: appId, uid: uid)
         } else {
-            var notification: [String: Any] = [
-                "operatorId": operatorId, "recallTime": now, "originalObjectName": original.objectName,
-                "isAdmin": isAdmin, "isDelete": false,
-            ]
-            if let extra { notification["extra"] = extra }
-            try await log.replaceStoredMessage(appId: appId, uid: uid, objectName: RecallObjectNames.notification,
-                                               content: try JSONSerialization.data(withJSONObject: notification, options: [.sortedKeys]))
+            let content = try RecallNotificationMessage(operatorId: operatorId, recallTime: now, originalObjectName: original.objectName,
+                                                        isAdmin: isAdmin, isDelete: false, extra: extra).encode()
+            try await log.replaceStoredMessage(appId: appId, uid: uid, objectName: RecallNotificationMessage.objectName, content: content)
+            notification = content
         }
-        var command: [String: Any] = [
-            "messageUId": uid, "conversationType": type.rawValue, "targetId": original.targetId,
-            "sentTime": original.sentTime, "isAdmin": isAdmin ? 1 : 0, "isDelete": delete ? 1 : 0,
-        ]
-        if let extra { command["extra"] = extra }
+        let command = RecallCommandMessage(messageUId: uid, conversationType: type.rawValue, targetId: original.targetId,
+                                           sentTime: original.sentTime, isAdmin: isAdmin ? 1 : 0, isDelete: delete ? 1 : 0, extra: extra)
         let recall = StoredMessage(
             appId: appId, conversationType: type, conversationKey: original.conversationKey,
-            targetId: original.targetId, senderId: original.senderId, objectName: RecallObjectNames.command,
-            content: try JSONSerialization.data(withJSONObject: command, options: [.sortedKeys]), flags: .none,
+            targetId: original.targetId, senderId: original.senderId, objectName: RecallCommandMessage.objectName,
+            content: try command.encode(), flags: .none, pushContent: pushContent,
             includeSender: true, directedUserIds: original.directedUserIds)
-        return try await log.append(recall, origin: "").message
+        return RecallOutcome(command: try await log.append(recall, origin: "").message, notification: notification, recallTime: now)
     }
+
+    /// Object names only the server sends: a client forging one could rewrite others' messages.
+    static let serverOnlyObjectNames: Set<String> = [
+        RecallCommandMessage.objectName, RecallNotificationMessage.objectName, ExpansionChangeMessage.objectName,
+        ReadReceiptObjectNames.request,
+    ]
 
     private func validate(_ request: Im_SendMessageRequest, from session: ClientSession) throws -> StoredMessage {
         guard let type = ConversationType(rawValue: Int(request.conversationType)) else {
@@ -195,8 +209,24 @@ public final class MessageService: Sendable {
         guard (try? JSONSerialization.jsonObject(with: request.content)) is [String: Any] else {
             throw IMError(.invalidParameter, "message content must be a JSON object")
         }
+        guard !Self.serverOnlyObjectNames.contains(request.objectName) else {
+            throw IMError(.invalidParameter, "\(request.objectName) messages are sent by the server only: use recallMessage, updateMessageExpansion or sendReadReceiptRequest")
+        }
+        if !request.expansion.isEmpty {
+            guard request.canIncludeExpansion else {
+                throw IMError(.messageNotExpandable, "the message carries extensions but canIncludeExpansion is off: set it to send extensions")
+            }
+            try ExpansionLimits.check(set: request.expansion, remove: [])
+        }
         guard request.clientMessageID.utf8.count <= 64 else {
             throw IMError(.invalidParameter, "clientMessageId must be at most 64 bytes")
+        }
+        if request.objectName == SyncReadStatusMessage.objectName {
+            // A read status goes to the user's own devices only, whatever conversation it is about.
+            return StoredMessage(
+                appId: session.appId, conversationType: .private, conversationKey: privateConversationKey(session.userId, session.userId),
+                targetId: session.userId, senderId: session.userId, objectName: request.objectName, content: request.content,
+                flags: .none, clientMessageId: request.clientMessageID)
         }
         return StoredMessage(
             appId: session.appId, conversationType: type,

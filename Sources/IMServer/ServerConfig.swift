@@ -38,6 +38,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     /// Pre-join history: a new group member may read this many of the group's latest messages from
     /// before they joined in cloud history (0: only messages after joining, RongCloud's default).
     public var groupPreJoinHistory: Int = 0
+    /// Seconds after sending during which a client may recall its message (RongCloud's default
+    /// is 2 minutes; 0: no limit).
+    public var recallWindowSeconds: Int = RecallLimits.defaultWindowSeconds
     /// Group messages per second one app may publish through the Server API (each group counts).
     public var groupPublishPerSecond: Int = GroupLimits.serverMessagesPerSecond
     /// Sensitive words one app may have.
@@ -68,6 +71,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let appKey, !(1...64).contains(appKey.utf8.count) { throw fail("appKey must be 1 to 64 bytes") }
         if let appSecret, !(1...64).contains(appSecret.utf8.count) { throw fail("appSecret must be 1 to 64 bytes") }
         guard maxGroupMembers >= 1 else { throw fail("maxGroupMembers must be at least 1") }
+        guard recallWindowSeconds >= 0 else { throw fail("recallWindowSeconds must not be negative (0 lets a message be recalled at any time)") }
         guard groupPreJoinHistory >= 0 else { throw fail("groupPreJoinHistory must not be negative (0 shows no pre-join history)") }
         guard maxSensitiveWords >= 0 else { throw fail("maxSensitiveWords must not be negative") }
         guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0, groupPublishPerSecond >= 0 else {
@@ -94,6 +98,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = environment["IMSERVER_USER_WHITELIST_MODE"] { userWhitelistMode = ["1", "true", "yes"].contains(value.lowercased()) }
         if let value = try int("IMSERVER_MAX_GROUP_MEMBERS") { maxGroupMembers = value }
         if let value = try int("IMSERVER_GROUP_PRE_JOIN_HISTORY") { groupPreJoinHistory = value }
+        if let value = try int("IMSERVER_RECALL_WINDOW_SECONDS") { recallWindowSeconds = value }
         if let value = try int("IMSERVER_API_CALLS_PER_SECOND") { apiCallsPerSecond = value }
         if let value = try int("IMSERVER_GROUP_PUBLISH_PER_SECOND") { groupPublishPerSecond = value }
         if let value = environment["IMSERVER_PUBLIC_URL"] { publicURL = value }
@@ -118,7 +123,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         case host, port, dataDir, appKey, appSecret, offlineRetentionDays, heartbeatIntervalSeconds,
              clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedFramesPerConnection,
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
-             apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory,
+             apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory, recallWindowSeconds,
              groupPublishPerSecond
     }
 
@@ -146,6 +151,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         systemPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .systemPublishPerSecond) ?? d.systemPublishPerSecond
         publicURL = try c.decodeIfPresent(String.self, forKey: .publicURL)
         groupPreJoinHistory = try c.decodeIfPresent(Int.self, forKey: .groupPreJoinHistory) ?? d.groupPreJoinHistory
+        recallWindowSeconds = try c.decodeIfPresent(Int.self, forKey: .recallWindowSeconds) ?? d.recallWindowSeconds
         groupPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .groupPublishPerSecond) ?? d.groupPublishPerSecond
     }
 }

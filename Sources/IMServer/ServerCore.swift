@@ -17,6 +17,7 @@ public final class ServerCore: Sendable {
     public let messages: MessageService
     public let groups: GroupService
     public let sync: SyncService
+    public let lifecycle: MessageLifecycleService
     public let directory: UserDirectory
     public let sensitiveWords: SensitiveWordFilter
     public let apiLimits: APIRateLimiter
@@ -39,6 +40,8 @@ public final class ServerCore: Sendable {
         self.groups = GroupService(store: store, clock: clock, config: config, registry: registry, rosters: rosters,
                                    messages: messages, log: log)
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
+        self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, clock: clock,
+                                                 config: config)
     }
 
     /// Loads the apps and makes sure the development app exists: the configured key and secret, or

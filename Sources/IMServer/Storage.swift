@@ -111,8 +111,9 @@ public struct SyncPage: Sendable {
     }
 }
 
-/// Who reads a group's cloud history: a member sees messages after `afterSeq` (their joining, or
-/// earlier when the app shows pre-join history) and, of directional messages, only their own.
+/// Who reads a conversation's cloud history. A group member sees messages after `afterSeq` (their
+/// joining, or earlier when the app shows pre-join history) and, of directional messages, only
+/// their own; anyone sees nothing they deleted from their own history.
 public struct HistoryViewer: Sendable {
     public var userId: String
     public var afterSeq: UInt64
@@ -140,6 +141,17 @@ public struct ReadReceiptRecord: Sendable, Equatable {
         self.groupId = groupId
         self.readerId = readerId
         self.readTime = readTime
+    }
+}
+
+/// One extension of a message: its value and when it was last set (ms).
+public struct ExpansionEntry: Sendable, Equatable {
+    public var value: String
+    public var time: Int64
+
+    public init(value: String, time: Int64) {
+        self.value = value
+        self.time = time
     }
 }
 
@@ -185,7 +197,7 @@ public protocol IMStore: DirectoryStore {
     /// their groups sent after they joined that they may see.
     func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> SyncPage
     /// Cloud history of one conversation: messages before (descending) or after (ascending)
-    /// `recordTime`, newest first when descending; for a group, as `viewer` may see it.
+    /// `recordTime`, newest first when descending; as `viewer` may see it (nil: everything).
     func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool,
                  viewer: HistoryViewer?) async throws -> HistoryPage
 
@@ -213,6 +225,20 @@ public protocol IMStore: DirectoryStore {
     func readReceipts(appId: Int64, senderId: String, after: UInt64, limit: Int) async throws -> [ReadReceiptRecord]
     /// Readers of one message in reading order after the read with seq `after`, and how many there are.
     func readers(appId: Int64, uid: String, after: UInt64, limit: Int) async throws -> (readers: [ReadReceiptRecord], total: Int)
+
+    /// Removes messages from one user's cloud history and offline sync, for good (the other side of
+    /// the conversation keeps them).
+    func hideMessages(appId: Int64, userId: String, uids: [String]) async throws
+    /// Removes one user's messages of a conversation sent at or before `through` from their cloud
+    /// history and offline sync, for good.
+    func clearConversation(appId: Int64, userId: String, conversationKey: String, through: Int64) async throws
+    /// Sets and removes extension keys of a message in one transaction and returns the result.
+    /// Throws 34008 when the message was sent without `canIncludeExpansion`, 34010 when the result
+    /// would hold more than `maxKeys` keys, 33003 when there is no such message.
+    func updateExpansion(appId: Int64, uid: String, set: [String: String], remove: [String], now: Int64,
+                         maxKeys: Int) async throws -> [String: ExpansionEntry]
+    /// A message's extensions with the time each was set; nil when there is no such message.
+    func expansion(appId: Int64, uid: String) async throws -> [String: ExpansionEntry]?
 
     /// Marks an hour's message log (`YYYYMMDDHH`) as deleted.
     func deleteMessageLog(appId: Int64, hour: String) async throws

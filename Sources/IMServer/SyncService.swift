@@ -61,7 +61,8 @@ public final class SyncService: Sendable {
         } else {
             page = try await store.history(
                 appId: session.appId, conversationKey: privateConversationKey(session.userId, request.targetID),
-                recordTime: request.recordTime, count: Int(request.count), ascending: request.order == 1, viewer: nil)
+                recordTime: request.recordTime, count: Int(request.count), ascending: request.order == 1,
+                viewer: HistoryViewer(userId: session.userId, afterSeq: 0))
         }
         var reply = Im_HistoryReply()
         reply.messages = page.messages.map(\.wire)

@@ -47,9 +47,3 @@ public func groupConversationKey(_ groupId: String) -> String {
 public func systemConversationKey(sender: String, recipient: String) -> String {
     "s|\(sender)|\(recipient)"
 }
-
-/// Object names of the recall command and of the notification that replaces a recalled message.
-public enum RecallObjectNames {
-    public static let command = "RC:RcCmd"
-    public static let notification = "RC:RcNtf"
-}

@@ -149,6 +149,19 @@ public final class SQLiteStore: IMStore {
                 CREATE INDEX message_reads_by_message ON message_reads (app_id, uid, seq);
                 """)
         }
+        migrator.registerMigration("v4-message-lifecycle") { db in
+            try db.execute(sql: """
+                ALTER TABLE messages ADD COLUMN expansion_times TEXT;
+                CREATE TABLE hidden_messages (
+                    app_id INTEGER NOT NULL, user_id TEXT NOT NULL, uid TEXT NOT NULL,
+                    PRIMARY KEY (app_id, user_id, uid)
+                ) WITHOUT ROWID;
+                CREATE TABLE cleared_conversations (
+                    app_id INTEGER NOT NULL, user_id TEXT NOT NULL, conv_key TEXT NOT NULL, cleared_through INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, user_id, conv_key)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 
@@ -186,8 +199,8 @@ public final class SQLiteStore: IMStore {
             let insert = try db.cachedStatement(sql: """
                 INSERT INTO messages (app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
                     sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
-                    can_include_expansion, expansion, channel_id, include_sender, audience)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    can_include_expansion, expansion, channel_id, include_sender, audience, expansion_times)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let existing = try db.cachedStatement(sql: """
                 SELECT \(Self.columns) FROM messages WHERE app_id = ? AND sender_id = ? AND client_msg_id = ?
@@ -202,12 +215,14 @@ public final class SQLiteStore: IMStore {
                 }
                 let expansion: String? = message.expansion.isEmpty ? nil
                     : String(data: try JSONEncoder().encode(message.expansion), encoding: .utf8)
+                let expansionTimes: String? = message.expansion.isEmpty ? nil
+                    : String(data: try JSONEncoder().encode(message.expansion.mapValues { _ in message.sentTime }), encoding: .utf8)
                 try insert.execute(arguments: [
                     message.appId, message.conversationType.rawValue, message.conversationKey, message.targetId,
                     message.senderId, message.objectName, message.content, message.uid, message.sentTime,
                     message.flags.rawValue, message.isInHistory, message.clientMessageId, message.pushContent,
                     message.pushData, message.disableNotification, message.canIncludeExpansion, expansion,
-                    message.channelId, message.includeSender, Self.audience(message.directedUserIds),
+                    message.channelId, message.includeSender, Self.audience(message.directedUserIds), expansionTimes,
                 ])
                 message.seq = UInt64(db.lastInsertedRowID)
                 outcomes.append(.stored(message))
@@ -300,7 +315,8 @@ public final class SQLiteStore: IMStore {
                 }
             }
             // Group rows that failed the checks above are absent from `rows`.
-            return SyncPage(messages: taken.compactMap { rows[$0] }, watermark: taken.last ?? UInt64(floor), hasMore: hasMore)
+            let page = try Self.withoutDeletions(taken.compactMap { rows[$0] }, appId: appId, userId: userId, db)
+            return SyncPage(messages: page, watermark: taken.last ?? UInt64(floor), hasMore: hasMore)
         }
     }
 
@@ -311,11 +327,18 @@ public final class SQLiteStore: IMStore {
             let bound = ascending ? recordTime : (recordTime <= 0 ? Int64.max : recordTime)
             let rows: [StoredMessage]
             if let viewer {
+                // The viewer's own deletions: a cleared conversation's older part, and single messages.
+                let cleared = try Int64.fetchOne(db.cachedStatement(sql: """
+                    SELECT cleared_through FROM cleared_conversations WHERE app_id = ? AND user_id = ? AND conv_key = ?
+                    """), arguments: [appId, viewer.userId, conversationKey]) ?? Int64.min
                 rows = try Self.messages(db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages
-                    WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND seq > ?
-                        AND (audience IS NULL OR sender_id = ? OR instr(audience, ?) > 0) AND \(range) LIMIT ?
-                    """), arguments: [appId, conversationKey, Int64(viewer.afterSeq), viewer.userId, Self.audienceEntry(viewer.userId), bound, count + 1])
+                    WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND seq > ? AND sent_time > ?
+                        AND (audience IS NULL OR sender_id = ? OR instr(audience, ?) > 0)
+                        AND NOT EXISTS (SELECT 1 FROM hidden_messages h WHERE h.app_id = messages.app_id AND h.user_id = ? AND h.uid = messages.uid)
+                        AND \(range) LIMIT ?
+                    """), arguments: [appId, conversationKey, Int64(viewer.afterSeq), cleared, viewer.userId,
+                                      Self.audienceEntry(viewer.userId), viewer.userId, bound, count + 1])
             } else {
                 rows = try Self.messages(db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND \(range) LIMIT ?
@@ -343,8 +366,12 @@ public final class SQLiteStore: IMStore {
 
     public func replaceMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws {
         try await pool.write { db in
-            try db.execute(sql: "UPDATE messages SET object_name = ?, content = ?, expansion = NULL WHERE uid = ? AND app_id = ?",
-                           arguments: [objectName, content, uid, appId])
+            // What stands in a recalled message's place is shown but not counted (ISPERSISTED).
+            try db.execute(sql: """
+                UPDATE messages SET object_name = ?, content = ?, flags = ?, expansion = NULL, expansion_times = NULL,
+                    can_include_expansion = 0
+                WHERE uid = ? AND app_id = ?
+                """, arguments: [objectName, content, PersistentFlag.isPersisted.rawValue, uid, appId])
         }
     }
 

@@ -472,8 +472,8 @@ struct GroupChatTests {
         let (recalled, recallBody) = try await server.api.post("/message/recall.json", form: [
             "fromUserId": "ann", "conversationType": "3", "targetId": "g1", "messageUID": uid])
         #expect(recalled == 200, "\(recallBody)")
-        #expect(await carolInbox.wait(for: 2).last?.message.objectName == RecallObjectNames.command)
-        #expect(try await server.core.store.message(appId: server.app.id, uid: uid)?.objectName == RecallObjectNames.notification)
+        #expect(await carolInbox.wait(for: 2).last?.message.objectName == RecallCommandMessage.objectName)
+        #expect(try await server.core.store.message(appId: server.app.id, uid: uid)?.objectName == RecallNotificationMessage.objectName)
         let g1Before = try await server.core.store.history(appId: server.app.id, conversationKey: groupConversationKey("g1"), recordTime: 0,
                                                            count: 100, ascending: true, viewer: nil).messages.count
         let (outsider, _) = try await server.api.post("/message/group/publish.json", rawForm:

@@ -258,7 +258,7 @@ extension ServerAPI {
     }
 
     private func broadcast(_ call: APICall) async throws -> [String: any Sendable] {
-        if call.required("objectName") == RecallObjectNames.command {
+        if call.required("objectName") == RecallCommandMessage.objectName {
             // The Go SDK recalls a broadcast by broadcasting RC:RcCmd with the broadcast's uid.
             guard let object = try? JSONSerialization.jsonObject(with: Data(call.required("content").utf8)) as? [String: Any],
                   let uid = object["messageUId"] as? String else {
