@@ -40,6 +40,13 @@ public actor IMClient {
     let messageEvents = Broadcaster<ReceivedMessage>()
     let syncEvents = Broadcaster<Void>()
     let receiptEvents = Broadcaster<ReadReceiptEvent>()
+    let recallEvents = Broadcaster<Message>()
+    let conversationReadEvents = Broadcaster<ConversationReadReceipt>()
+    let readStatusEvents = Broadcaster<ConversationReadStatus>()
+    let typingEvents = Broadcaster<TypingStatus>()
+    let expansionEvents = Broadcaster<MessageExpansionEvent>()
+    /// When this client last sent a typing status, per conversation (the 6 s throttle).
+    var lastTypingSent: [String: Int64] = [:]
 
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?
@@ -384,21 +391,27 @@ public actor IMClient {
         guard let store else { return }
         let now = options.clock.nowMilliseconds()
         let messages = wires.map { message(from: $0, me: store.userId, receivedAt: now) }
-        let fresh: [Message]
+        let changes: IncomingChanges
         do {
-            let stored = try store.storeIncoming(messages, watermark: watermark)
-            fresh = stored.fresh
-            for request in stored.receiptRequests where request.direction == .receive {
-                receiptEvents.yield(.request(conversationType: request.conversationType, targetId: request.targetId,
-                                             messageUId: request.messageUId))
-            }
+            changes = try store.storeIncoming(messages, watermark: watermark)
         } catch {
             options.logger.error("could not store received messages", metadata: ["error": "\(error)"])
             return
         }
+        for request in changes.receiptRequests where request.direction == .receive {
+            receiptEvents.yield(.request(conversationType: request.conversationType, targetId: request.targetId,
+                                         messageUId: request.messageUId))
+        }
+        let fresh = changes.fresh
         for (index, message) in fresh.enumerated() {
             messageEvents.yield(ReceivedMessage(message: message, left: fresh.count - index - 1, offline: offline, hasPackage: hasPackage))
         }
+        changes.recalled.forEach(recallEvents.yield)
+        changes.readReceipts.forEach(conversationReadEvents.yield)
+        changes.readStatuses.forEach(readStatusEvents.yield)
+        changes.expansions.forEach(expansionEvents.yield)
+        // A typing status from offline sync is stale; STATUS messages are never synced anyway.
+        if !offline { changes.typing.forEach(typingEvents.yield) }
     }
 
     func message(from wire: Im_Message, me: String, receivedAt: Int64) -> Message {
@@ -415,7 +428,8 @@ public actor IMClient {
             flags: PersistentFlag(rawValue: wire.flags), sentStatus: outgoing ? .sent : .received, isRead: outgoing,
             sentTime: wire.sentTime, receivedTime: receivedAt, messageUId: wire.messageUid,
             clientMessageId: wire.clientMessageID, pushContent: wire.pushContent, pushData: wire.pushData,
-            readReceiptInfo: ReadReceiptInfo(isReceiptRequestMessage: wire.receiptRequested))
+            readReceiptInfo: ReadReceiptInfo(isReceiptRequestMessage: wire.receiptRequested),
+            canIncludeExpansion: wire.canIncludeExpansion, expansion: wire.expansion)
     }
 
     // MARK: sending
@@ -426,13 +440,19 @@ public actor IMClient {
     /// - Throws: `SendMessageError` carrying the code (30016 too large, 20604 too fast, 30002 not
     ///   connected, ...) and the message as stored, with status `failed`.
     @discardableResult
+    ///
+    /// - Parameters:
+    ///   - canIncludeExpansion: the message may carry extensions (fixed once sent).
+    ///   - expansion: extensions sent with the message (at most 20; needs `canIncludeExpansion`).
     public func sendMessage(
         _ conversationType: ConversationType, targetId: String, content: some MessageContent,
         pushContent: String? = nil, pushData: String? = nil,
+        canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
         attached: @Sendable (Message) -> Void = { _ in }
     ) async throws -> Message {
         try await send(conversationType, targetId: targetId, directedUserIds: [], content: content,
-                       pushContent: pushContent, pushData: pushData, attached: attached)
+                       pushContent: pushContent, pushData: pushData, canIncludeExpansion: canIncludeExpansion,
+                       expansion: expansion, attached: attached)
     }
 
     /// Sends a directional group message: only the listed members (and this user's other devices)
@@ -458,9 +478,16 @@ public actor IMClient {
 
     func send(
         _ conversationType: ConversationType, targetId: String, directedUserIds: [String], content: some MessageContent,
-        pushContent: String?, pushData: String?, attached: @Sendable (Message) -> Void
+        pushContent: String?, pushData: String?, canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
+        attached: @Sendable (Message) -> Void
     ) async throws -> Message {
         let store = try openStore()
+        if !expansion.isEmpty {
+            guard canIncludeExpansion else {
+                throw IMError(.messageNotExpandable, "the message carries extensions but canIncludeExpansion is off: set it to send extensions")
+            }
+            try ExpansionLimits.check(set: expansion, remove: [])
+        }
         let data: Data
         do {
             data = try content.encode()
@@ -476,7 +503,8 @@ public actor IMClient {
             senderUserId: store.userId, direction: .send, objectName: type(of: content).objectName, contentData: data,
             content: content, flags: type(of: content).persistentFlag, sentStatus: .sending, isRead: true,
             sentTime: now, receivedTime: now, messageUId: "", clientMessageId: UUID().uuidString,
-            pushContent: pushContent ?? "", pushData: pushData ?? "", directedUserIds: directedUserIds)
+            pushContent: pushContent ?? "", pushData: pushData ?? "", directedUserIds: directedUserIds,
+            canIncludeExpansion: canIncludeExpansion, expansion: expansion)
         message = try store.insertOutgoing(message)
         attached(message)
         return try await transmit(message, store: store)
@@ -519,6 +547,8 @@ public actor IMClient {
         request.pushData = message.pushData
         request.channelID = message.channelId
         request.directedUserIds = message.directedUserIds
+        request.canIncludeExpansion = message.canIncludeExpansion
+        request.expansion = message.expansion
         do {
             let reply = try await connection.request(.sendMessage, request, timeout: options.requestTimeout)
                 .body(Im_SendMessageReply.self)

@@ -77,6 +77,12 @@ final class LocalStore: Sendable {
             // this user, 4 @all only, 5 blocked. A level of 1 or more is do-not-disturb.
             try db.execute(sql: "ALTER TABLE conversations ADD COLUMN notification_level INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v6-message-lifecycle") { db in
+            try db.execute(sql: """
+                ALTER TABLE messages ADD COLUMN can_include_expansion INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE messages ADD COLUMN expansion TEXT;
+                """)
+        }
         return migrator
     }
 
@@ -137,23 +143,14 @@ final class LocalStore: Sendable {
         }
     }
 
-    /// Stores messages from the server, skipping ones already stored (by messageUId), and advances the
-    /// watermark, in one transaction. Returns the messages that are new to this device, and the read
-    /// receipt requests among them (which are applied to the messages they name, not returned).
-    func storeIncoming(_ messages: [Message], watermark: UInt64?) throws -> (fresh: [Message], receiptRequests: [Message]) {
+    /// Stores messages from the server, skipping ones already stored (by messageUId), applies the
+    /// commands among them (recall, read status, extensions, receipt requests) to the messages they
+    /// name, and advances the watermark, all in one transaction. Returns what changed.
+    func storeIncoming(_ messages: [Message], watermark: UInt64?) throws -> IncomingChanges {
         try pool.write { db in
-            var fresh: [Message] = []
-            var requests: [Message] = []
+            var changes = IncomingChanges()
             for var message in messages {
-                if message.objectName == ReadReceiptObjectNames.request {
-                    let object = try? JSONSerialization.jsonObject(with: message.contentData) as? [String: Any]
-                    if let uid = object?["messageUId"] as? String {
-                        try db.execute(sql: "UPDATE messages SET receipt_requested = 1 WHERE uid = ?", arguments: [uid])
-                        message.messageUId = uid
-                        requests.append(message)
-                    }
-                    continue
-                }
+                if try applySignal(message, &changes, db) { continue }
                 if !message.messageUId.isEmpty,
                    try Bool.fetchOne(db, sql: "SELECT 1 FROM messages WHERE uid = ?", arguments: [message.messageUId]) == true {
                     continue
@@ -174,10 +171,10 @@ final class LocalStore: Sendable {
                         && MentionedInfo.of(content: message.contentData)?.mentions(userId) == true
                     try touchConversation(message, counted: counted, mentioned: mentioned, db)
                 }
-                fresh.append(message)
+                changes.fresh.append(message)
             }
             if let watermark { try Self.raise("sync_watermark", to: watermark, db) }
-            return (fresh, requests)
+            return changes
         }
     }
 
@@ -238,14 +235,15 @@ final class LocalStore: Sendable {
         try db.execute(sql: """
             INSERT INTO messages (conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags,
                 uid, client_msg_id, sent_time, received_time, sent_status, is_read, push_content, push_data,
-                directed_user_ids, receipt_requested)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                directed_user_ids, receipt_requested, can_include_expansion, expansion)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [
                 message.conversationType.rawValue, message.targetId, message.channelId, message.senderUserId,
                 message.direction.rawValue, message.objectName, message.contentData, Int64(message.flags.rawValue),
                 message.messageUId.isEmpty ? nil : message.messageUId, message.clientMessageId, message.sentTime,
                 message.receivedTime, message.sentStatus.rawValue, message.isRead, message.pushContent, message.pushData,
                 message.directedUserIds.joined(separator: "\n"), message.readReceiptInfo.isReceiptRequestMessage,
+                message.canIncludeExpansion, Self.encodeExpansion(message.expansion),
             ])
     }
 
@@ -340,7 +338,8 @@ final class LocalStore: Sendable {
     static let messageColumns = """
         id, conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags, uid, client_msg_id,
         sent_time, received_time, sent_status, is_read, push_content, push_data, directed_user_ids, receipt_requested,
-        receipt_responded, (SELECT COUNT(*) FROM message_readers r WHERE r.uid = messages.uid) AS reader_count
+        receipt_responded, (SELECT COUNT(*) FROM message_readers r WHERE r.uid = messages.uid) AS reader_count,
+        can_include_expansion, expansion
         """
 
     /// Up to `count` messages older than `oldestMessageId` (-1 or 0: from the newest), newest first.
@@ -386,6 +385,7 @@ final class LocalStore: Sendable {
             clientMessageId: row["client_msg_id"], pushContent: row["push_content"], pushData: row["push_data"],
             directedUserIds: (row["directed_user_ids"] as String).split(separator: "\n").map(String.init),
             readReceiptInfo: ReadReceiptInfo(isReceiptRequestMessage: row["receipt_requested"], hasRespond: row["receipt_responded"],
-                                             readerCount: row["reader_count"]))
+                                             readerCount: row["reader_count"]),
+            canIncludeExpansion: row["can_include_expansion"], expansion: Self.decodeExpansion(row["expansion"]))
     }
 }

@@ -50,6 +50,10 @@ public struct Message: Sendable, Identifiable {
     public var directedUserIds: [String] = []
     /// Group read-receipt state of the message on this device.
     public var readReceiptInfo = ReadReceiptInfo()
+    /// Whether the message may carry extensions; fixed when it is sent.
+    public var canIncludeExpansion = false
+    /// The message's extensions (key-value pairs) as this device knows them.
+    public var expansion: [String: String] = [:]
 
     public var id: Int64 { messageId }
 

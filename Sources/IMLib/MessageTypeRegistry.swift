@@ -7,6 +7,12 @@ final class MessageTypeRegistry: Sendable {
     private let types = Mutex<[String: any MessageContent.Type]>([
         TextMessage.objectName: TextMessage.self,
         CommandMessage.objectName: CommandMessage.self,
+        RecallNotificationMessage.objectName: RecallNotificationMessage.self,
+        RecallCommandMessage.objectName: RecallCommandMessage.self,
+        ReadReceiptMessage.objectName: ReadReceiptMessage.self,
+        SyncReadStatusMessage.objectName: SyncReadStatusMessage.self,
+        TypingStatusMessage.objectName: TypingStatusMessage.self,
+        ExpansionChangeMessage.objectName: ExpansionChangeMessage.self,
     ])
 
     func register(_ type: any MessageContent.Type) throws {

@@ -27,8 +27,8 @@ struct PythonSDKTests {
         // The scripts print one JSON line on stdout; unittest's report and tracebacks go to stderr.
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("py-\(UUID().uuidString).out")
         let errors = FileManager.default.temporaryDirectory.appendingPathComponent("py-\(UUID().uuidString).err")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        FileManager.default.createFile(atPath: errors.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         defer {
             try? FileManager.default.removeItem(at: output)
             try? FileManager.default.removeItem(at: errors)

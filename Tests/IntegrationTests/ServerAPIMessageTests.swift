@@ -36,6 +36,7 @@ struct ServerAPIMessageTests {
 
         let carol = server.client()
         let carolInbox = EventRecorder(carol.receivedMessages())
+        let carolRecalls = EventRecorder(carol.recalledMessages())
         _ = try await carol.connect(token: try await server.token("carol"))
         let offline = try #require(await carolInbox.wait(for: 1).first)
         #expect(offline.offline && offline.message.senderUserId == "ann")
@@ -120,6 +121,7 @@ struct ServerAPIMessageTests {
                                       form: ["fromUserId": "ann", "toUserId": "carol", "objectName": "RC:TxtMsg", "content": #"{"content":"stored"}"#])
         let carol = server.client()
         let carolInbox = EventRecorder(carol.receivedMessages())
+        let carolRecalls = EventRecorder(carol.recalledMessages())
         _ = try await carol.connect(token: try await server.token("carol"))
         #expect(await carolInbox.wait(for: 1).map(\.message.objectName) == ["RC:TxtMsg"], "the earlier status message was not kept for her")
         await bob.disconnect(); await carol.disconnect()
@@ -148,6 +150,7 @@ struct ServerAPIMessageTests {
         // A user who was offline gets it at the next connect.
         let carol = server.client()
         let carolInbox = EventRecorder(carol.receivedMessages())
+        let carolRecalls = EventRecorder(carol.recalledMessages())
         _ = try await carol.connect(token: try await server.token("carol"))
         #expect(await carolInbox.wait(for: 1).first?.message.messageUId == first["messageUID"] as? String)
         let conversations = try await carol.getConversationList(types: [.system])
@@ -157,7 +160,10 @@ struct ServerAPIMessageTests {
         let recallContent = #"{"messageUId":"\#(first["messageUID"] as! String)","conversationType":6,"isAdmin":1,"isDelete":0}"#
         let (recalled, _) = try await server.api.post("/message/broadcast.json", form: ["fromUserId": "notice", "objectName": "RC:RcCmd", "content": recallContent])
         #expect(recalled == 200)
-        #expect(await carolInbox.wait(for: 2).last?.message.objectName == "RC:RcCmd")
+        let recalledBroadcast = await carolRecalls.wait(for: 1).first
+        #expect(recalledBroadcast?.messageUId == first["messageUID"] as? String)
+        #expect(recalledBroadcast?.content(as: RecallNotificationMessage.self)?.isAdmin == true)
+        #expect(carolInbox.items.count == 1, "the recall command is not a message of the conversation")
         let (_, log) = try await server.api.post("/v3/message/private/query.json", json: ["userId": "x", "targetId": "y", "startTime": 0, "endTime": 1])
         #expect(log["code"] as? Int == 200)
         let stored = try await server.core.store.message(appId: server.app.id, uid: first["messageUID"] as! String)
@@ -195,13 +201,14 @@ struct ServerAPIMessageTests {
         #expect(third == 200)
     }
 
-    @Test("recall: both sides see RC:RcCmd, cloud history keeps an RC:RcNtf in place; only the sender may recall")
+    @Test("recall: the recipient gets RC:RcCmd and replaces its copy, cloud history keeps an RC:RcNtf in place; only the sender may recall")
     func recall() async throws {
         let server = try await TestServer.start()
         defer { Task { await server.stop() } }
         let ann = try await server.connectedClient("ann")
         let bob = try await server.connectedClient("bob")
         let bobInbox = EventRecorder(bob.receivedMessages())
+        let bobRecalls = EventRecorder(bob.recalledMessages())
         let sent = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "oops"))
         _ = await bobInbox.wait(for: 1)
 
@@ -219,10 +226,9 @@ struct ServerAPIMessageTests {
             "sentTime": "\(sent.sentTime)", "isAdmin": "0", "isDelete": "0", "disablePush": "false",
         ])
         #expect(status == 200, "\(body)")
-        let command = try #require(await bobInbox.wait(for: 2).last?.message)
-        #expect(command.objectName == "RC:RcCmd")
-        let recalled = try JSONSerialization.jsonObject(with: command.contentData) as? [String: Any]
-        #expect(recalled?["messageUId"] as? String == sent.messageUId)
+        let recalled = try #require(await bobRecalls.wait(for: 1).first)
+        #expect(recalled.messageUId == sent.messageUId && recalled.objectName == "RC:RcNtf")
+        #expect(recalled.content(as: RecallNotificationMessage.self)?.operatorId == "ann")
 
         let history = try await bob.getRemoteHistoryMessages(.private, targetId: "ann", count: 10)
         #expect(history.messages.map(\.objectName) == ["RC:RcNtf"], "the recall command itself is not in cloud history")
