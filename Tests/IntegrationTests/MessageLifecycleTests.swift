@@ -69,6 +69,39 @@ struct MessageLifecycleTests {
         #expect(remote.messages.last?.messageUId == kept.messageUId)
     }
 
+    @Test("recalling a group message reaches the members it was sent to, and a directional one only its members")
+    func groupRecall() async throws {
+        let server = try await Self.server()
+        defer { Task { await server.stop() } }
+        let clients = try await GroupChatTests.connectedGroup(server, ["alice", "bob", "carol"])
+        let (alice, bob, carol) = (clients[0], clients[1], clients[2])
+        let bobRecalls = EventRecorder(bob.recalledMessages())
+        let carolRecalls = EventRecorder(carol.recalledMessages())
+        let bobInbox = EventRecorder(bob.receivedMessages())
+        let carolInbox = EventRecorder(carol.receivedMessages())
+        let everyone = try await alice.sendMessage(.group, targetId: "g1", content: TextMessage(content: "to all"))
+        let toBob = try await alice.sendDirectionalMessage(.group, targetId: "g1", toUserIds: ["bob"], content: TextMessage(content: "to bob"))
+        _ = await bobInbox.wait(for: 2)
+        _ = await carolInbox.wait(for: 1)
+        try await alice.recallMessage(toBob)
+        try await alice.recallMessage(everyone)
+        #expect(await bobRecalls.wait(for: 2).map(\.messageUId) == [toBob.messageUId, everyone.messageUId])
+        #expect(await carolRecalls.wait(for: 1).map(\.messageUId) == [everyone.messageUId])
+        let marker = try await alice.sendMessage(.group, targetId: "g1", content: TextMessage(content: "marker"))
+        #expect(await carolInbox.wait(for: 2).last?.message.messageUId == marker.messageUId)
+        #expect(carolRecalls.items.count == 1, "carol never hears of the directional message")
+        #expect(try await bob.getConversation(.group, targetId: "g1")?.unreadMessageCount == 1)
+        // A member cannot recall someone else's group message.
+        var forged = try #require(bobInbox.items.first?.message)
+        forged.direction = .send
+        do {
+            try await bob.recallMessage(forged)
+            Issue.record("bob recalled alice's group message")
+        } catch let error as IMError {
+            #expect(error.code == .recallParameterInvalid)
+        }
+    }
+
     @Test("recall is refused after the window, by anyone but the sender, and for forged commands")
     func recallRefused() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
