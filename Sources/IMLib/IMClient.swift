@@ -2,6 +2,7 @@ import Foundation
 import IMCore
 import IMWire
 import Logging
+import Synchronization
 
 /// Settings of an `IMClient`.
 public struct IMClientOptions: Sendable {
@@ -126,6 +127,8 @@ public actor IMClient {
             setStatus(.tokenIncorrect)
             throw IMError(.tokenIncorrect, "the token was issued for app key \(claims.appKey), but this client uses \(appKey): use the same app key on client and server")
         }
+        // The time limit counts from the call, opening the local database included.
+        let deadline = timeLimit > 0 ? ContinuousClock.now + .seconds(timeLimit) : nil
         if store?.userId != claims.userId {
             store = try LocalStore(directory: databaseDirectory(userId: claims.userId), userId: claims.userId, registry: types)
         }
@@ -133,7 +136,6 @@ public actor IMClient {
         wantsConnection = true
         generation += 1
         reconnecting?.cancel()
-        let deadline = timeLimit > 0 ? ContinuousClock.now + .seconds(timeLimit) : nil
         try await connectLoop(generation: generation, isReconnect: false, deadline: deadline)
         return claims.userId
     }
@@ -191,7 +193,11 @@ public actor IMClient {
                 throw IMError(.connectTimeout, "could not connect within the time limit: check the network and call connect again")
             }
             do {
-                try await establish(generation: generation, isReconnect: isReconnect)
+                if let deadline {
+                    try await establish(generation: generation, isReconnect: isReconnect, before: deadline)
+                } else {
+                    try await establish(generation: generation, isReconnect: isReconnect)
+                }
                 return
             } catch let error as IMError where error.code.isUnrecoverableConnectError {
                 guard generation == self.generation else { throw error }
@@ -212,6 +218,30 @@ public actor IMClient {
         case .kickedByOtherClient, .otherDeviceLogin: return .kickedOfflineByOtherClient
         case .userBlocked: return .disconnectException
         default: return .unconnected
+        }
+    }
+
+    /// One connect attempt that gives up at the deadline. The attempt itself may go on (a socket
+    /// that neither connects nor fails); if it connects after all, it sees that the connect was
+    /// abandoned and closes.
+    private func establish(generation: Int, isReconnect: Bool, before deadline: ContinuousClock.Instant) async throws {
+        let settled = OnceFlag()
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            @Sendable func settle(_ result: Result<Void, any Error>) {
+                if settled.claim() { continuation.resume(with: result) }
+            }
+            Task {
+                do {
+                    try await self.establish(generation: generation, isReconnect: isReconnect)
+                    settle(.success(()))
+                } catch {
+                    settle(.failure(error))
+                }
+            }
+            Task {
+                try? await Task.sleep(until: deadline)
+                settle(.failure(IMError(.connectTimeout, "the connect attempt did not finish within the time limit")))
+            }
         }
     }
 
@@ -717,6 +747,18 @@ public actor IMClient {
             #endif
         }
         return base.appendingPathComponent(appKey).appendingPathComponent(userId)
+    }
+}
+
+/// True for the first caller of `claim` only.
+final class OnceFlag: Sendable {
+    private let claimed = Mutex(false)
+
+    func claim() -> Bool {
+        claimed.withLock { done in
+            defer { done = true }
+            return !done
+        }
     }
 }
 
