@@ -424,7 +424,8 @@ public actor IMClient {
     /// returns it with its messageUId and server sentTime once the server has stored it.
     ///
     /// - Throws: `SendMessageError` carrying the code (30016 too large, 20604 too fast, 30002 not
-    ///   connected, ...) and the message as stored, with status `failed`.
+    ///   connected, ...) and the message as stored, with status `failed`; `IMError` 34021, before
+    ///   anything is stored, when the content's type is not registered.
     @discardableResult
     public func sendMessage(
         _ conversationType: ConversationType, targetId: String, content: some MessageContent,
@@ -461,6 +462,7 @@ public actor IMClient {
         pushContent: String?, pushData: String?, attached: @Sendable (Message) -> Void
     ) async throws -> Message {
         let store = try openStore()
+        try requireRegistered(content)
         let data: Data
         do {
             data = try content.encode()
