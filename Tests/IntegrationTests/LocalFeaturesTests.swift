@@ -441,6 +441,27 @@ struct LocalFeaturesTests {
         await bob.disconnect()
     }
 
+    @Test("a database from before search existed is indexed when it is opened")
+    func indexBuiltOnUpgrade() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imlib-upgrade-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        do {
+            let old = try DatabasePool(path: directory.appendingPathComponent("imlib.sqlite").path)
+            try LocalStore.migrator.migrate(old, upTo: "v3-conversation-state")
+            try old.write { db in
+                try db.execute(sql: """
+                    INSERT INTO messages (conv_type, target_id, sender_id, direction, object_name, content, flags, client_msg_id,
+                        sent_time, received_time, sent_status, is_read)
+                    VALUES (1, 'alice', 'alice', 2, 'RC:TxtMsg', ?, 3, 'c1', 1000, 1000, 40, 0)
+                    """, arguments: [try TextMessage(content: "升级以前的消息").encode()])
+            }
+        }
+        let store = try LocalStore(directory: directory, userId: "bob", registry: MessageTypeRegistry())
+        let found = try store.searchMessages(type: .private, targetId: "alice", channelId: "", keyword: "以前", count: 10, before: 0)
+        #expect(found.compactMap(Self.text) == ["升级以前的消息"])
+    }
+
     @Test("local calls before connect fail with 33001")
     func beforeConnect() async throws {
         let server = try await Self.startServer()
