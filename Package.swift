@@ -106,6 +106,7 @@ let package = Package(
             dependencies: [
                 "IMCore", "IMWire", "IMServer", "IMStoreSQLite", "IMLib",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

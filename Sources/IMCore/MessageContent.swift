@@ -15,10 +15,15 @@ public protocol MessageContent: Sendable {
     init(data: Data) throws
     /// A short text for the conversation list and notifications.
     var conversationDigest: String { get }
+    /// The words a local search finds the message by (RongCloud's `getSearchableWords`), or nil
+    /// when messages of this type are not searchable.
+    var searchableWords: [String]? { get }
 }
 
 extension MessageContent {
     public var conversationDigest: String { "" }
+    /// Not searchable unless the type says what to search.
+    public var searchableWords: [String]? { nil }
 }
 
 /// Contents whose JSON body is their Codable form.
@@ -81,14 +86,18 @@ public struct TextMessage: MessageContent, Equatable, Codable {
     public var extra: String?
     /// The users a group text mentions.
     public var mentionedInfo: MentionedInfo?
+    /// The sender's display info carried in the message (`user`).
+    public var user: UserInfo?
 
-    public init(content: String, extra: String? = nil, mentionedInfo: MentionedInfo? = nil) {
+    public init(content: String, extra: String? = nil, mentionedInfo: MentionedInfo? = nil, user: UserInfo? = nil) {
         self.content = content
         self.extra = extra
         self.mentionedInfo = mentionedInfo
+        self.user = user
     }
 
     public var conversationDigest: String { content }
+    public var searchableWords: [String]? { [content] }
 }
 
 /// `RC:CmdMsg`: a command carried to the peer's app; not stored, not counted, cached offline.

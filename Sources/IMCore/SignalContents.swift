@@ -3,6 +3,15 @@ import Foundation
 // Contents that carry what happens to messages after they are sent: recall, read status, typing
 // and extensions. Their object names are RongCloud's; the server and IMLib both act on them.
 
+extension BuiltInContentTypes {
+    /// The command contents, which IMLib applies to the messages they name instead of showing them
+    /// (`RC:RcNtf` is the exception: it is stored and shown where a recalled message was).
+    public static let commands: [any MessageContent.Type] = [
+        RecallNotificationMessage.self, RecallCommandMessage.self, ReadReceiptMessage.self, SyncReadStatusMessage.self,
+        TypingStatusMessage.self, ExpansionChangeMessage.self,
+    ]
+}
+
 /// `RC:RcNtf`: what stands in a recalled message's place, on the server and on every device.
 /// Shown, not counted.
 public struct RecallNotificationMessage: MessageContent, Codable, Equatable {

@@ -101,6 +101,19 @@ extension IMClient {
         _ = try await connected().request(.clearRemoteHistory, request, timeout: options.requestTimeout)
     }
 
+    /// Deletes a conversation's messages sent at or before `recordTime` (0: all) from this device
+    /// and, with `clearRemote`, from this user's cloud history first (RongCloud's
+    /// `clearHistoryMessages`). When the server refuses, nothing local is deleted.
+    public func clearHistoryMessages(_ type: ConversationType, targetId: String, recordTime: Int64, clearRemote: Bool) async throws {
+        let store = try openStore()
+        if clearRemote {
+            try await clearRemoteHistoryMessages(type, targetId: targetId, recordTime: recordTime)
+        } else if recordTime < 0 {
+            throw IMError(.invalidParameter, "recordTime must be 0 (all) or a sentTime in ms")
+        }
+        _ = try store.deleteMessages(type: type, targetId: targetId, channelId: "", sentAtOrBefore: recordTime)
+    }
+
     // MARK: read receipts and read status
 
     /// Tells the peer of a one-to-one conversation that this user has read its messages sent up to
@@ -112,7 +125,7 @@ extension IMClient {
         }
         guard time > 0 else { throw IMError(.invalidParameter, "time is the sentTime (ms) of the last message read") }
         _ = try await sendSignal(type, targetId: targetId, content: ReadReceiptMessage(lastMessageSendTime: time))
-        try openStore().markRead(type: type, targetId: targetId, channelId: "", through: time)
+        try openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
     }
 
     /// Tells this user's other devices that the conversation has been read up to `time` (RongCloud's
@@ -124,7 +137,7 @@ extension IMClient {
         guard time > 0 else { throw IMError(.invalidParameter, "time is the sentTime (ms) of the last message read") }
         let status = SyncReadStatusMessage(lastMessageSendTime: time, conversationType: type.rawValue, targetId: targetId)
         _ = try await sendSignal(type, targetId: targetId, content: status)
-        try openStore().markRead(type: type, targetId: targetId, channelId: "", through: time)
+        try openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
     }
 
     // MARK: typing

@@ -468,7 +468,8 @@ public actor IMClient {
     /// returns it with its messageUId and server sentTime once the server has stored it.
     ///
     /// - Throws: `SendMessageError` carrying the code (30016 too large, 20604 too fast, 30002 not
-    ///   connected, ...) and the message as stored, with status `failed`.
+    ///   connected, ...) and the message as stored, with status `failed`; `IMError` 34021, before
+    ///   anything is stored, when the content's type is not registered.
     @discardableResult
     ///
     /// - Parameters:
@@ -512,6 +513,7 @@ public actor IMClient {
         attached: @Sendable (Message) -> Void
     ) async throws -> Message {
         let store = try openStore()
+        try requireRegistered(content)
         if !expansion.isEmpty {
             guard canIncludeExpansion else {
                 throw IMError(.messageNotExpandable, "the message carries extensions but canIncludeExpansion is off: set it to send extensions")

@@ -41,7 +41,7 @@ extension LocalStore {
                     lastReadTime: receipt.lastMessageSendTime))
             } else {
                 // This user read the conversation on another device.
-                try markRead(type: .private, targetId: message.targetId, channelId: "", through: receipt.lastMessageSendTime, db)
+                try markRead(type: .private, targetId: message.targetId, channelId: "", upTo: receipt.lastMessageSendTime, db)
                 changes.readStatuses.append(ConversationReadStatus(conversationType: .private, targetId: message.targetId,
                                                                    lastReadTime: receipt.lastMessageSendTime))
             }
@@ -49,7 +49,7 @@ extension LocalStore {
             guard message.senderUserId == userId,
                   let status = try? decoder.decode(SyncReadStatusMessage.self, from: message.contentData),
                   let type = ConversationType(rawValue: status.conversationType) else { break }
-            try markRead(type: type, targetId: status.targetId, channelId: "", through: status.lastMessageSendTime, db)
+            try markRead(type: type, targetId: status.targetId, channelId: "", upTo: status.lastMessageSendTime, db)
             changes.readStatuses.append(ConversationReadStatus(conversationType: type, targetId: status.targetId,
                                                                lastReadTime: status.lastMessageSendTime))
         case ExpansionChangeMessage.objectName:
@@ -84,19 +84,15 @@ extension LocalStore {
             .map({ self.message($0) }), original.objectName != RecallNotificationMessage.objectName else { return nil }
         if notification.isDelete {
             try db.execute(sql: "DELETE FROM messages WHERE id = ?", arguments: [original.messageId])
-        } else {
-            var notification = notification
-            notification.originalObjectName = original.objectName
-            try db.execute(sql: """
-                UPDATE messages SET object_name = ?, content = ?, flags = ?, is_read = 1, can_include_expansion = 0, expansion = NULL
-                WHERE id = ?
-                """, arguments: [RecallNotificationMessage.objectName, try notification.encode(),
-                                 Int64(RecallNotificationMessage.persistentFlag.rawValue), original.messageId])
+            try refreshConversation(type: original.conversationType, targetId: original.targetId, channelId: original.channelId, db)
+            return original
         }
-        if original.direction == .receive && !original.isRead {
-            try recountUnread(type: original.conversationType, targetId: original.targetId, channelId: original.channelId, db)
-        }
-        if notification.isDelete { return original }
+        var notification = notification
+        notification.originalObjectName = original.objectName
+        // Not counted any more (ISPERSISTED), so an unread recalled message leaves the unread count.
+        try db.execute(sql: "UPDATE messages SET can_include_expansion = 0, expansion = NULL WHERE id = ?", arguments: [original.messageId])
+        try replaceContent(messageId: original.messageId, objectName: RecallNotificationMessage.objectName,
+                           data: try notification.encode(), flags: RecallNotificationMessage.persistentFlag, db)
         return try Row.fetchOne(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE id = ?", arguments: [original.messageId])
             .map { self.message($0) }
     }
@@ -104,40 +100,6 @@ extension LocalStore {
     /// The sender's own recall, after the server accepted it.
     func recallLocally(uid: String, notification: RecallNotificationMessage) throws -> Message? {
         try pool.write { db in try applyRecall(uid: uid, notification: notification, db) }
-    }
-
-    // MARK: read status
-
-    /// Marks received messages of a conversation sent at or before `through` (0: all) as read and
-    /// recounts its unread and mention counts.
-    func markRead(type: ConversationType, targetId: String, channelId: String, through: Int64, _ db: Database) throws {
-        try db.execute(sql: """
-            UPDATE messages SET is_read = 1
-            WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND direction = ? AND is_read = 0 AND (? = 0 OR sent_time <= ?)
-            """, arguments: [type.rawValue, targetId, channelId, MessageDirection.receive.rawValue, through, through])
-        try recountUnread(type: type, targetId: targetId, channelId: channelId, db)
-    }
-
-    /// Sets a conversation's unread and mention counts from its unread received messages.
-    func recountUnread(type: ConversationType, targetId: String, channelId: String, _ db: Database) throws {
-        var unread = 0
-        var mentioned = 0
-        for row in try Row.fetchAll(db, sql: """
-            SELECT content, flags FROM messages
-            WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND direction = ? AND is_read = 0
-            """, arguments: [type.rawValue, targetId, channelId, MessageDirection.receive.rawValue]) {
-            let flags = PersistentFlag(rawValue: UInt32(truncatingIfNeeded: row["flags"] as Int64))
-            guard flags.contains(.isCounted) else { continue }
-            unread += 1
-            if type == .group, MentionedInfo.of(content: row["content"])?.mentions(userId) == true { mentioned += 1 }
-        }
-        try db.execute(sql: """
-            UPDATE conversations SET unread_count = ?, mentioned_count = ? WHERE conv_type = ? AND target_id = ? AND channel_id = ?
-            """, arguments: [unread, mentioned, type.rawValue, targetId, channelId])
-    }
-
-    func markRead(type: ConversationType, targetId: String, channelId: String, through: Int64) throws {
-        try pool.write { db in try markRead(type: type, targetId: targetId, channelId: channelId, through: through, db) }
     }
 
     // MARK: extensions

@@ -13,7 +13,8 @@ final class LocalStore: Sendable {
         self.registry = registry
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            pool = try DatabasePool(path: directory.appendingPathComponent("imlib.sqlite").path)
+            pool = try DatabasePool(path: directory.appendingPathComponent("imlib.sqlite").path,
+                                    configuration: Self.configuration(registry: registry))
             try Self.migrator.migrate(pool)
         } catch {
             throw IMError(.databaseError, "cannot open the local database in \(directory.path): \(error)")
@@ -76,6 +77,9 @@ final class LocalStore: Sendable {
             // user: -1 all messages, 0 default (the app-level setting), 1 mentions, 2 mentions of
             // this user, 4 @all only, 5 blocked. A level of 1 or more is do-not-disturb.
             try db.execute(sql: "ALTER TABLE conversations ADD COLUMN notification_level INTEGER NOT NULL DEFAULT 0")
+        }
+        migrator.registerMigration("v4-local") { db in
+            try LocalStore.migrateLocalFeatures(db)
         }
         migrator.registerMigration("v6-message-lifecycle") { db in
             try db.execute(sql: """

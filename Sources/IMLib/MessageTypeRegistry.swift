@@ -4,16 +4,8 @@ import Synchronization
 
 /// Maps object names to content types: the built-in ones and those the app registers.
 final class MessageTypeRegistry: Sendable {
-    private let types = Mutex<[String: any MessageContent.Type]>([
-        TextMessage.objectName: TextMessage.self,
-        CommandMessage.objectName: CommandMessage.self,
-        RecallNotificationMessage.objectName: RecallNotificationMessage.self,
-        RecallCommandMessage.objectName: RecallCommandMessage.self,
-        ReadReceiptMessage.objectName: ReadReceiptMessage.self,
-        SyncReadStatusMessage.objectName: SyncReadStatusMessage.self,
-        TypingStatusMessage.objectName: TypingStatusMessage.self,
-        ExpansionChangeMessage.objectName: ExpansionChangeMessage.self,
-    ])
+    private let types = Mutex<[String: any MessageContent.Type]>(
+        Dictionary(uniqueKeysWithValues: (BuiltInContentTypes.all + BuiltInContentTypes.commands).map { ($0.objectName, $0) }))
 
     func register(_ type: any MessageContent.Type) throws {
         let name = type.objectName

@@ -203,12 +203,21 @@ struct MessageLifecycleTests {
         #expect(newDevice.items.map { Self.text($0.message) } == ["m5"], "a new device does not sync them either")
         #expect(try await remoteTexts(alice, "bob").count == 5)
 
+        // clearHistoryMessages removes local copies too; without clearRemote only those.
+        let aliceLocal = try await alice.getHistoryMessages(.private, targetId: "bob")
+        try await alice.clearHistoryMessages(.private, targetId: "bob", recordTime: sent[0].sentTime, clearRemote: false)
+        #expect(try await alice.getHistoryMessages(.private, targetId: "bob").count == aliceLocal.count - 1)
+        #expect(try await remoteTexts(alice, "bob").count == 5)
+        try await bob.clearHistoryMessages(.private, targetId: "alice", recordTime: 0, clearRemote: true)
+        #expect(try await bob.getHistoryMessages(.private, targetId: "alice").isEmpty)
+        #expect(try await remoteTexts(bob, "alice").isEmpty)
+        #expect(try await bob.getConversation(.private, targetId: "alice")?.unreadMessageCount == 0)
+
         // The Server API clears a user's whole history of a conversation (msgTimestamp absent: all).
         let (status, body) = try await server.api.post("/conversation/message/history/clean.json",
                                                        form: ["conversationType": "1", "fromUserId": "alice", "targetId": "bob"])
         #expect(status == 200 && body["code"] as? Int == 200, "\(body)")
         #expect(try await remoteTexts(alice, "bob").isEmpty)
-        #expect(try await remoteTexts(bob, "alice") == ["m5"])
     }
 
     @Test("one-to-one read receipts mark the sender's messages read; the reader's devices agree on unread counts")

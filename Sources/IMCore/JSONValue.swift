@@ -1,0 +1,51 @@
+import Foundation
+
+/// Any JSON value, for content fields whose shape the content type does not fix (the quoted
+/// message inside `RC:ReferenceMsg` is a whole content of any type).
+public enum JSONValue: Sendable, Hashable, Codable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    /// Parses JSON text.
+    public init(data: Data) throws {
+        self = try JSONDecoder().decode(JSONValue.self, from: data)
+    }
+
+    /// The JSON text of the value.
+    public func data() throws -> Data {
+        try JSONEncoder().encode(self)
+    }
+}

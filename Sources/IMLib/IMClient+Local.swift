@@ -1,0 +1,205 @@
+import Foundation
+import IMCore
+
+/// Limits of the local-database features.
+public enum LocalLimits {
+    /// Messages per search call. RongCloud states no bound (its sample asks for 50); a page of 100
+    /// keeps one call's decoding small and is plenty for a result screen.
+    public static let searchCountRange = 1...100
+}
+
+/// One conversation that a search across conversations found: RongCloud's `RCSearchConversationResult`.
+public struct SearchConversationResult: Sendable, Hashable {
+    public var conversation: Conversation
+    /// How many of its messages match.
+    public var matchCount: Int
+}
+
+// Local features of the client database (spec/imlib-core.md §8.5, §8.6, §9.11-9.13): they read and
+// write this device's database only and send nothing to the server.
+extension IMClient {
+    // MARK: unread counts
+
+    /// Unread messages in every conversation (RongCloud's `getTotalUnreadCount`).
+    public func getTotalUnreadCount() throws -> Int {
+        try openStore().totalUnreadCount()
+    }
+
+    /// Unread messages of one conversation; 0 for a conversation not in the list.
+    public func getUnreadCount(_ type: ConversationType, targetId: String) throws -> Int {
+        try Self.checkTarget(targetId)
+        return try openStore().unreadCount(type: type, targetId: targetId, channelId: "")
+    }
+
+    /// Unread messages over the conversations of these types. `containBlocked: false` leaves out
+    /// do-not-disturb conversations.
+    public func getUnreadCount(types: [ConversationType], containBlocked: Bool) throws -> Int {
+        try openStore().unreadCount(types: types, includingDoNotDisturb: containBlocked)
+    }
+
+    /// Marks the received messages of a conversation sent at or before `time` (ms; 0: all) read;
+    /// its unread and mention counts are recounted from the messages still unread. Returns false if
+    /// the conversation is not in the list.
+    @discardableResult
+    public func clearMessagesUnreadStatus(_ type: ConversationType, targetId: String, time: Int64) throws -> Bool {
+        try Self.checkTarget(targetId)
+        guard time >= 0 else { throw IMError(.invalidParameter, "time must be a sent time in ms, or 0 for all messages; got \(time)") }
+        return try openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
+    }
+
+    // MARK: drafts
+
+    /// Saves the text the user has typed but not sent; an empty text clears it. Drafts stay on
+    /// this device. A conversation not in the list yet is added.
+    @discardableResult
+    public func saveTextMessageDraft(_ type: ConversationType, targetId: String, content: String) throws -> Bool {
+        try Self.checkTarget(targetId)
+        try openStore().saveDraft(type: type, targetId: targetId, channelId: "", draft: content, now: options.clock.nowMilliseconds())
+        return true
+    }
+
+    /// The conversation's draft, or nil when it has none.
+    public func getTextMessageDraft(_ type: ConversationType, targetId: String) throws -> String? {
+        try Self.checkTarget(targetId)
+        return try openStore().draft(type: type, targetId: targetId, channelId: "")
+    }
+
+    /// Clears the conversation's draft; false if the conversation is not in the list.
+    @discardableResult
+    public func clearTextMessageDraft(_ type: ConversationType, targetId: String) throws -> Bool {
+        try Self.checkTarget(targetId)
+        return try openStore().clearDraft(type: type, targetId: targetId, channelId: "")
+    }
+
+    // MARK: inserted messages
+
+    /// Stores an outgoing message on this device only: it is never sent and has no messageUId. It
+    /// appears in history and the conversation list by `sentTime` (ms; 0: now).
+    ///
+    /// - Throws: 34021 when the content's type is not registered; 33003 for an invalid target, a
+    ///   negative time or a type that is not stored (its persistent flag lacks `isPersisted`).
+    @discardableResult
+    public func insertOutgoingMessage(
+        _ type: ConversationType, targetId: String, sentStatus: SentStatus = .sent, content: some MessageContent, sentTime: Int64 = 0
+    ) throws -> Message {
+        let store = try openStore()
+        return try store.insertLocal(localMessage(type, targetId: targetId, senderUserId: store.userId, direction: .send,
+                                                  sentStatus: sentStatus, isRead: true, content: content, sentTime: sentTime))
+    }
+
+    /// Stores a received message on this device only, as if `senderUserId` had sent it: it has no
+    /// messageUId. Unless `isRead`, a counted type counts as unread. It appears in history and the
+    /// conversation list by `sentTime` (ms; 0: now).
+    ///
+    /// - Throws: as `insertOutgoingMessage`, and 33003 for an invalid sender.
+    @discardableResult
+    public func insertIncomingMessage(
+        _ type: ConversationType, targetId: String, senderUserId: String, isRead: Bool = false, content: some MessageContent,
+        sentTime: Int64 = 0
+    ) throws -> Message {
+        guard UserID.isValid(senderUserId) else { throw IMError(.invalidParameter, "senderUserId '\(senderUserId)' is not a valid user id") }
+        return try openStore().insertLocal(localMessage(type, targetId: targetId, senderUserId: senderUserId, direction: .receive,
+                                                        sentStatus: .received, isRead: isRead, content: content, sentTime: sentTime))
+    }
+
+    private func localMessage(
+        _ type: ConversationType, targetId: String, senderUserId: String, direction: MessageDirection, sentStatus: SentStatus,
+        isRead: Bool, content: some MessageContent, sentTime: Int64
+    ) throws -> Message {
+        try Self.checkTarget(targetId)
+        try requireRegistered(content)
+        let objectName = Swift.type(of: content).objectName
+        let flags = Swift.type(of: content).persistentFlag
+        guard flags.contains(.isPersisted) else {
+            throw IMError(.invalidParameter, "\(objectName) is not stored (its persistent flag lacks isPersisted), so it cannot be inserted")
+        }
+        guard sentTime >= 0 else { throw IMError(.invalidParameter, "sentTime must be a time in ms, or 0 for now; got \(sentTime)") }
+        let data: Data
+        do {
+            data = try content.encode()
+        } catch {
+            throw IMError(.invalidParameter, "the message content could not be encoded: \(error)")
+        }
+        let now = options.clock.nowMilliseconds()
+        return Message(
+            messageId: 0, conversationType: type, targetId: targetId, channelId: "", senderUserId: senderUserId, direction: direction,
+            objectName: objectName, contentData: data, content: content, flags: flags, sentStatus: sentStatus, isRead: isRead,
+            sentTime: sentTime == 0 ? now : sentTime, receivedTime: now, messageUId: "", clientMessageId: UUID().uuidString,
+            pushContent: "", pushData: "")
+    }
+
+    /// Fails with 34021 unless the content's object name is registered (built-in or by
+    /// `registerMessageType`): only registered types can be sent or inserted.
+    func requireRegistered(_ content: some MessageContent) throws {
+        let objectName = Swift.type(of: content).objectName
+        guard types.isRegistered(objectName) else {
+            throw IMError(.messageTypeNotRegistered, "message type \(objectName) is not registered: call registerMessageType before connecting")
+        }
+    }
+
+    // MARK: local deletes
+
+    /// Deletes messages from this device's database (the server keeps them). Their conversations
+    /// show their newest remaining message and recount unread messages. Returns whether any of
+    /// them existed.
+    @discardableResult
+    public func deleteMessages(ids: [Int64]) throws -> Bool {
+        guard !ids.isEmpty else { throw IMError(.invalidParameter, "ids is empty: name the messages to delete") }
+        return try openStore().deleteMessages(ids: ids) > 0
+    }
+
+    /// Deletes every message of a conversation from this device's database (the server keeps them);
+    /// the conversation stays in the list, with no unread messages. Returns false if there was
+    /// nothing to delete and no such conversation.
+    @discardableResult
+    public func clearMessages(_ type: ConversationType, targetId: String) throws -> Bool {
+        try Self.checkTarget(targetId)
+        let store = try openStore()
+        let deleted = try store.deleteMessages(type: type, targetId: targetId, channelId: "", sentAtOrBefore: 0)
+        return try deleted > 0 || store.conversation(type: type, targetId: targetId, channelId: "") != nil
+    }
+
+    // MARK: search
+
+    /// Up to `count` (1-100) messages of a conversation whose searchable words contain the keyword,
+    /// newest first; `startTime` > 0 returns only messages sent before it (pass the last result's
+    /// sentTime for the next page). Chinese, Japanese and Korean text matches anywhere ("天气" finds
+    /// "今天天气很好"); other words match from their start, case-insensitively ("wor" finds "World").
+    public func searchMessages(_ type: ConversationType, targetId: String, keyword: String, count: Int = 50, startTime: Int64 = 0) throws -> [Message] {
+        try Self.checkSearch(targetId: targetId, count: count, startTime: startTime)
+        guard !keyword.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw IMError(.invalidParameter, "keyword is empty: give the text to search for")
+        }
+        return try openStore().searchMessages(type: type, targetId: targetId, channelId: "", keyword: keyword, count: count, before: startTime)
+    }
+
+    /// Up to `count` (1-100) messages of a conversation sent by `userId`, newest first; `startTime`
+    /// > 0 returns only messages sent before it.
+    public func searchMessages(_ type: ConversationType, targetId: String, userId: String, count: Int = 50, startTime: Int64 = 0) throws -> [Message] {
+        try Self.checkSearch(targetId: targetId, count: count, startTime: startTime)
+        guard UserID.isValid(userId) else { throw IMError(.invalidParameter, "userId '\(userId)' is not a valid user id") }
+        return try openStore().searchMessages(type: type, targetId: targetId, channelId: "", senderId: userId, count: count, before: startTime)
+    }
+
+    /// The conversations of these types whose messages (of these object names; nil: any) contain
+    /// the keyword, each with its number of matching messages, newest conversation first.
+    public func searchConversations(types: [ConversationType], objectNames: [String]? = nil, keyword: String) throws -> [SearchConversationResult] {
+        guard !keyword.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw IMError(.invalidParameter, "keyword is empty: give the text to search for")
+        }
+        return try openStore().searchConversations(types: types, objectNames: objectNames ?? [], keyword: keyword)
+            .map { SearchConversationResult(conversation: $0.0, matchCount: $0.1) }
+    }
+
+    private static func checkSearch(targetId: String, count: Int, startTime: Int64) throws {
+        try checkTarget(targetId)
+        guard LocalLimits.searchCountRange.contains(count) else {
+            throw IMError(.invalidParameter, "count must be \(LocalLimits.searchCountRange.lowerBound)...\(LocalLimits.searchCountRange.upperBound), got \(count)")
+        }
+        guard startTime >= 0 else { throw IMError(.invalidParameter, "startTime must be a time in ms, or 0 for no limit; got \(startTime)") }
+    }
+
+    static func checkTarget(_ targetId: String) throws {
+        guard UserID.isValid(targetId) else { throw IMError(.invalidParameter, "targetId '\(targetId)' is not a valid id") }
+    }
+}
