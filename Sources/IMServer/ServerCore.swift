@@ -20,6 +20,7 @@ public final class ServerCore: Sendable {
     public let directory: UserDirectory
     public let sensitiveWords: SensitiveWordFilter
     public let apiLimits: APIRateLimiter
+    public let conversationState: ConversationStateService
 
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger) {
         self.config = config
@@ -39,6 +40,7 @@ public final class ServerCore: Sendable {
         self.groups = GroupService(store: store, clock: clock, config: config, registry: registry, rosters: rosters,
                                    messages: messages, log: log)
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
+        self.conversationState = ConversationStateService(store: store, clock: clock, registry: registry, logger: logger)
     }
 
     /// Loads the apps and makes sure the development app exists: the configured key and secret, or

@@ -149,6 +149,9 @@ public final class SQLiteStore: IMStore {
                 CREATE INDEX message_reads_by_message ON message_reads (app_id, uid, seq);
                 """)
         }
+        migrator.registerMigration("v4-conversation-state") { db in
+            try Self.createConversationState(db)
+        }
         return migrator
     }
 
