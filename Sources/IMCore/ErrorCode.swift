@@ -59,6 +59,10 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let invalidParameter = ErrorCode(33003)
     public static let connectionExists = ErrorCode(34001)
     public static let connectTimeout = ErrorCode(34006)
+    /// 「指定的会话类型不支持标签功能」: only private, group and system conversations can be tagged.
+    public static let tagUnsupportedConversationType = ErrorCode(34012)
+    /// 「批量处理指定标签的会话个数超限」: at most 1000 conversations per batch tag call.
+    public static let tagConversationsExceeded = ErrorCode(34013)
     public static let messageTypeNotRegistered = ErrorCode(34021)
     /// The message was sent without `canIncludeExpansion`: it cannot carry extensions.
     public static let messageNotExpandable = ErrorCode(34008)

@@ -31,12 +31,6 @@ extension IMClient {
         return try openStore().unreadCount(type: type, targetId: targetId, channelId: "")
     }
 
-    /// Unread messages over the conversations of these types. `containBlocked: false` leaves out
-    /// do-not-disturb conversations.
-    public func getUnreadCount(types: [ConversationType], containBlocked: Bool) throws -> Int {
-        try openStore().unreadCount(types: types, includingDoNotDisturb: containBlocked)
-    }
-
     /// Marks the received messages of a conversation sent at or before `time` (ms; 0: all) read;
     /// its unread and mention counts are recounted from the messages still unread. Returns false if
     /// the conversation is not in the list.

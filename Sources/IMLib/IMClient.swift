@@ -48,6 +48,9 @@ public actor IMClient {
     let expansionEvents = Broadcaster<MessageExpansionEvent>()
     /// When this client last sent a typing status, per conversation (the 6 s throttle).
     var lastTypingSent: [String: Int64] = [:]
+    let stateEvents = Broadcaster<ConversationStateChange>()
+    /// Whether a conversation-state pull is running, and whether another was asked for meanwhile.
+    var stateSync = ConversationStateSyncFlags()
 
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?
@@ -56,11 +59,11 @@ public actor IMClient {
     /// False after disconnect, logout or an unrecoverable error: nothing reconnects then.
     private var wantsConnection = false
     /// Bumped on every connect, disconnect and lost connection, so stale tasks stop.
-    private var generation = 0
+    var generation = 0
     private var heartbeatInterval: Duration = .seconds(30)
     private var heartbeat: Task<Void, Never>?
     private var reconnecting: Task<Void, Never>?
-    private var syncing = false
+    var syncing = false
     private var heldPushes: [Im_Message] = []
 
     public init(appKey: String, serverURL: String, options: IMClientOptions = IMClientOptions()) {
@@ -127,8 +130,6 @@ public actor IMClient {
             setStatus(.tokenIncorrect)
             throw IMError(.tokenIncorrect, "the token was issued for app key \(claims.appKey), but this client uses \(appKey): use the same app key on client and server")
         }
-        // The time limit counts from the call, opening the local database included.
-        let deadline = timeLimit > 0 ? ContinuousClock.now + .seconds(timeLimit) : nil
         if store?.userId != claims.userId {
             store = try LocalStore(directory: databaseDirectory(userId: claims.userId), userId: claims.userId, registry: types)
         }
@@ -136,6 +137,9 @@ public actor IMClient {
         wantsConnection = true
         generation += 1
         reconnecting?.cancel()
+        // The time limit covers reaching the server, from here; opening the local database (a
+        // local step, before any network) is not part of it.
+        let deadline = timeLimit > 0 ? ContinuousClock.now + .seconds(timeLimit) : nil
         try await connectLoop(generation: generation, isReconnect: false, deadline: deadline)
         return claims.userId
     }
@@ -343,6 +347,9 @@ public actor IMClient {
             // Live reads do not move the receipt watermark: the next connect's receipt sync
             // fetches from the last page it completed, and already-known readers are skipped.
             applyReads(receipts.receipts, watermark: nil)
+        case .conversationStateChanged:
+            guard let notice = try? frame.body(Im_ConversationStateChanged.self) else { return }
+            conversationStateChanged(notice, generation: generation)
         case .kicked:
             let kicked = (try? frame.body(Im_Kicked.self)) ?? Im_Kicked()
             wantsConnection = false
@@ -380,6 +387,7 @@ public actor IMClient {
                 receive([wire], offline: false, hasPackage: false, watermark: wire.seq > 0 ? wire.seq : nil)
             }
             try await syncReadReceipts(generation: generation)
+            await syncConversationState(generation: generation)
         } catch {
             options.logger.debug("offline sync stopped", metadata: ["error": "\(error)"])
         }
@@ -699,12 +707,6 @@ public actor IMClient {
     public func clearConversations(types: [ConversationType]) throws -> Bool {
         try openStore().clearConversations(types: types)
         return true
-    }
-
-    /// Pins a conversation to the top of the local list.
-    @discardableResult
-    public func setConversationToTop(_ type: ConversationType, targetId: String, isTop: Bool) throws -> Bool {
-        try openStore().setTop(type: type, targetId: targetId, channelId: "", isTop: isTop)
     }
 
     /// Local history: up to `count` (at most 20) messages older than `oldestMessageId`, newest

@@ -64,18 +64,6 @@ extension LocalStore {
         }
     }
 
-    /// Unread messages over the conversations of these types; do-not-disturb conversations
-    /// (notification level 1 or more) only when `includingDoNotDisturb`.
-    func unreadCount(types: [ConversationType], includingDoNotDisturb: Bool) throws -> Int {
-        guard !types.isEmpty else { return 0 }
-        return try pool.read { db in
-            let marks = types.map { _ in "?" }.joined(separator: ",")
-            let dnd = includingDoNotDisturb ? "" : "AND notification_level < 1"
-            return try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(unread_count), 0) FROM conversations WHERE conv_type IN (\(marks)) \(dnd)",
-                                    arguments: StatementArguments(types.map(\.rawValue))) ?? 0
-        }
-    }
-
     /// Marks the conversation's received messages sent at or before `time` (0: all) read, and
     /// recounts its unread and mention counts. Returns false if there is no such conversation.
     /// Also for another device of the user reporting that it read the conversation up to a time.

@@ -81,6 +81,9 @@ final class LocalStore: Sendable {
         migrator.registerMigration("v4-local") { db in
             try LocalStore.migrateLocalFeatures(db)
         }
+        migrator.registerMigration("v5-conversation-tags") { db in
+            try Self.createConversationState(db)
+        }
         migrator.registerMigration("v6-message-lifecycle") { db in
             try db.execute(sql: """
                 ALTER TABLE messages ADD COLUMN can_include_expansion INTEGER NOT NULL DEFAULT 0;
@@ -270,7 +273,7 @@ final class LocalStore: Sendable {
 
     static let conversationColumns = """
         c.conv_type, c.target_id, c.channel_id, c.unread_count, c.is_top, c.sort_time, c.latest_message_id, c.draft,
-        m.object_name, m.sender_id, c.mentioned_count
+        m.object_name, m.sender_id, c.mentioned_count, c.notification_level
         """
 
     func conversations(types: [ConversationType], count: Int, startTime: Int64) throws -> [Conversation] {
@@ -318,23 +321,14 @@ final class LocalStore: Sendable {
         }
     }
 
-    func setTop(type: ConversationType, targetId: String, channelId: String, isTop: Bool) throws -> Bool {
-        try pool.write { db in
-            try db.execute(sql: """
-                INSERT INTO conversations (conv_type, target_id, channel_id, is_top) VALUES (?, ?, ?, ?)
-                ON CONFLICT(conv_type, target_id, channel_id) DO UPDATE SET is_top = excluded.is_top
-                """, arguments: [type.rawValue, targetId, channelId, isTop])
-            return true
-        }
-    }
-
     static func conversation(_ row: Row) -> Conversation {
         Conversation(
             conversationType: ConversationType(rawValue: row["conv_type"]) ?? .private,
             targetId: row["target_id"], channelId: row["channel_id"], unreadMessageCount: row["unread_count"],
             isTop: row["is_top"], sentTime: row["sort_time"], latestMessageId: row["latest_message_id"],
             latestObjectName: row["object_name"] ?? "", latestSenderUserId: row["sender_id"] ?? "", draft: row["draft"],
-            mentionedCount: row["mentioned_count"])
+            mentionedCount: row["mentioned_count"],
+            notificationLevel: PushNotificationLevel(rawValue: row["notification_level"]) ?? .default)
     }
 
     // MARK: messages

@@ -128,6 +128,9 @@ public struct Conversation: Sendable, Hashable {
     public var draft: String
     /// Unread messages that mention this user (or everyone).
     public var mentionedCount: Int = 0
+    /// The conversation's own do-not-disturb level, as the server keeps it for this user
+    /// (RongCloud's `notificationLevel`); `.default` defers to the conversation type's level.
+    public var notificationLevel: PushNotificationLevel = .default
 
     /// Whether an unread message mentions this user: RongCloud's `hasUnreadMentioned`.
     public var hasUnreadMentioned: Bool { mentionedCount > 0 }

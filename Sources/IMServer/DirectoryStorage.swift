@@ -203,7 +203,5 @@ public protocol DirectoryStore: Sendable {
     func removeSensitiveWords(appId: Int64, words: [String]) async throws
     func sensitiveWords(appId: Int64) async throws -> [SensitiveWord]
 
-    /// A user's do-not-disturb level for one conversation (0 = not set).
-    func setConversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String, level: Int) async throws
-    func conversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String) async throws -> Int
+    // Do-not-disturb levels, pins, quiet hours and tags: `ConversationStateStore`.
 }

@@ -170,6 +170,28 @@ struct Gateway: Sendable {
             case .updateExpansion:
                 try await core.lifecycle.updateExpansion(try body(Im_ExpansionUpdate.self, of: frame), from: session)
                 reply = FrameCodec.emptyReply(to: frame)
+            case .conversationStateSync:
+                let request = try body(Im_ConversationStateSyncRequest.self, of: frame)
+                async let reading = core.conversationState.sync(request, for: session)
+                reply = try FrameCodec.reply(to: frame, try await reading)
+            case .setConversationNotification:
+                let request = try body(Im_SetConversationNotificationRequest.self, of: frame)
+                reply = try FrameCodec.reply(to: frame, try await core.conversationState.setNotification(request, from: session))
+            case .setConversationTop:
+                let request = try body(Im_SetConversationTopRequest.self, of: frame)
+                reply = try FrameCodec.reply(to: frame, try await core.conversationState.setTop(request, from: session))
+            case .setQuietHours:
+                let request = try body(Im_SetQuietHoursRequest.self, of: frame)
+                reply = try FrameCodec.reply(to: frame, try await core.conversationState.setQuietHours(request, from: session))
+            case .removeQuietHours:
+                reply = try FrameCodec.reply(to: frame, try await core.conversationState.removeQuietHours(from: session))
+            case .editConversationTag:
+                let request = try body(Im_ConversationTagRequest.self, of: frame)
+                reply = try FrameCodec.reply(to: frame, try await core.conversationState.editTag(request, from: session))
+            case .tagConversations:
+                let request = try body(Im_TagConversationsRequest.self, of: frame)
+                async let editing = core.conversationState.tagConversations(request, from: session)
+                reply = try FrameCodec.reply(to: frame, try await editing)
             case .disconnect:
                 session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
                 session.close()

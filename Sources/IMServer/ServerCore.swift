@@ -21,6 +21,7 @@ public final class ServerCore: Sendable {
     public let directory: UserDirectory
     public let sensitiveWords: SensitiveWordFilter
     public let apiLimits: APIRateLimiter
+    public let conversationState: ConversationStateService
 
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger) {
         self.config = config
@@ -42,6 +43,7 @@ public final class ServerCore: Sendable {
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
         self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, clock: clock,
                                                  config: config)
+        self.conversationState = ConversationStateService(store: store, clock: clock, registry: registry, logger: logger)
     }
 
     /// Loads the apps and makes sure the development app exists: the configured key and secret, or

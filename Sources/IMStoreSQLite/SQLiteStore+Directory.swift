@@ -414,26 +414,6 @@ extension SQLiteStore {
                 .map { SensitiveWord(word: $0["word"], replacement: $0["replacement"]) }
         }
     }
-
-    // MARK: conversation settings
-
-    public func setConversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String, level: Int) async throws {
-        try await pool.write { db in
-            try db.execute(sql: """
-                INSERT INTO conversation_settings (app_id, user_id, conv_type, target_id, channel_id, unpush_level) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT(app_id, user_id, conv_type, target_id, channel_id) DO UPDATE SET unpush_level = excluded.unpush_level
-                """, arguments: [appId, userId, type.rawValue, targetId, channelId, level])
-        }
-    }
-
-    public func conversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String) async throws -> Int {
-        try await pool.read { db in
-            try Int.fetchOne(db, sql: """
-                SELECT unpush_level FROM conversation_settings
-                WHERE app_id = ? AND user_id = ? AND conv_type = ? AND target_id = ? AND channel_id = ?
-                """, arguments: [appId, userId, type.rawValue, targetId, channelId]) ?? 0
-        }
-    }
 }
 
 /// Thrown inside a group transaction to roll it back when the member limit would be exceeded.

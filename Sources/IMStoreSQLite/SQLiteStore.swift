@@ -149,7 +149,10 @@ public final class SQLiteStore: IMStore {
                 CREATE INDEX message_reads_by_message ON message_reads (app_id, uid, seq);
                 """)
         }
-        migrator.registerMigration("v4-message-lifecycle") { db in
+        migrator.registerMigration("v4-conversation-state") { db in
+            try Self.createConversationState(db)
+        }
+        migrator.registerMigration("v5-message-lifecycle") { db in
             try db.execute(sql: """
                 ALTER TABLE messages ADD COLUMN expansion_times TEXT;
                 CREATE TABLE hidden_messages (

@@ -79,7 +79,29 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// ExpansionUpdate -> empty: set and remove key-value extensions of a message.
   case updateExpansion // = 14
 
-  /// 30-39: conversation state (do-not-disturb, quiet hours, pin, tags) kept by the server.
+  /// 30-39: conversation state (do-not-disturb, quiet hours, pin, tags) kept by the server. Every
+  /// change is answered with a ConversationStateDelta holding the rows it changed; the user's other
+  /// sessions are sent CONVERSATION_STATE_CHANGED and pull with CONVERSATION_STATE_SYNC.
+  case conversationStateSync // = 30
+
+  /// SetConversationNotificationRequest -> ConversationStateDelta
+  case setConversationNotification // = 31
+
+  /// SetConversationTopRequest -> ConversationStateDelta
+  case setConversationTop // = 32
+
+  /// SetQuietHoursRequest -> ConversationStateDelta
+  case setQuietHours // = 33
+
+  /// RemoveQuietHoursRequest -> ConversationStateDelta
+  case removeQuietHours // = 34
+
+  /// ConversationTagRequest -> ConversationStateDelta: add, rename or remove a tag
+  case editConversationTag // = 35
+
+  /// TagConversationsRequest -> ConversationStateDelta: conversations in tags
+  case tagConversations // = 36
+
   /// Server pushes (id 0).
   case message // = 20
 
@@ -88,6 +110,9 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// ReadReceipts: members have read messages this user asked receipts for.
   case readReceipts // = 22
+
+  /// 40-44: conversation state pushes.
+  case conversationStateChanged // = 40
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -114,6 +139,14 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 20: self = .message
     case 21: self = .kicked
     case 22: self = .readReceipts
+    case 30: self = .conversationStateSync
+    case 31: self = .setConversationNotification
+    case 32: self = .setConversationTop
+    case 33: self = .setQuietHours
+    case 34: self = .removeQuietHours
+    case 35: self = .editConversationTag
+    case 36: self = .tagConversations
+    case 40: self = .conversationStateChanged
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -138,6 +171,14 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .message: return 20
     case .kicked: return 21
     case .readReceipts: return 22
+    case .conversationStateSync: return 30
+    case .setConversationNotification: return 31
+    case .setConversationTop: return 32
+    case .setQuietHours: return 33
+    case .removeQuietHours: return 34
+    case .editConversationTag: return 35
+    case .tagConversations: return 36
+    case .conversationStateChanged: return 40
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -159,9 +200,17 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .deleteRemoteMessages,
     .clearRemoteHistory,
     .updateExpansion,
+    .conversationStateSync,
+    .setConversationNotification,
+    .setConversationTop,
+    .setQuietHours,
+    .removeQuietHours,
+    .editConversationTag,
+    .tagConversations,
     .message,
     .kicked,
     .readReceipts,
+    .conversationStateChanged,
   ]
 
 }
@@ -791,12 +840,415 @@ public nonisolated struct Im_ExpansionUpdate: Sendable {
   public init() {}
 }
 
+/// A conversation of the user. An empty target_id in a notification setting means the whole
+/// conversation type (RongCloud's conversation-type do-not-disturb).
+public nonisolated struct Im_ConversationRef: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversationType: Int32 = 0
+
+  public var targetID: String = String()
+
+  public var channelID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ConversationStateSyncRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The highest state version the device has applied; 0 on a device that never synced.
+  public var since: UInt64 = 0
+
+  /// Rows per page, 1...1000 (0: the server's default).
+  public var limit: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// One conversation's settings.
+public nonisolated struct Im_ConversationSetting: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversation: Im_ConversationRef {
+    get {_conversation ?? Im_ConversationRef()}
+    set {_conversation = newValue}
+  }
+  /// Returns true if `conversation` has been explicitly set.
+  public var hasConversation: Bool {self._conversation != nil}
+  /// Clears the value of `conversation`. Subsequent reads from it will return its default value.
+  public mutating func clearConversation() {self._conversation = nil}
+
+  /// RongCloud's RCPushNotificationLevel: -1 all, 0 not set, 1 mentions, 2 mentions of the user,
+  /// 4 @all only, 5 blocked. 1 and above is do-not-disturb.
+  public var notificationLevel: Int32 = 0
+
+  public var isTop: Bool = false
+
+  public var version: UInt64 = 0
+
+  /// When the row last changed (ms).
+  public var updatedAt: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _conversation: Im_ConversationRef? = nil
+}
+
+/// The user's global quiet hours; `set` false once removed.
+public nonisolated struct Im_QuietHoursState: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var set: Bool = false
+
+  /// "HH:MM:SS", in time_zone.
+  public var startTime: String = String()
+
+  /// 1...1439 minutes.
+  public var spanMins: Int32 = 0
+
+  /// The notification level during the quiet hours (1 mentions only, 5 nothing, ...).
+  public var level: Int32 = 0
+
+  /// IANA time zone of the device that set them (empty: UTC).
+  public var timeZone: String = String()
+
+  public var version: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ConversationTag: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tagID: String = String()
+
+  public var name: String = String()
+
+  /// When the tag was added (ms).
+  public var createdAt: Int64 = 0
+
+  /// A tombstone: the tag was removed (and its conversations with it).
+  public var removed: Bool = false
+
+  public var version: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// A conversation in a tag.
+public nonisolated struct Im_ConversationTagLink: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var tagID: String = String()
+
+  public var conversation: Im_ConversationRef {
+    get {_conversation ?? Im_ConversationRef()}
+    set {_conversation = newValue}
+  }
+  /// Returns true if `conversation` has been explicitly set.
+  public var hasConversation: Bool {self._conversation != nil}
+  /// Clears the value of `conversation`. Subsequent reads from it will return its default value.
+  public mutating func clearConversation() {self._conversation = nil}
+
+  /// Pinned inside the tag (setConversationToTopInTag).
+  public var isTop: Bool = false
+
+  /// A tombstone: the conversation was taken out of the tag.
+  public var removed: Bool = false
+
+  public var version: UInt64 = 0
+
+  /// When the conversation was put into the tag (ms).
+  public var linkedAt: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _conversation: Im_ConversationRef? = nil
+}
+
+/// State rows changed after a version: a page of CONVERSATION_STATE_SYNC, or what one change did.
+public nonisolated struct Im_ConversationStateDelta: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var settings: [Im_ConversationSetting] = []
+
+  /// Present when the quiet hours changed.
+  public var quietHours: Im_QuietHoursState {
+    get {_quietHours ?? Im_QuietHoursState()}
+    set {_quietHours = newValue}
+  }
+  /// Returns true if `quietHours` has been explicitly set.
+  public var hasQuietHours: Bool {self._quietHours != nil}
+  /// Clears the value of `quietHours`. Subsequent reads from it will return its default value.
+  public mutating func clearQuietHours() {self._quietHours = nil}
+
+  public var tags: [Im_ConversationTag] = []
+
+  public var links: [Im_ConversationTagLink] = []
+
+  /// Sync page: the `since` of the next page. Change reply: the user's version after the change.
+  public var version: UInt64 = 0
+
+  /// Change reply: the user's version before the change; the delta holds every row in between, so
+  /// a device that had applied exactly this version is now at `version`.
+  public var previousVersion: UInt64 = 0
+
+  /// Sync page: more pages wait.
+  public var more: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _quietHours: Im_QuietHoursState? = nil
+}
+
+public nonisolated struct Im_SetConversationNotificationRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversation: Im_ConversationRef {
+    get {_conversation ?? Im_ConversationRef()}
+    set {_conversation = newValue}
+  }
+  /// Returns true if `conversation` has been explicitly set.
+  public var hasConversation: Bool {self._conversation != nil}
+  /// Clears the value of `conversation`. Subsequent reads from it will return its default value.
+  public mutating func clearConversation() {self._conversation = nil}
+
+  public var level: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _conversation: Im_ConversationRef? = nil
+}
+
+public nonisolated struct Im_SetConversationTopRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversation: Im_ConversationRef {
+    get {_conversation ?? Im_ConversationRef()}
+    set {_conversation = newValue}
+  }
+  /// Returns true if `conversation` has been explicitly set.
+  public var hasConversation: Bool {self._conversation != nil}
+  /// Clears the value of `conversation`. Subsequent reads from it will return its default value.
+  public mutating func clearConversation() {self._conversation = nil}
+
+  public var isTop: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _conversation: Im_ConversationRef? = nil
+}
+
+public nonisolated struct Im_SetQuietHoursRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// "HH:MM:SS".
+  public var startTime: String = String()
+
+  /// 0 < span_mins < 1440.
+  public var spanMins: Int32 = 0
+
+  /// 0: the default, 5 (nothing is pushed).
+  public var level: Int32 = 0
+
+  public var timeZone: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_RemoveQuietHoursRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ConversationTagRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var action: Im_ConversationTagRequest.Action = .add
+
+  public var tagID: String = String()
+
+  public var name: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Action: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+    case add // = 0
+    case rename // = 1
+    case remove // = 2
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .add
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .add
+      case 1: self = .rename
+      case 2: self = .remove
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .add: return 0
+      case .rename: return 1
+      case .remove: return 2
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Im_ConversationTagRequest.Action] = [
+      .add,
+      .rename,
+      .remove,
+    ]
+
+  }
+
+  public init() {}
+}
+
+public nonisolated struct Im_TagConversationsRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var action: Im_TagConversationsRequest.Action = .add
+
+  public var tagIds: [String] = []
+
+  public var conversations: [Im_ConversationRef] = []
+
+  public var isTop: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public nonisolated enum Action: SwiftProtobuf.Enum, Swift.CaseIterable {
+    public typealias RawValue = Int
+
+    /// Put `conversations` into the tag `tag_ids[0]`.
+    case add // = 0
+
+    /// Take `conversations` out of the tag `tag_ids[0]`.
+    case remove // = 1
+
+    /// Take the conversation `conversations[0]` out of every tag in `tag_ids`.
+    case removeTags // = 2
+
+    /// Pin (is_top) or unpin the conversation `conversations[0]` inside the tag `tag_ids[0]`.
+    case setTop // = 3
+    case UNRECOGNIZED(Int)
+
+    public init() {
+      self = .add
+    }
+
+    public init?(rawValue: Int) {
+      switch rawValue {
+      case 0: self = .add
+      case 1: self = .remove
+      case 2: self = .removeTags
+      case 3: self = .setTop
+      default: self = .UNRECOGNIZED(rawValue)
+      }
+    }
+
+    public var rawValue: Int {
+      switch self {
+      case .add: return 0
+      case .remove: return 1
+      case .removeTags: return 2
+      case .setTop: return 3
+      case .UNRECOGNIZED(let i): return i
+      }
+    }
+
+    // The compiler won't synthesize support with the UNRECOGNIZED case.
+    public static let allCases: [Im_TagConversationsRequest.Action] = [
+      .add,
+      .remove,
+      .removeTags,
+      .setTop,
+    ]
+
+  }
+
+  public init() {}
+}
+
+/// Pushed to a user's sessions when their conversation state changed elsewhere.
+public nonisolated struct Im_ConversationStateChanged: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// The user's state version now.
+  public var version: UInt64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "im"
 
 nonisolated extension Im_Op: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{2}\u{6}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{2}\u{6}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{2}\u{8}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0")
 }
 
 nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
@@ -2061,6 +2513,628 @@ nonisolated extension Im_ExpansionUpdate: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.messageUid != rhs.messageUid {return false}
     if lhs.set != rhs.set {return false}
     if lhs.removeKeys != rhs.removeKeys {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ConversationRef: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConversationRef"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}channel_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.conversationType != 0 {
+      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
+    }
+    if !self.targetID.isEmpty {
+      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ConversationRef, rhs: Im_ConversationRef) -> Bool {
+    if lhs.conversationType != rhs.conversationType {return false}
+    if lhs.targetID != rhs.targetID {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ConversationStateSyncRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConversationStateSyncRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}since\0\u{1}limit\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.since) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.limit) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.since != 0 {
+      try visitor.visitSingularUInt64Field(value: self.since, fieldNumber: 1)
+    }
+    if self.limit != 0 {
+      try visitor.visitSingularInt32Field(value: self.limit, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ConversationStateSyncRequest, rhs: Im_ConversationStateSyncRequest) -> Bool {
+    if lhs.since != rhs.since {return false}
+    if lhs.limit != rhs.limit {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ConversationSetting: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConversationSetting"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{3}notification_level\0\u{3}is_top\0\u{1}version\0\u{3}updated_at\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._conversation) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.notificationLevel) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.isTop) }()
+      case 4: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.updatedAt) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._conversation {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.notificationLevel != 0 {
+      try visitor.visitSingularInt32Field(value: self.notificationLevel, fieldNumber: 2)
+    }
+    if self.isTop != false {
+      try visitor.visitSingularBoolField(value: self.isTop, fieldNumber: 3)
+    }
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 4)
+    }
+    if self.updatedAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.updatedAt, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ConversationSetting, rhs: Im_ConversationSetting) -> Bool {
+    if lhs._conversation != rhs._conversation {return false}
+    if lhs.notificationLevel != rhs.notificationLevel {return false}
+    if lhs.isTop != rhs.isTop {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.updatedAt != rhs.updatedAt {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_QuietHoursState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".QuietHoursState"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}set\0\u{3}start_time\0\u{3}span_mins\0\u{1}level\0\u{3}time_zone\0\u{1}version\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.set) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.startTime) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.spanMins) }()
+      case 4: try { try decoder.decodeSingularInt32Field(value: &self.level) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.timeZone) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.set != false {
+      try visitor.visitSingularBoolField(value: self.set, fieldNumber: 1)
+    }
+    if !self.startTime.isEmpty {
+      try visitor.visitSingularStringField(value: self.startTime, fieldNumber: 2)
+    }
+    if self.spanMins != 0 {
+      try visitor.visitSingularInt32Field(value: self.spanMins, fieldNumber: 3)
+    }
+    if self.level != 0 {
+      try visitor.visitSingularInt32Field(value: self.level, fieldNumber: 4)
+    }
+    if !self.timeZone.isEmpty {
+      try visitor.visitSingularStringField(value: self.timeZone, fieldNumber: 5)
+    }
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_QuietHoursState, rhs: Im_QuietHoursState) -> Bool {
+    if lhs.set != rhs.set {return false}
+    if lhs.startTime != rhs.startTime {return false}
+    if lhs.spanMins != rhs.spanMins {return false}
+    if lhs.level != rhs.level {return false}
+    if lhs.timeZone != rhs.timeZone {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ConversationTag: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConversationTag"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}tag_id\0\u{1}name\0\u{3}created_at\0\u{1}removed\0\u{1}version\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.tagID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.createdAt) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.removed) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.tagID.isEmpty {
+      try visitor.visitSingularStringField(value: self.tagID, fieldNumber: 1)
+    }
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 2)
+    }
+    if self.createdAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.createdAt, fieldNumber: 3)
+    }
+    if self.removed != false {
+      try visitor.visitSingularBoolField(value: self.removed, fieldNumber: 4)
+    }
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ConversationTag, rhs: Im_ConversationTag) -> Bool {
+    if lhs.tagID != rhs.tagID {return false}
+    if lhs.name != rhs.name {return false}
+    if lhs.createdAt != rhs.createdAt {return false}
+    if lhs.removed != rhs.removed {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ConversationTagLink: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConversationTagLink"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}tag_id\0\u{1}conversation\0\u{3}is_top\0\u{1}removed\0\u{1}version\0\u{3}linked_at\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.tagID) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._conversation) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.isTop) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.removed) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.linkedAt) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.tagID.isEmpty {
+      try visitor.visitSingularStringField(value: self.tagID, fieldNumber: 1)
+    }
+    try { if let v = self._conversation {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if self.isTop != false {
+      try visitor.visitSingularBoolField(value: self.isTop, fieldNumber: 3)
+    }
+    if self.removed != false {
+      try visitor.visitSingularBoolField(value: self.removed, fieldNumber: 4)
+    }
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 5)
+    }
+    if self.linkedAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.linkedAt, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ConversationTagLink, rhs: Im_ConversationTagLink) -> Bool {
+    if lhs.tagID != rhs.tagID {return false}
+    if lhs._conversation != rhs._conversation {return false}
+    if lhs.isTop != rhs.isTop {return false}
+    if lhs.removed != rhs.removed {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.linkedAt != rhs.linkedAt {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ConversationStateDelta: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConversationStateDelta"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}settings\0\u{3}quiet_hours\0\u{1}tags\0\u{1}links\0\u{1}version\0\u{3}previous_version\0\u{1}more\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.settings) }()
+      case 2: try { try decoder.decodeSingularMessageField(value: &self._quietHours) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.tags) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.links) }()
+      case 5: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.previousVersion) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.more) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.settings.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.settings, fieldNumber: 1)
+    }
+    try { if let v = self._quietHours {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 2)
+    } }()
+    if !self.tags.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.tags, fieldNumber: 3)
+    }
+    if !self.links.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.links, fieldNumber: 4)
+    }
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 5)
+    }
+    if self.previousVersion != 0 {
+      try visitor.visitSingularUInt64Field(value: self.previousVersion, fieldNumber: 6)
+    }
+    if self.more != false {
+      try visitor.visitSingularBoolField(value: self.more, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ConversationStateDelta, rhs: Im_ConversationStateDelta) -> Bool {
+    if lhs.settings != rhs.settings {return false}
+    if lhs._quietHours != rhs._quietHours {return false}
+    if lhs.tags != rhs.tags {return false}
+    if lhs.links != rhs.links {return false}
+    if lhs.version != rhs.version {return false}
+    if lhs.previousVersion != rhs.previousVersion {return false}
+    if lhs.more != rhs.more {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_SetConversationNotificationRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetConversationNotificationRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{1}level\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._conversation) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.level) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._conversation {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.level != 0 {
+      try visitor.visitSingularInt32Field(value: self.level, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_SetConversationNotificationRequest, rhs: Im_SetConversationNotificationRequest) -> Bool {
+    if lhs._conversation != rhs._conversation {return false}
+    if lhs.level != rhs.level {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_SetConversationTopRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetConversationTopRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}conversation\0\u{3}is_top\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularMessageField(value: &self._conversation) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.isTop) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    try { if let v = self._conversation {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 1)
+    } }()
+    if self.isTop != false {
+      try visitor.visitSingularBoolField(value: self.isTop, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_SetConversationTopRequest, rhs: Im_SetConversationTopRequest) -> Bool {
+    if lhs._conversation != rhs._conversation {return false}
+    if lhs.isTop != rhs.isTop {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_SetQuietHoursRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetQuietHoursRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}start_time\0\u{3}span_mins\0\u{1}level\0\u{3}time_zone\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.startTime) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.spanMins) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.level) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.timeZone) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.startTime.isEmpty {
+      try visitor.visitSingularStringField(value: self.startTime, fieldNumber: 1)
+    }
+    if self.spanMins != 0 {
+      try visitor.visitSingularInt32Field(value: self.spanMins, fieldNumber: 2)
+    }
+    if self.level != 0 {
+      try visitor.visitSingularInt32Field(value: self.level, fieldNumber: 3)
+    }
+    if !self.timeZone.isEmpty {
+      try visitor.visitSingularStringField(value: self.timeZone, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_SetQuietHoursRequest, rhs: Im_SetQuietHoursRequest) -> Bool {
+    if lhs.startTime != rhs.startTime {return false}
+    if lhs.spanMins != rhs.spanMins {return false}
+    if lhs.level != rhs.level {return false}
+    if lhs.timeZone != rhs.timeZone {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_RemoveQuietHoursRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RemoveQuietHoursRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap()
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    // Load everything into unknown fields
+    while try decoder.nextFieldNumber() != nil {}
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_RemoveQuietHoursRequest, rhs: Im_RemoveQuietHoursRequest) -> Bool {
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ConversationTagRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConversationTagRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}action\0\u{3}tag_id\0\u{1}name\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.action) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.tagID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.name) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.action != .add {
+      try visitor.visitSingularEnumField(value: self.action, fieldNumber: 1)
+    }
+    if !self.tagID.isEmpty {
+      try visitor.visitSingularStringField(value: self.tagID, fieldNumber: 2)
+    }
+    if !self.name.isEmpty {
+      try visitor.visitSingularStringField(value: self.name, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ConversationTagRequest, rhs: Im_ConversationTagRequest) -> Bool {
+    if lhs.action != rhs.action {return false}
+    if lhs.tagID != rhs.tagID {return false}
+    if lhs.name != rhs.name {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ConversationTagRequest.Action: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ADD\0\u{1}RENAME\0\u{1}REMOVE\0")
+}
+
+nonisolated extension Im_TagConversationsRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".TagConversationsRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}action\0\u{3}tag_ids\0\u{1}conversations\0\u{3}is_top\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.action) }()
+      case 2: try { try decoder.decodeRepeatedStringField(value: &self.tagIds) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.conversations) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.isTop) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.action != .add {
+      try visitor.visitSingularEnumField(value: self.action, fieldNumber: 1)
+    }
+    if !self.tagIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.tagIds, fieldNumber: 2)
+    }
+    if !self.conversations.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.conversations, fieldNumber: 3)
+    }
+    if self.isTop != false {
+      try visitor.visitSingularBoolField(value: self.isTop, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_TagConversationsRequest, rhs: Im_TagConversationsRequest) -> Bool {
+    if lhs.action != rhs.action {return false}
+    if lhs.tagIds != rhs.tagIds {return false}
+    if lhs.conversations != rhs.conversations {return false}
+    if lhs.isTop != rhs.isTop {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_TagConversationsRequest.Action: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ADD\0\u{1}REMOVE\0\u{1}REMOVE_TAGS\0\u{1}SET_TOP\0")
+}
+
+nonisolated extension Im_ConversationStateChanged: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ConversationStateChanged"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}version\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularUInt64Field(value: &self.version) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.version != 0 {
+      try visitor.visitSingularUInt64Field(value: self.version, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ConversationStateChanged, rhs: Im_ConversationStateChanged) -> Bool {
+    if lhs.version != rhs.version {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -18,6 +18,7 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "App key (imserver prints it at start).") var appKey: String
     @Option(help: "Token from /user/getToken.json.") var token: String
     @Option(help: "Platform to connect as: ios, android, web, linux, macos, windows.") var platform = "linux"
+    @Option(help: "Seconds to keep trying to connect; 0 keeps trying until connected.") var timeLimit = 10
 
     /// The client, not yet connected: subscribe to its events first, so nothing is missed.
     func makeClient() throws -> IMClient {
@@ -32,7 +33,7 @@ struct ClientOptions: ParsableArguments {
 
     func connect(_ client: IMClient) async throws {
         do {
-            let userId = try await client.connect(token: token, timeLimit: 10)
+            let userId = try await client.connect(token: token, timeLimit: timeLimit)
             say("connected as \(userId)")
         } catch let error as IMError {
             throw ValidationError("connect failed: \(error)")

@@ -63,7 +63,7 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/conversation/notification/set.json", tag: "conversation",
-                summary: "Sets a user's do-not-disturb for one conversation (pushes are held back; messages are still delivered).",
+                summary: "Sets a user's do-not-disturb for one conversation (pushes are held back; messages are still delivered). The user's online devices are told at once.",
                 params: [
                     .integer("conversationType", required: true, "1 private, 3 group, 6 system, 10 ultra group"),
                     .string("requestId", required: true, "the user whose setting this is"),
@@ -140,9 +140,8 @@ extension ServerAPI {
             // RongCloud's isMuted=1: no pushes except for @ mentions (level 1).
             level = muted
         }
-        try await core.store.setConversationUnpushLevel(
-            appId: call.app.id, userId: call.required("requestId"), type: type, targetId: call.required("targetId"),
-            channelId: call.string("busChannel") ?? "", level: Int(level))
+        let conversation = ConversationIdentifier(type, targetId: call.required("targetId"), channelId: call.string("busChannel") ?? "")
+        try await editConversationState(call, userId: call.required("requestId"), .setLevel(conversation, PushNotificationLevel(rawValue: Int(level)) ?? .default))
         return [:]
     }
 }

@@ -14,7 +14,7 @@ struct ServerAPI: Sendable {
 
     /// Every endpoint this server answers, in documentation order.
     var endpoints: [APIEndpoint] {
-        userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + moderationEndpoints
+        userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + moderationEndpoints + conversationEndpoints
     }
 
     func register(on router: Router<Context>) {

@@ -1,0 +1,124 @@
+import IMCore
+
+/// One conversation's settings for one user: its do-not-disturb level and pin.
+///
+/// A setting with an empty `conversation.targetId` is the level of the whole conversation type.
+public struct ConversationSettingRecord: Sendable, Equatable {
+    public var conversation: ConversationIdentifier
+    public var level: PushNotificationLevel
+    public var isTop: Bool
+    /// The user's state version when the row last changed.
+    public var version: UInt64
+    public var updatedAt: Int64
+
+    public init(conversation: ConversationIdentifier, level: PushNotificationLevel, isTop: Bool, version: UInt64, updatedAt: Int64) {
+        self.conversation = conversation
+        self.level = level
+        self.isTop = isTop
+        self.version = version
+        self.updatedAt = updatedAt
+    }
+}
+
+/// A user's quiet hours as stored; `hours` nil once removed.
+public struct QuietHoursRecord: Sendable, Equatable {
+    public var hours: QuietHours?
+    public var version: UInt64
+
+    public init(hours: QuietHours?, version: UInt64) {
+        self.hours = hours
+        self.version = version
+    }
+}
+
+/// A conversation tag of a user (RongCloud's `RCTagInfo`), or the tombstone of a removed one.
+public struct ConversationTagRecord: Sendable, Equatable {
+    public var tagId: String
+    public var name: String
+    public var createdAt: Int64
+    public var removed: Bool
+    public var version: UInt64
+
+    public init(tagId: String, name: String, createdAt: Int64, removed: Bool, version: UInt64) {
+        self.tagId = tagId
+        self.name = name
+        self.createdAt = createdAt
+        self.removed = removed
+        self.version = version
+    }
+}
+
+/// A conversation in one of the user's tags, or the tombstone of one taken out.
+public struct ConversationTagLinkRecord: Sendable, Equatable {
+    public var tagId: String
+    public var conversation: ConversationIdentifier
+    /// Pinned inside the tag.
+    public var isTop: Bool
+    public var removed: Bool
+    public var version: UInt64
+    public var linkedAt: Int64
+
+    public init(tagId: String, conversation: ConversationIdentifier, isTop: Bool, removed: Bool, version: UInt64, linkedAt: Int64) {
+        self.tagId = tagId
+        self.conversation = conversation
+        self.isTop = isTop
+        self.removed = removed
+        self.version = version
+        self.linkedAt = linkedAt
+    }
+}
+
+/// State rows of one user changed after some version: what one edit did, or a page of a sync.
+public struct ConversationStateDeltaRecord: Sendable, Equatable {
+    public var settings: [ConversationSettingRecord] = []
+    /// Set when the quiet hours changed.
+    public var quietHours: QuietHoursRecord?
+    public var tags: [ConversationTagRecord] = []
+    public var links: [ConversationTagLinkRecord] = []
+    /// After an edit: the user's version before it. The delta holds every row stamped since.
+    public var previousVersion: UInt64 = 0
+    /// After an edit: the user's version now. A sync page: the `since` of the next page.
+    public var version: UInt64 = 0
+    /// A sync page: more rows wait.
+    public var more = false
+
+    public init() {}
+
+    public var isEmpty: Bool { settings.isEmpty && quietHours == nil && tags.isEmpty && links.isEmpty }
+}
+
+/// One change of a user's conversation state. The store applies it in one transaction, stamping
+/// every row it changes with a new version, or refuses it (an `IMError`) and changes nothing.
+public enum ConversationStateEdit: Sendable, Equatable {
+    /// An empty target id sets the level of the whole conversation type.
+    case setLevel(ConversationIdentifier, PushNotificationLevel)
+    case setTop(ConversationIdentifier, Bool)
+    case setQuietHours(QuietHours)
+    case removeQuietHours
+    /// Adds a tag; refused if it exists or the user already has `limit` tags.
+    case addTag(tagId: String, name: String, limit: Int)
+    case renameTag(tagId: String, name: String)
+    /// Removes the tag and takes every conversation out of it.
+    case removeTag(tagId: String)
+    case addConversations(tagId: String, [ConversationIdentifier])
+    case removeConversations(tagId: String, [ConversationIdentifier])
+    /// Takes one conversation out of these tags.
+    case removeTags(ConversationIdentifier, tagIds: [String])
+    /// Pins or unpins a conversation inside a tag; the conversation must be in the tag.
+    case setTopInTag(tagId: String, ConversationIdentifier, Bool)
+}
+
+/// The conversation state the server keeps per user and syncs to the user's devices.
+public protocol ConversationStateStore: Sendable {
+    /// Applies one edit atomically and returns the rows it changed with the versions around it.
+    /// Throws an `IMError` (33003 for an unknown tag, a duplicate tag or too many tags) and changes
+    /// nothing when the edit is refused.
+    func editConversationState(appId: Int64, userId: String, _ edit: ConversationStateEdit, now: Int64) async throws -> ConversationStateDeltaRecord
+    /// Rows with a version above `since`, lowest versions first, at most `limit` of them. From
+    /// `since` 0 the tombstones are left out (a new device has nothing to remove).
+    func conversationStateChanges(appId: Int64, userId: String, since: UInt64, limit: Int) async throws -> ConversationStateDeltaRecord
+    /// A user's do-not-disturb level for one conversation (`.default` when not set).
+    func conversationUnpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String) async throws -> Int
+    /// A user's quiet hours, if set.
+    func quietHours(appId: Int64, userId: String) async throws -> QuietHours?
+}
