@@ -191,6 +191,8 @@ public actor IMClient {
             guard generation == self.generation, wantsConnection else {
                 throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
             }
+            // An attempt abandoned at the deadline may have connected meanwhile: keep it.
+            if deadline != nil, connection != nil, status == .connected { return }
             if let deadline, ContinuousClock.now >= deadline {
                 wantsConnection = false
                 setStatus(.timeout)

@@ -30,12 +30,13 @@ extension LocalStore {
             guard message.conversationType == .private,
                   let receipt = try? decoder.decode(ReadReceiptMessage.self, from: message.contentData) else { break }
             if message.direction == .receive {
-                // The peer read this user's messages up to the time.
+                // The peer read this user's messages up to the time. The direction and status are
+                // written as constants so that SQLite uses the partial index messages_sent_unread.
                 try db.execute(sql: """
-                    UPDATE messages SET sent_status = ?
-                    WHERE conv_type = ? AND target_id = ? AND channel_id = '' AND direction = ? AND sent_time <= ? AND sent_status = ?
-                    """, arguments: [SentStatus.read.rawValue, ConversationType.private.rawValue, message.targetId,
-                                     MessageDirection.send.rawValue, receipt.lastMessageSendTime, SentStatus.sent.rawValue])
+                    UPDATE messages SET sent_status = \(SentStatus.read.rawValue)
+                    WHERE conv_type = ? AND target_id = ? AND channel_id = '' AND sent_time <= ?
+                        AND direction = \(MessageDirection.send.rawValue) AND sent_status = \(SentStatus.sent.rawValue)
+                    """, arguments: [ConversationType.private.rawValue, message.targetId, receipt.lastMessageSendTime])
                 changes.readReceipts.append(ConversationReadReceipt(
                     conversationType: .private, targetId: message.targetId, readerId: message.senderUserId,
                     lastReadTime: receipt.lastMessageSendTime))

@@ -88,6 +88,9 @@ final class LocalStore: Sendable {
             try db.execute(sql: """
                 ALTER TABLE messages ADD COLUMN can_include_expansion INTEGER NOT NULL DEFAULT 0;
                 ALTER TABLE messages ADD COLUMN expansion TEXT;
+                -- A read receipt marks this user's sent, not yet read messages up to a time.
+                CREATE INDEX messages_sent_unread ON messages (conv_type, target_id, channel_id, sent_time)
+                    WHERE direction = 1 AND sent_status = 30;
                 """)
         }
         return migrator

@@ -30,13 +30,16 @@ public final class MessageLifecycleService: Sendable {
 
     /// RECALL_MESSAGE: the sender recalls its own one-to-one or group message within the window.
     func recall(_ request: Im_RecallRequest, from session: ClientSession) async throws -> Im_RecallReply {
-        let type = try conversationType(request.conversationType, allowed: [.private, .group], what: "recall")
-        try checkTarget(request.targetID, type: type)
+        // Bad recall parameters are 25101, RongCloud's code for them.
+        guard let type = ConversationType(rawValue: Int(request.conversationType)), type == .private || type == .group,
+              UserID.isValid(request.targetID) else {
+            throw IMError(.recallParameterInvalid, "recall one's own one-to-one (1) or group (3) message with its targetId; got type \(request.conversationType), target '\(request.targetID)'")
+        }
         let window = config.recallWindowSeconds > 0 ? Int64(config.recallWindowSeconds) * 1000 : nil
         let outcome = try await messages.recall(
             appId: session.appId, operatorId: session.userId, type: type, targetId: request.targetID, uid: request.messageUid,
             sentTime: request.sentTime == 0 ? nil : request.sentTime, isAdmin: false, delete: false, extra: nil,
-            pushContent: request.pushContent, window: window)
+            pushContent: request.pushContent, window: window, origin: session.id)
         var reply = Im_RecallReply()
         reply.recallTime = outcome.recallTime
         reply.notification = outcome.notification ?? Data()

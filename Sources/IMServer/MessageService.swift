@@ -134,10 +134,10 @@ public final class MessageService: Sendable {
     /// directional group message, to its members), online now or at their next sync.
     func recall(appId: Int64, operatorId: String, type: ConversationType, targetId: String, uid: String,
                 sentTime: Int64?, isAdmin: Bool, delete: Bool, extra: String?, pushContent: String = "",
-                window: Int64? = nil) async throws -> RecallOutcome {
+                window: Int64? = nil, origin: String = "") async throws -> RecallOutcome {
         guard let original = try await log.storedMessage(appId: appId, uid: uid),
               original.conversationType == type,
-              original.objectName != RecallNotificationMessage.objectName,
+              original.objectName != RecallNotificationMessage.objectName, original.isInHistory,
               sentTime.map({ $0 == original.sentTime }) ?? true else {
             throw IMError(.recallParameterInvalid, "no recallable \(type) message \(uid)\(sentTime.map { " sent at \($0)" } ?? ""): check messageUID, sentTime and conversationType")
         }
@@ -170,7 +170,7 @@ public final class MessageService: Sendable {
             targetId: original.targetId, senderId: original.senderId, objectName: RecallCommandMessage.objectName,
             content: try command.encode(), flags: .none, pushContent: pushContent,
             includeSender: true, directedUserIds: original.directedUserIds)
-        return RecallOutcome(command: try await log.append(recall, origin: "").message, notification: notification, recallTime: now)
+        return RecallOutcome(command: try await log.append(recall, origin: origin).message, notification: notification, recallTime: now)
     }
 
     /// Object names only the server sends: a client forging one could rewrite others' messages.
@@ -183,7 +183,9 @@ public final class MessageService: Sendable {
         guard let type = ConversationType(rawValue: Int(request.conversationType)) else {
             throw IMError(.invalidParameter, "unknown conversation type \(request.conversationType)")
         }
-        guard type == .private || type == .group else {
+        // A read status may be about a system conversation; it goes to the user's own devices.
+        let readStatus = request.objectName == SyncReadStatusMessage.objectName
+        guard type == .private || type == .group || (readStatus && type == .system) else {
             throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1) and group (3) conversations are supported")
         }
         guard UserID.isValid(request.targetID) else {
@@ -221,7 +223,7 @@ public final class MessageService: Sendable {
         guard request.clientMessageID.utf8.count <= 64 else {
             throw IMError(.invalidParameter, "clientMessageId must be at most 64 bytes")
         }
-        if request.objectName == SyncReadStatusMessage.objectName {
+        if readStatus {
             // A read status goes to the user's own devices only, whatever conversation it is about.
             return StoredMessage(
                 appId: session.appId, conversationType: .private, conversationKey: privateConversationKey(session.userId, session.userId),

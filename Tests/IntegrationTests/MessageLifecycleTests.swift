@@ -294,6 +294,27 @@ struct MessageLifecycleTests {
         #expect(try await carol.getConversation(.group, targetId: "g1")?.unreadMessageCount == 4)
     }
 
+    @Test("a system conversation's read status reaches the user's other device")
+    func systemReadStatusSync() async throws {
+        let server = try await Self.server()
+        defer { Task { await server.stop() } }
+        let phone = try await server.connectedClient("bob", platform: .iOS)
+        let desk = try await server.connectedClient("bob", platform: .macOS)
+        let phoneInbox = EventRecorder(phone.receivedMessages())
+        let deskInbox = EventRecorder(desk.receivedMessages())
+        let deskStatus = EventRecorder(desk.readStatusUpdates())
+        let (status, body) = try await server.api.post("/message/system/publish.json", form: [
+            "fromUserId": "notice", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": #"{"content":"welcome"}"#])
+        #expect(status == 200, "\(body)")
+        let notice = try #require(await phoneInbox.wait(for: 1).first?.message)
+        _ = await deskInbox.wait(for: 1)
+        #expect(try await desk.getConversation(.system, targetId: "notice")?.unreadMessageCount == 1)
+        try await phone.syncConversationReadStatus(.system, targetId: "notice", time: notice.sentTime)
+        #expect(await deskStatus.wait(for: 1).first == ConversationReadStatus(conversationType: .system, targetId: "notice", lastReadTime: notice.sentTime))
+        #expect(try await desk.getConversation(.system, targetId: "notice")?.unreadMessageCount == 0)
+        #expect(try await phone.getConversation(.system, targetId: "notice")?.unreadMessageCount == 0)
+    }
+
     @Test("typing status: online only, one per 6 s per conversation from the sender")
     func typingStatus() async throws {
         let server = try await Self.server()
