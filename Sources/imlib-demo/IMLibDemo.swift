@@ -32,11 +32,19 @@ struct ClientOptions: ParsableArguments {
     }
 
     func connect(_ client: IMClient) async throws {
+        // Timed from the start of connecting (status 10), after the local database opened.
+        let statuses = client.connectionStatusUpdates()
+        let connecting = Task {
+            for await status in statuses where status != .unconnected { return ContinuousClock.now }
+            return ContinuousClock.now
+        }
         do {
             let userId = try await client.connect(token: token, timeLimit: timeLimit)
+            connecting.cancel()
             say("connected as \(userId)")
         } catch let error as IMError {
-            throw ValidationError("connect failed: \(error)")
+            let seconds = (ContinuousClock.now - (await connecting.value)) / .milliseconds(1) / 1000
+            throw ValidationError("connect failed after \(String(format: "%.3f", seconds)) s: \(error)")
         }
     }
 
