@@ -32,18 +32,6 @@ struct ConversationStateTests {
         return client
     }
 
-    /// The IMError code a call failed with (nil on success).
-    static func code(_ body: () async throws -> Void) async -> Int? {
-        do {
-            try await body()
-            return nil
-        } catch let error as IMError {
-            return error.code.rawValue
-        } catch {
-            return -1
-        }
-    }
-
     static func message(_ body: () async throws -> Void) async -> String {
         do {
             try await body()
@@ -146,7 +134,7 @@ struct ConversationStateTests {
         #expect(await webChanges.first { $0 == .top(zed, isTop: false) } != nil)
         #expect(try await web.getTopConversationList(types: [.private]).isEmpty)
 
-        #expect(await Self.code { try await phone.setConversationToTop(.chatroom, targetId: "room", isTop: true) } == ErrorCode.invalidParameter.rawValue)
+        #expect(await failureCode { try await phone.setConversationToTop(.chatroom, targetId: "room", isTop: true) } == ErrorCode.invalidParameter.rawValue)
         for client in [phone, desktop, web] { await client.disconnect() }
     }
 
@@ -157,11 +145,11 @@ struct ConversationStateTests {
         let (phone, desktop, desktopChanges) = try await Self.twoDevices(server, "ann")
 
         for span in [0, 1440, -5] {
-            #expect(await Self.code { try await phone.setNotificationQuietHours(startTime: "00:00:00", spanMinutes: span) } == ErrorCode.invalidParameter.rawValue)
+            #expect(await failureCode { try await phone.setNotificationQuietHours(startTime: "00:00:00", spanMinutes: span) } == ErrorCode.invalidParameter.rawValue)
         }
         #expect(await Self.message { try await phone.setNotificationQuietHours(startTime: "00:00:00", spanMinutes: 1440) }.contains("1 to 1439"))
         for start in ["24:00:00", "8:00:00", "08:00", "ab:cd:ef"] {
-            #expect(await Self.code { try await phone.setNotificationQuietHours(startTime: start, spanMinutes: 60) } == ErrorCode.invalidParameter.rawValue)
+            #expect(await failureCode { try await phone.setNotificationQuietHours(startTime: start, spanMinutes: 60) } == ErrorCode.invalidParameter.rawValue)
         }
         #expect(try await server.core.store.quietHours(appId: server.app.id, userId: "ann") == nil, "nothing stored")
         #expect(try await phone.getNotificationQuietHours() == nil)
@@ -266,26 +254,26 @@ struct ConversationStateTests {
         }
         let before = try await Self.serverState(server, "ann")
         #expect(before.tags.count == 20)
-        #expect(await Self.code { try await ann.addTag(tagId: "t21", tagName: "One too many") } == invalid)
+        #expect(await failureCode { try await ann.addTag(tagId: "t21", tagName: "One too many") } == invalid)
         #expect(await Self.message { try await ann.addTag(tagId: "t21", tagName: "One too many") }.contains("at most 20 tags"))
-        #expect(await Self.code { try await ann.addTag(tagId: "t1", tagName: "Again") } == invalid, "a tag id is added once")
+        #expect(await failureCode { try await ann.addTag(tagId: "t1", tagName: "Again") } == invalid, "a tag id is added once")
         try await ann.removeTag(tagId: "t20")
 
-        #expect(await Self.code { try await ann.addTag(tagId: "abcdefghijk", tagName: "Long id") } == invalid)
+        #expect(await failureCode { try await ann.addTag(tagId: "abcdefghijk", tagName: "Long id") } == invalid)
         try await ann.addTag(tagId: "abcdefghij", tagName: "fifteen chars!!")
-        #expect(await Self.code { try await ann.updateTag(tagId: "t1", tagName: "sixteen chars!!!") } == invalid)
-        #expect(await Self.code { try await ann.addTag(tagId: "x", tagName: "") } == invalid)
-        #expect(await Self.code { try await ann.updateTag(tagId: "nope", tagName: "Nope") } == invalid, "no such tag")
+        #expect(await failureCode { try await ann.updateTag(tagId: "t1", tagName: "sixteen chars!!!") } == invalid)
+        #expect(await failureCode { try await ann.addTag(tagId: "x", tagName: "") } == invalid)
+        #expect(await failureCode { try await ann.updateTag(tagId: "nope", tagName: "Nope") } == invalid, "no such tag")
 
         let many = (0...1000).map { ConversationIdentifier(.private, targetId: "u\($0)") }
-        #expect(await Self.code { try await ann.addConversationsToTag(tagId: "t1", conversations: many) } == ErrorCode.tagConversationsExceeded.rawValue)
-        #expect(await Self.code { try await ann.addConversationsToTag(tagId: "t1", conversations: [ConversationIdentifier(.chatroom, targetId: "room")]) }
+        #expect(await failureCode { try await ann.addConversationsToTag(tagId: "t1", conversations: many) } == ErrorCode.tagConversationsExceeded.rawValue)
+        #expect(await failureCode { try await ann.addConversationsToTag(tagId: "t1", conversations: [ConversationIdentifier(.chatroom, targetId: "room")]) }
                 == ErrorCode.tagUnsupportedConversationType.rawValue)
-        #expect(await Self.code { try await ann.addConversationsToTag(tagId: "t1", conversations: [ConversationIdentifier(.ultraGroup, targetId: "ug")]) }
+        #expect(await failureCode { try await ann.addConversationsToTag(tagId: "t1", conversations: [ConversationIdentifier(.ultraGroup, targetId: "ug")]) }
                 == ErrorCode.tagUnsupportedConversationType.rawValue)
-        #expect(await Self.code { try await ann.addConversationsToTag(tagId: "t99", conversations: [ConversationIdentifier(.private, targetId: "bob")]) }
+        #expect(await failureCode { try await ann.addConversationsToTag(tagId: "t99", conversations: [ConversationIdentifier(.private, targetId: "bob")]) }
                 == invalid, "no such tag")
-        #expect(await Self.code { try await ann.setConversationToTopInTag(tagId: "t1", conversation: ConversationIdentifier(.private, targetId: "bob"), isTop: true) }
+        #expect(await failureCode { try await ann.setConversationToTopInTag(tagId: "t1", conversation: ConversationIdentifier(.private, targetId: "bob"), isTop: true) }
                 == invalid, "not in the tag")
         let after = try await Self.serverState(server, "ann")
         #expect(after.links.isEmpty)
@@ -323,31 +311,31 @@ struct ConversationStateTests {
         var tag = Im_ConversationTagRequest()
         tag.tagID = "t1"
         tag.name = "One"
-        #expect(await Self.code { _ = try await connection.request(.editConversationTag, tag, timeout: .seconds(10)) } == nil)
+        #expect(await failureCode { _ = try await connection.request(.editConversationTag, tag, timeout: .seconds(10)) } == nil)
         tag.tagID = "abcdefghijk"
-        #expect(await Self.code { _ = try await connection.request(.editConversationTag, tag, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
+        #expect(await failureCode { _ = try await connection.request(.editConversationTag, tag, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
         tag.tagID = "t2"
         tag.name = String(repeating: "n", count: 16)
-        #expect(await Self.code { _ = try await connection.request(.editConversationTag, tag, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
+        #expect(await failureCode { _ = try await connection.request(.editConversationTag, tag, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
 
         var link = Im_TagConversationsRequest()
         link.tagIds = ["t1"]
         link.conversations = (0...1000).map { Im_ConversationRef(ConversationIdentifier(.private, targetId: "u\($0)")) }
-        #expect(await Self.code { _ = try await connection.request(.tagConversations, link, timeout: .seconds(10)) } == ErrorCode.tagConversationsExceeded.rawValue)
+        #expect(await failureCode { _ = try await connection.request(.tagConversations, link, timeout: .seconds(10)) } == ErrorCode.tagConversationsExceeded.rawValue)
         link.conversations = [Im_ConversationRef(ConversationIdentifier(.chatroom, targetId: "room"))]
-        #expect(await Self.code { _ = try await connection.request(.tagConversations, link, timeout: .seconds(10)) } == ErrorCode.tagUnsupportedConversationType.rawValue)
+        #expect(await failureCode { _ = try await connection.request(.tagConversations, link, timeout: .seconds(10)) } == ErrorCode.tagUnsupportedConversationType.rawValue)
 
         var quiet = Im_SetQuietHoursRequest()
         quiet.startTime = "00:00:00"
         quiet.spanMins = 1440
-        #expect(await Self.code { _ = try await connection.request(.setQuietHours, quiet, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
+        #expect(await failureCode { _ = try await connection.request(.setQuietHours, quiet, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
         quiet.spanMins = 0
-        #expect(await Self.code { _ = try await connection.request(.setQuietHours, quiet, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
+        #expect(await failureCode { _ = try await connection.request(.setQuietHours, quiet, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
 
         var level = Im_SetConversationNotificationRequest()
         level.conversation = Im_ConversationRef(ConversationIdentifier(.private, targetId: "bob"))
         level.level = 3
-        #expect(await Self.code { _ = try await connection.request(.setConversationNotification, level, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
+        #expect(await failureCode { _ = try await connection.request(.setConversationNotification, level, timeout: .seconds(10)) } == ErrorCode.invalidParameter.rawValue)
 
         let state = try await Self.serverState(server, "ann")
         #expect(state.tags.map(\.tagId) == ["t1"] && state.links.isEmpty && state.settings.isEmpty && state.quietHours == nil)

@@ -59,19 +59,6 @@ struct LocalFeaturesTests {
         return sent
     }
 
-    static func code(_ body: () async throws -> Void) async -> Int? {
-        do {
-            try await body()
-            return nil
-        } catch let error as IMError {
-            return error.code.rawValue
-        } catch let error as SendMessageError {
-            return error.code.rawValue
-        } catch {
-            return -1
-        }
-    }
-
     @Test("counted messages raise the unread count, persisted-only ones are stored uncounted, NONE and STATUS neither")
     func unreadByFlags() async throws {
         let server = try await Self.startServer()
@@ -165,8 +152,8 @@ struct LocalFeaturesTests {
         #expect(read.unreadMessageCount == 0 && !read.hasUnreadMentioned)
 
         #expect(try await bob.clearMessagesUnreadStatus(.private, targetId: "stranger", time: 0) == false)
-        #expect(await Self.code { try await bob.clearMessagesUnreadStatus(.private, targetId: "alice", time: -1) } == 33003)
-        #expect(await Self.code { try await bob.clearMessagesUnreadStatus(.private, targetId: "bad id", time: 0) } == 33003)
+        #expect(await failureCode { try await bob.clearMessagesUnreadStatus(.private, targetId: "alice", time: -1) } == 33003)
+        #expect(await failureCode { try await bob.clearMessagesUnreadStatus(.private, targetId: "bad id", time: 0) } == 33003)
         await alice.disconnect()
         await bob.disconnect()
     }
@@ -191,7 +178,7 @@ struct LocalFeaturesTests {
         #expect(try await alice.clearTextMessageDraft(.private, targetId: "bob"))
         #expect(try await alice.getTextMessageDraft(.private, targetId: "bob") == nil)
         #expect(try await alice.clearTextMessageDraft(.private, targetId: "nobody") == false)
-        #expect(await Self.code { try await alice.saveTextMessageDraft(.private, targetId: "", content: "x") } == 33003)
+        #expect(await failureCode { try await alice.saveTextMessageDraft(.private, targetId: "", content: "x") } == 33003)
 
         // The draft never reached bob.
         let (bob, inbox) = try await server.syncedDevice("bob")
@@ -237,10 +224,10 @@ struct LocalFeaturesTests {
         #expect(await aliceInbox.wait(for: 1).map { Self.text($0.message) } == ["real"])
         #expect(try await bob.getRemoteHistoryMessages(.private, targetId: "alice").messages.map(\.messageUId) == [real.messageUId])
 
-        #expect(await Self.code { try await bob.insertOutgoingMessage(.private, targetId: "no such id", content: TextMessage(content: "x")) } == 33003)
-        #expect(await Self.code { try await bob.insertIncomingMessage(.private, targetId: "alice", senderUserId: "", content: TextMessage(content: "x")) } == 33003)
-        #expect(await Self.code { try await bob.insertOutgoingMessage(.private, targetId: "alice", content: TextMessage(content: "x"), sentTime: -5) } == 33003)
-        #expect(await Self.code { try await bob.insertOutgoingMessage(.private, targetId: "alice", content: CommandMessage(name: "n", data: "d")) } == 33003,
+        #expect(await failureCode { try await bob.insertOutgoingMessage(.private, targetId: "no such id", content: TextMessage(content: "x")) } == 33003)
+        #expect(await failureCode { try await bob.insertIncomingMessage(.private, targetId: "alice", senderUserId: "", content: TextMessage(content: "x")) } == 33003)
+        #expect(await failureCode { try await bob.insertOutgoingMessage(.private, targetId: "alice", content: TextMessage(content: "x"), sentTime: -5) } == 33003)
+        #expect(await failureCode { try await bob.insertOutgoingMessage(.private, targetId: "alice", content: CommandMessage(name: "n", data: "d")) } == 33003,
                 "a type that is never stored cannot be inserted")
         await alice.disconnect()
         await bob.disconnect()
@@ -251,13 +238,13 @@ struct LocalFeaturesTests {
         let server = try await Self.startServer()
         defer { Task { await server.stop() } }
         let alice = try await server.connectedClient("alice")
-        #expect(await Self.code { _ = try await alice.sendMessage(.private, targetId: "bob", content: NeverRegistered(x: 1)) } == 34021)
-        #expect(await Self.code { try await alice.insertOutgoingMessage(.private, targetId: "bob", content: NeverRegistered(x: 1)) } == 34021)
-        #expect(await Self.code { try await alice.insertIncomingMessage(.private, targetId: "bob", senderUserId: "bob", content: NeverRegistered(x: 1)) } == 34021)
+        #expect(await failureCode { _ = try await alice.sendMessage(.private, targetId: "bob", content: NeverRegistered(x: 1)) } == 34021)
+        #expect(await failureCode { try await alice.insertOutgoingMessage(.private, targetId: "bob", content: NeverRegistered(x: 1)) } == 34021)
+        #expect(await failureCode { try await alice.insertIncomingMessage(.private, targetId: "bob", senderUserId: "bob", content: NeverRegistered(x: 1)) } == 34021)
         #expect(try await alice.getConversation(.private, targetId: "bob") == nil, "nothing was stored")
         #expect(try await alice.getRemoteHistoryMessages(.private, targetId: "bob").messages.isEmpty, "nothing was sent")
 
-        #expect(await Self.code { try await alice.registerMessageType(ReservedName.self) } == 33003)
+        #expect(await failureCode { try await alice.registerMessageType(ReservedName.self) } == 33003)
         try await alice.registerMessageType(TextMessage.self)
         try await alice.registerMessageType(CardMessage.self)
         _ = try await alice.sendMessage(.private, targetId: "bob", content: CardMessage(title: "ok"))
@@ -354,14 +341,14 @@ struct LocalFeaturesTests {
 
         // Bad input.
         for count in [0, 101] {
-            #expect(await Self.code { _ = try await bob.searchMessages(.private, targetId: "alice", keyword: "天", count: count) } == 33003)
-            #expect(await Self.code { _ = try await bob.searchMessages(.private, targetId: "alice", userId: "alice", count: count) } == 33003)
+            #expect(await failureCode { _ = try await bob.searchMessages(.private, targetId: "alice", keyword: "天", count: count) } == 33003)
+            #expect(await failureCode { _ = try await bob.searchMessages(.private, targetId: "alice", userId: "alice", count: count) } == 33003)
         }
-        #expect(await Self.code { _ = try await bob.searchMessages(.private, targetId: "a b", keyword: "天") } == 33003)
-        #expect(await Self.code { _ = try await bob.searchMessages(.private, targetId: "alice", keyword: "  ") } == 33003)
-        #expect(await Self.code { _ = try await bob.searchMessages(.private, targetId: "alice", keyword: "天", startTime: -1) } == 33003)
-        #expect(await Self.code { _ = try await bob.searchMessages(.private, targetId: "alice", userId: "not valid") } == 33003)
-        #expect(await Self.code { _ = try await bob.searchConversations(types: [.private], keyword: "") } == 33003)
+        #expect(await failureCode { _ = try await bob.searchMessages(.private, targetId: "a b", keyword: "天") } == 33003)
+        #expect(await failureCode { _ = try await bob.searchMessages(.private, targetId: "alice", keyword: "  ") } == 33003)
+        #expect(await failureCode { _ = try await bob.searchMessages(.private, targetId: "alice", keyword: "天", startTime: -1) } == 33003)
+        #expect(await failureCode { _ = try await bob.searchMessages(.private, targetId: "alice", userId: "not valid") } == 33003)
+        #expect(await failureCode { _ = try await bob.searchConversations(types: [.private], keyword: "") } == 33003)
         for client in [alice, bob, carol] { await client.disconnect() }
     }
 
@@ -412,7 +399,7 @@ struct LocalFeaturesTests {
         #expect(conversation.unreadMessageCount == 2)
         #expect(try await bob.getTotalUnreadCount() == 2)
         #expect(try await bob.deleteMessages(ids: [history[0].messageId]) == false, "already gone")
-        #expect(await Self.code { try await bob.deleteMessages(ids: []) } == 33003)
+        #expect(await failureCode { try await bob.deleteMessages(ids: []) } == 33003)
 
         // Deleting up to a time (the local part of clearHistoryMessages) keeps later messages.
         history = try await bob.getHistoryMessages(.private, targetId: "alice")
@@ -467,8 +454,8 @@ struct LocalFeaturesTests {
         let server = try await Self.startServer()
         defer { Task { await server.stop() } }
         let client = server.client()
-        #expect(await Self.code { _ = try await client.getTotalUnreadCount() } == 33001)
-        #expect(await Self.code { _ = try await client.searchMessages(.private, targetId: "a", keyword: "x") } == 33001)
-        #expect(await Self.code { try await client.insertOutgoingMessage(.private, targetId: "a", content: TextMessage(content: "x")) } == 33001)
+        #expect(await failureCode { _ = try await client.getTotalUnreadCount() } == 33001)
+        #expect(await failureCode { _ = try await client.searchMessages(.private, targetId: "a", keyword: "x") } == 33001)
+        #expect(await failureCode { try await client.insertOutgoingMessage(.private, targetId: "a", content: TextMessage(content: "x")) } == 33001)
     }
 }

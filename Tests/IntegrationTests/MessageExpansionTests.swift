@@ -38,20 +38,6 @@ struct MessageExpansionTests {
         }
     }
 
-    static func code(_ body: () async throws -> Void) async -> ErrorCode? {
-        do {
-            try await body()
-            return nil
-        } catch let error as IMError {
-            return error.code
-        } catch let error as SendMessageError {
-            return error.code
-        } catch {
-            Issue.record("unexpected error \(error)")
-            return nil
-        }
-    }
-
     /// The message's extension keys as the Server API reports them (all pages).
     static func storedKeys(_ server: TestServer, _ uid: String) async throws -> [String: String] {
         var keys: [String: String] = [:]
@@ -120,18 +106,18 @@ struct MessageExpansionTests {
         let plain = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "plain"))
         let open = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "open"), canIncludeExpansion: true)
 
-        #expect(await Self.code { try await alice.updateMessageExpansion(["k": "v"], messageUId: plain.messageUId) } == .messageNotExpandable)
+        #expect(await failureCode { try await alice.updateMessageExpansion(["k": "v"], messageUId: plain.messageUId) } == ErrorCode.messageNotExpandable.rawValue)
         let twentyOne = Dictionary(uniqueKeysWithValues: (1...21).map { ("k\($0)", "v") })
-        #expect(await Self.code { try await alice.updateMessageExpansion(twentyOne, messageUId: open.messageUId) } == .expansionLimitExceeded)
+        #expect(await failureCode { try await alice.updateMessageExpansion(twentyOne, messageUId: open.messageUId) } == ErrorCode.expansionLimitExceeded.rawValue)
         let longKey = String(repeating: "k", count: 33)
-        #expect(await Self.code { try await alice.updateMessageExpansion([longKey: "v"], messageUId: open.messageUId) } == .expansionLimitExceeded)
-        #expect(await Self.code { try await alice.updateMessageExpansion(["订单": "v"], messageUId: open.messageUId) } == .expansionLimitExceeded)
-        #expect(await Self.code { try await alice.updateMessageExpansion(["a@b": "v"], messageUId: open.messageUId) } == .expansionLimitExceeded)
+        #expect(await failureCode { try await alice.updateMessageExpansion([longKey: "v"], messageUId: open.messageUId) } == ErrorCode.expansionLimitExceeded.rawValue)
+        #expect(await failureCode { try await alice.updateMessageExpansion(["订单": "v"], messageUId: open.messageUId) } == ErrorCode.expansionLimitExceeded.rawValue)
+        #expect(await failureCode { try await alice.updateMessageExpansion(["a@b": "v"], messageUId: open.messageUId) } == ErrorCode.expansionLimitExceeded.rawValue)
         let longValue = String(repeating: "v", count: 4097)
-        #expect(await Self.code { try await alice.updateMessageExpansion(["k": longValue], messageUId: open.messageUId) } == .expansionLimitExceeded)
-        #expect(await Self.code {
+        #expect(await failureCode { try await alice.updateMessageExpansion(["k": longValue], messageUId: open.messageUId) } == ErrorCode.expansionLimitExceeded.rawValue)
+        #expect(await failureCode {
             try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "x"), expansion: ["k": "v"])
-        } == .messageNotExpandable)
+        } == ErrorCode.messageNotExpandable.rawValue)
         #expect(try await Self.storedKeys(server, open.messageUId).isEmpty, "nothing refused was stored")
 
         let twenty = Dictionary(uniqueKeysWithValues: (1...20).map { ("k\($0)", "v") })
@@ -169,10 +155,10 @@ struct MessageExpansionTests {
         // Two writers add 10 new keys each at once: 310 would pass the limit, so one is refused.
         let aliceKeys = Dictionary(uniqueKeysWithValues: (0..<10).map { ("a\($0)", "v") })
         let bobKeys = Dictionary(uniqueKeysWithValues: (0..<10).map { ("b\($0)", "v") })
-        async let first = Self.code { try await alice.updateMessageExpansion(aliceKeys, messageUId: sent.messageUId) }
-        async let second = Self.code { try await bob.updateMessageExpansion(bobKeys, messageUId: sent.messageUId) }
+        async let first = failureCode { try await alice.updateMessageExpansion(aliceKeys, messageUId: sent.messageUId) }
+        async let second = failureCode { try await bob.updateMessageExpansion(bobKeys, messageUId: sent.messageUId) }
         let outcomes = await [first, second]
-        #expect(outcomes.filter { $0 == nil }.count == 1 && outcomes.contains(.expansionLimitExceeded), "\(outcomes)")
+        #expect(outcomes.filter { $0 == nil }.count == 1 && outcomes.contains(ErrorCode.expansionLimitExceeded.rawValue), "\(outcomes)")
         let keys = try await Self.storedKeys(server, sent.messageUId)
         #expect(keys.count == 300)
         // Replacing existing keys still works at the limit.
@@ -199,7 +185,7 @@ struct MessageExpansionTests {
         }
         #expect(changes == ["bob": "yes"] && message.messageUId == poll.messageUId)
         let dave = try await server.connectedClient("dave")
-        #expect(await Self.code { try await dave.updateMessageExpansion(["dave": "me too"], messageUId: poll.messageUId) } == .notInGroup)
+        #expect(await failureCode { try await dave.updateMessageExpansion(["dave": "me too"], messageUId: poll.messageUId) } == ErrorCode.notInGroup.rawValue)
         #expect(try await Self.storedKeys(server, poll.messageUId) == ["bob": "yes"])
     }
 

@@ -218,6 +218,22 @@ final class EventRecorder<Element: Sendable>: Sendable {
     }
 }
 
+/// The RongCloud code a call failed with: nil when it succeeded, -1 (and a recorded issue) for an
+/// error that carries no code.
+func failureCode(_ body: () async throws -> Void) async -> Int? {
+    do {
+        try await body()
+        return nil
+    } catch let error as IMError {
+        return error.code.rawValue
+    } catch let error as SendMessageError {
+        return error.code.rawValue
+    } catch {
+        Issue.record("an error without a RongCloud code: \(error)")
+        return -1
+    }
+}
+
 /// A value shared between test tasks.
 final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
