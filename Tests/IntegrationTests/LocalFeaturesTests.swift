@@ -5,7 +5,7 @@ import IMCore
 import Testing
 
 /// An app's typing indicator: online only, never stored or counted.
-struct TypingStatus: MessageContent, Codable, Equatable {
+struct AppTypingContent: MessageContent, Codable, Equatable {
     static let objectName = "app:typing"
     static let persistentFlag = PersistentFlag.status
     var typing: Bool
@@ -65,18 +65,18 @@ struct LocalFeaturesTests {
         defer { Task { await server.stop() } }
         let alice = try await server.connectedClient("alice")
         let bob = try await server.connectedClient("bob")
-        for client in [alice, bob] { try await client.registerMessageType(TypingStatus.self) }
+        for client in [alice, bob] { try await client.registerMessageType(AppTypingContent.self) }
         let inbox = EventRecorder(bob.receivedMessages())
 
         _ = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "counted"))
         _ = try await alice.sendMessage(.private, targetId: "bob", content: CommandNotificationMessage(name: "n", data: "stored, not counted"))
         _ = try await alice.sendMessage(.private, targetId: "bob", content: CommandMessage(name: "c", data: "neither"))
-        _ = try await alice.sendMessage(.private, targetId: "bob", content: TypingStatus(typing: true))
+        _ = try await alice.sendMessage(.private, targetId: "bob", content: AppTypingContent(typing: true))
         _ = try await alice.sendMessage(.private, targetId: "bob",
                                         content: ImageMessage(thumbnailBase64: "/9j/", imageUri: "http://i/1.jpg"))
         let received = await inbox.wait(for: 5)
         #expect(received.map(\.message.objectName) == ["RC:TxtMsg", "RC:CmdNtf", "RC:CmdMsg", "app:typing", "RC:ImgMsg"])
-        #expect(received[3].message.content(as: TypingStatus.self) == TypingStatus(typing: true))
+        #expect(received[3].message.content(as: AppTypingContent.self) == AppTypingContent(typing: true))
 
         #expect(try await bob.getUnreadCount(.private, targetId: "alice") == 2)
         #expect(try await bob.getTotalUnreadCount() == 2)
