@@ -11,7 +11,7 @@ public enum BuiltInContentTypes {
     public static let all: [any MessageContent.Type] = [
         TextMessage.self, ImageMessage.self, GIFMessage.self, FileMessage.self, HQVoiceMessage.self,
         SightMessage.self, LocationMessage.self, ReferenceMessage.self, CommandMessage.self,
-        CommandNotificationMessage.self, RichContentMessage.self, CombineMessage.self,
+        CommandNotificationMessage.self, RichContentMessage.self, CombineMessage.self, ChatroomKVNotificationMessage.self,
     ]
 }
 

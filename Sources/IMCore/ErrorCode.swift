@@ -37,6 +37,32 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let mutedInGroup = ErrorCode(22408)
 
     // Connection.
+    /// 「当前用户不在聊天室中」: the sender (this device) has not joined the chatroom.
+    public static let notInChatroom = ErrorCode(23406)
+    /// 「当前用户在聊天室中已被禁言」: muted in the room, by a whole-room mute, or in every chatroom.
+    public static let mutedInChatroom = ErrorCode(23408)
+    /// 「聊天室中已被踢出并禁止加入」: banned from the room until the ban the Server API set ends.
+    public static let bannedFromChatroom = ErrorCode(23409)
+    /// 「聊天室不存在」: joinExistChatRoom, or an operation on a room that does not exist.
+    public static let chatroomNotFound = ErrorCode(23410)
+    /// 「聊天室成员超限」: the room has as many members as the server allows.
+    public static let chatroomFull = ErrorCode(23411)
+    /// 「聊天室接口参数无效」: an invalid chatroom id, message count or other parameter.
+    public static let chatroomParameterInvalid = ErrorCode(23412)
+    /// 「聊天室云存储业务未开通」: chatroom history is not kept on this server.
+    public static let chatroomHistoryDisabled = ErrorCode(23414)
+    /// 「聊天室属性个数超限」: a room holds at most 100 attributes.
+    public static let chatroomEntriesExceeded = ErrorCode(23423)
+    /// 「没有权限修改聊天室中已存在的属性值」: another user set this attribute (use force).
+    public static let chatroomEntryNotOwned = ErrorCode(23424)
+    /// 「聊天室中属性设置频率超限」: more than 100 attribute operations per second in one room.
+    public static let chatroomEntryRateExceeded = ErrorCode(23425)
+    /// 「聊天室自定义属性功能未开通」: attributes are turned off on this server.
+    public static let chatroomEntriesDisabled = ErrorCode(23426)
+    /// 「聊天室属性值不存在」: no attribute with this key.
+    public static let chatroomEntryNotFound = ErrorCode(23427)
+    /// 「聊天室状态未同步完成」: the room's attributes are not synced yet after joining.
+    public static let chatroomNotSynced = ErrorCode(34004)
     public static let connectionReleased = ErrorCode(30001)
     public static let connectionUnavailable = ErrorCode(30002)
     public static let responseTimeout = ErrorCode(30003)

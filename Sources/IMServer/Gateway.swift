@@ -192,6 +192,25 @@ struct Gateway: Sendable {
                 let request = try body(Im_TagConversationsRequest.self, of: frame)
                 async let editing = core.conversationState.tagConversations(request, from: session)
                 reply = try FrameCodec.reply(to: frame, try await editing)
+            case .joinChatroom:
+                // The join queues its own reply, ahead of the room's pushes.
+                try await core.chatrooms.join(try body(Im_JoinChatroomRequest.self, of: frame), frame: frame, from: session)
+                return
+            case .quitChatroom:
+                try core.chatrooms.quit(try body(Im_QuitChatroomRequest.self, of: frame), from: session)
+                reply = FrameCodec.emptyReply(to: frame)
+            case .chatroomInfo:
+                reply = try FrameCodec.reply(to: frame, try core.chatrooms.info(try body(Im_ChatroomInfoRequest.self, of: frame), from: session))
+            case .setChatroomEntry:
+                try await core.chatrooms.setEntry(try body(Im_SetChatroomEntryRequest.self, of: frame), from: session)
+                reply = FrameCodec.emptyReply(to: frame)
+            case .removeChatroomEntry:
+                try await core.chatrooms.removeEntry(try body(Im_RemoveChatroomEntryRequest.self, of: frame), from: session)
+                reply = FrameCodec.emptyReply(to: frame)
+            case .chatroomHistory:
+                let request = try body(Im_ChatroomHistoryRequest.self, of: frame)
+                async let reading = core.chatrooms.history(request, from: session)
+                reply = try FrameCodec.reply(to: frame, try await reading)
             case .disconnect:
                 session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
                 session.close()

@@ -37,7 +37,7 @@ public struct IMServerApp: Sendable {
             server: .http1WebSocketUpgrade(webSocketRouter: router, configuration: .init(ws: wsConfig)),
             configuration: .init(address: .hostname(core.config.host, port: core.config.port), serverName: "imserver",
                                  backlog: Self.listenBacklog),
-            services: [HeartbeatSweeper(core: core)],
+            services: [HeartbeatSweeper(core: core), ChatroomSweeper(core: core)],
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
     }
@@ -54,6 +54,21 @@ struct HeartbeatSweeper: Service {
             while !Task.isCancelled {
                 try await Task.sleep(for: interval)
                 core.sweepIdleSessions()
+            }
+        }
+    }
+}
+
+/// Destroys idle chatrooms and prunes old chatroom history: runs `ChatroomService.sweep` every
+/// 10 seconds (a room's idle time is a whole number of minutes).
+struct ChatroomSweeper: Service {
+    let core: ServerCore
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: .seconds(10))
+                await core.chatrooms.sweep()
             }
         }
     }

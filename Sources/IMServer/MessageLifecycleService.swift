@@ -13,11 +13,13 @@ public final class MessageLifecycleService: Sendable {
     private let log: MessageLog
     private let messages: MessageService
     private let rosters: GroupRosters
+    private let chatrooms: ChatroomService
     private let clock: any WallClock
     private let config: ServerConfig
 
-    init(store: any IMStore, log: MessageLog, messages: MessageService, rosters: GroupRosters, clock: any WallClock,
+    init(store: any IMStore, log: MessageLog, messages: MessageService, rosters: GroupRosters, chatrooms: ChatroomService, clock: any WallClock,
          config: ServerConfig) {
+        self.chatrooms = chatrooms
         self.store = store
         self.log = log
         self.messages = messages
@@ -31,11 +33,19 @@ public final class MessageLifecycleService: Sendable {
     /// RECALL_MESSAGE: the sender recalls its own one-to-one or group message within the window.
     func recall(_ request: Im_RecallRequest, from session: ClientSession) async throws -> Im_RecallReply {
         // Bad recall parameters are 25101, RongCloud's code for them.
-        guard let type = ConversationType(rawValue: Int(request.conversationType)), type == .private || type == .group,
+        guard let type = ConversationType(rawValue: Int(request.conversationType)), type == .private || type == .group || type == .chatroom,
               UserID.isValid(request.targetID) else {
-            throw IMError(.recallParameterInvalid, "recall one's own one-to-one (1) or group (3) message with its targetId; got type \(request.conversationType), target '\(request.targetID)'")
+            throw IMError(.recallParameterInvalid, "recall one's own one-to-one (1), group (3) or chatroom (4) message with its targetId; got type \(request.conversationType), target '\(request.targetID)'")
         }
         let window = config.recallWindowSeconds > 0 ? Int64(config.recallWindowSeconds) * 1000 : nil
+        if type == .chatroom {
+            let outcome = try await chatrooms.recall(appId: session.appId, operatorId: session.userId, roomId: request.targetID,
+                                                     uid: request.messageUid, isAdmin: false, window: window, origin: session.id)
+            var reply = Im_RecallReply()
+            reply.recallTime = outcome.recallTime
+            reply.notification = outcome.notification ?? Data()
+            return reply
+        }
         let outcome = try await messages.recall(
             appId: session.appId, operatorId: session.userId, type: type, targetId: request.targetID, uid: request.messageUid,
             sentTime: request.sentTime == 0 ? nil : request.sentTime, isAdmin: false, delete: false, extra: nil,

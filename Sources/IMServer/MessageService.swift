@@ -25,11 +25,13 @@ public final class MessageService: Sendable {
     private let directory: UserDirectory
     private let words: SensitiveWordFilter
     private let rosters: GroupRosters
+    private let chatrooms: ChatroomService
     private let uids = MessageUIDGenerator()
 
     init(log: MessageLog, delivery: Delivery, clock: any WallClock, config: ServerConfig,
-         directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters) {
+         directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters, chatrooms: ChatroomService) {
         self.log = log
+        self.chatrooms = chatrooms
         self.rosters = rosters
         self.delivery = delivery
         self.clock = clock
@@ -43,6 +45,9 @@ public final class MessageService: Sendable {
         let message = try validate(request, from: session)
         guard session.admitSend(now: clock.nowMilliseconds(), perSecond: config.clientSendsPerSecond) else {
             throw IMError(.sendRateTooHigh, "more than \(config.clientSendsPerSecond) messages per second from this client: wait a second before sending again, or send in bulk through the Server API")
+        }
+        if message.conversationType == .chatroom {
+            return try await sendToChatroom(message, from: session)
         }
         if message.conversationType == .group {
             let roster = try await rosters.checkSender(appId: message.appId, groupId: message.targetId, userId: message.senderId,
@@ -58,6 +63,26 @@ public final class MessageService: Sendable {
         reply.messageUid = sent.uid
         reply.sentTime = sent.sentTime
         reply.seq = sent.seq
+        return reply
+    }
+
+    /// A chatroom message: filtered for sensitive words, then through the room's checks and intake
+    /// quota. A message over the quota is answered as sent but marked discarded.
+    private func sendToChatroom(_ message: StoredMessage, from session: ClientSession) async throws -> Im_SendMessageReply {
+        var message = message
+        var reply = Im_SendMessageReply()
+        switch try await words.apply(appId: message.appId, objectName: message.objectName, content: message.content) {
+        case .block:
+            reply.sentTime = clock.nowMilliseconds()
+            reply.messageUid = uids.next(milliseconds: reply.sentTime)
+            return reply
+        case .deliver(let content):
+            message.content = content
+        }
+        let (sent, discarded) = try await chatrooms.send(message, from: session)
+        reply.messageUid = sent.uid
+        reply.sentTime = sent.sentTime
+        reply.discarded = discarded
         return reply
     }
 
@@ -185,11 +210,17 @@ public final class MessageService: Sendable {
         }
         // A read status may be about a system conversation; it goes to the user's own devices.
         let readStatus = request.objectName == SyncReadStatusMessage.objectName
-        guard type == .private || type == .group || (readStatus && type == .system) else {
-            throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1) and group (3) conversations are supported")
+        guard type == .private || type == .group || type == .chatroom || (readStatus && type == .system) else {
+            throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1), group (3) and chatroom (4) conversations are supported")
         }
         guard UserID.isValid(request.targetID) else {
-            throw IMError(.invalidParameter, "targetId '\(request.targetID)' is not a valid \(type == .group ? "group" : "user") id: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.invalidParameter, "targetId '\(request.targetID)' is not a valid \(type == .group ? "group" : type == .chatroom ? "chatroom" : "user") id: use 1 to 64 bytes of letters, digits and + = - _ |")
+        }
+        if type == .chatroom {
+            guard !readStatus else { throw IMError(.invalidParameter, "chatrooms have no read status") }
+            guard !request.canIncludeExpansion, request.expansion.isEmpty else {
+                throw IMError(.messageNotExpandable, "chatroom messages cannot carry extensions: send without canIncludeExpansion")
+            }
         }
         if !request.directedUserIds.isEmpty {
             guard type == .group else {
@@ -230,9 +261,14 @@ public final class MessageService: Sendable {
                 targetId: session.userId, senderId: session.userId, objectName: request.objectName, content: request.content,
                 flags: .none, clientMessageId: request.clientMessageID)
         }
+        let key: String
+        switch type {
+        case .group: key = groupConversationKey(request.targetID)
+        case .chatroom: key = request.targetID
+        default: key = privateConversationKey(session.userId, request.targetID)
+        }
         return StoredMessage(
-            appId: session.appId, conversationType: type,
-            conversationKey: type == .group ? groupConversationKey(request.targetID) : privateConversationKey(session.userId, request.targetID),
+            appId: session.appId, conversationType: type, conversationKey: key,
             targetId: request.targetID, senderId: session.userId, objectName: request.objectName,
             content: request.content, flags: PersistentFlag(rawValue: request.flags),
             clientMessageId: request.clientMessageID, pushContent: request.pushContent,

@@ -54,6 +54,19 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     /// The server's public base URL (e.g. https://im.example.com), used in links the Server API
     /// returns; unset: the scheme-less host the caller reached, over http.
     public var publicURL: String?
+    /// Whether one user may be in several chatrooms at once (RongCloud's "单个用户加入多个聊天室",
+    /// off by default: joining a room quits the user's other room).
+    public var chatroomMultipleRooms: Bool = false
+    /// Minutes a chatroom may go without a message, join or quit before it is destroyed (1...1440).
+    public var chatroomIdleDestroyMinutes: Int = ChatroomLimits.defaultIdleDestroyMinutes
+    /// Whether chatroom messages are kept in the store for remote chatroom history (off: 23414).
+    public var chatroomHistoryEnabled: Bool = false
+    /// Days chatroom history is kept (RongCloud's default is 2 months).
+    public var chatroomHistoryRetentionDays: Int = ChatroomLimits.defaultHistoryRetentionDays
+    /// Whether chatroom attributes (KV) are available (off: 23426).
+    public var chatroomEntriesEnabled: Bool = true
+    /// Members one chatroom may have (23411 beyond); 0 = no limit, RongCloud's default.
+    public var chatroomMaxMembers: Int = 0
 
     public init() {}
 
@@ -74,6 +87,11 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         guard recallWindowSeconds >= 0 else { throw fail("recallWindowSeconds must not be negative (0 lets a message be recalled at any time)") }
         guard groupPreJoinHistory >= 0 else { throw fail("groupPreJoinHistory must not be negative (0 shows no pre-join history)") }
         guard maxSensitiveWords >= 0 else { throw fail("maxSensitiveWords must not be negative") }
+        guard (1...ChatroomLimits.maxIdleDestroyMinutes).contains(chatroomIdleDestroyMinutes) else {
+            throw fail("chatroomIdleDestroyMinutes must be 1...\(ChatroomLimits.maxIdleDestroyMinutes), got \(chatroomIdleDestroyMinutes)")
+        }
+        guard chatroomHistoryRetentionDays >= 1 else { throw fail("chatroomHistoryRetentionDays must be at least 1") }
+        guard chatroomMaxMembers >= 0 else { throw fail("chatroomMaxMembers must not be negative (0 means no limit)") }
         guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0, groupPublishPerSecond >= 0 else {
             throw fail("Server API rate limits must not be negative (0 turns a limit off)")
         }
@@ -102,6 +120,13 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = try int("IMSERVER_API_CALLS_PER_SECOND") { apiCallsPerSecond = value }
         if let value = try int("IMSERVER_GROUP_PUBLISH_PER_SECOND") { groupPublishPerSecond = value }
         if let value = environment["IMSERVER_PUBLIC_URL"] { publicURL = value }
+        func bool(_ name: String) -> Bool? { environment[name].map { ["1", "true", "yes"].contains($0.lowercased()) } }
+        if let value = bool("IMSERVER_CHATROOM_MULTIPLE_ROOMS") { chatroomMultipleRooms = value }
+        if let value = try int("IMSERVER_CHATROOM_IDLE_DESTROY_MINUTES") { chatroomIdleDestroyMinutes = value }
+        if let value = bool("IMSERVER_CHATROOM_HISTORY_ENABLED") { chatroomHistoryEnabled = value }
+        if let value = try int("IMSERVER_CHATROOM_HISTORY_RETENTION_DAYS") { chatroomHistoryRetentionDays = value }
+        if let value = bool("IMSERVER_CHATROOM_ENTRIES_ENABLED") { chatroomEntriesEnabled = value }
+        if let value = try int("IMSERVER_CHATROOM_MAX_MEMBERS") { chatroomMaxMembers = value }
     }
 
     /// Reads a JSON config file; keys are the property names above.
@@ -124,7 +149,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
              clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedFramesPerConnection,
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
              apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory, recallWindowSeconds,
-             groupPublishPerSecond
+             groupPublishPerSecond, chatroomMultipleRooms, chatroomIdleDestroyMinutes, chatroomHistoryEnabled,
+             chatroomHistoryRetentionDays, chatroomEntriesEnabled, chatroomMaxMembers
     }
 
     public init(from decoder: any Decoder) throws {
@@ -153,5 +179,11 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         groupPreJoinHistory = try c.decodeIfPresent(Int.self, forKey: .groupPreJoinHistory) ?? d.groupPreJoinHistory
         recallWindowSeconds = try c.decodeIfPresent(Int.self, forKey: .recallWindowSeconds) ?? d.recallWindowSeconds
         groupPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .groupPublishPerSecond) ?? d.groupPublishPerSecond
+        chatroomMultipleRooms = try c.decodeIfPresent(Bool.self, forKey: .chatroomMultipleRooms) ?? d.chatroomMultipleRooms
+        chatroomIdleDestroyMinutes = try c.decodeIfPresent(Int.self, forKey: .chatroomIdleDestroyMinutes) ?? d.chatroomIdleDestroyMinutes
+        chatroomHistoryEnabled = try c.decodeIfPresent(Bool.self, forKey: .chatroomHistoryEnabled) ?? d.chatroomHistoryEnabled
+        chatroomHistoryRetentionDays = try c.decodeIfPresent(Int.self, forKey: .chatroomHistoryRetentionDays) ?? d.chatroomHistoryRetentionDays
+        chatroomEntriesEnabled = try c.decodeIfPresent(Bool.self, forKey: .chatroomEntriesEnabled) ?? d.chatroomEntriesEnabled
+        chatroomMaxMembers = try c.decodeIfPresent(Int.self, forKey: .chatroomMaxMembers) ?? d.chatroomMaxMembers
     }
 }

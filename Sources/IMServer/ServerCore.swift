@@ -22,6 +22,7 @@ public final class ServerCore: Sendable {
     public let sensitiveWords: SensitiveWordFilter
     public let apiLimits: APIRateLimiter
     public let conversationState: ConversationStateService
+    public let chatrooms: ChatroomService
 
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger) {
         self.config = config
@@ -36,12 +37,13 @@ public final class ServerCore: Sendable {
         self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.userWhitelistMode)
         self.sensitiveWords = SensitiveWordFilter(store: store)
         self.apiLimits = APIRateLimiter(clock: clock)
+        self.chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger)
         self.messages = MessageService(log: log, delivery: delivery, clock: clock, config: config,
-                                       directory: directory, words: sensitiveWords, rosters: rosters)
+                                       directory: directory, words: sensitiveWords, rosters: rosters, chatrooms: chatrooms)
         self.groups = GroupService(store: store, clock: clock, config: config, registry: registry, rosters: rosters,
                                    messages: messages, log: log)
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
-        self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, clock: clock,
+        self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, chatrooms: chatrooms, clock: clock,
                                                  config: config)
         self.conversationState = ConversationStateService(store: store, clock: clock, registry: registry, logger: logger)
     }
@@ -90,6 +92,7 @@ public final class ServerCore: Sendable {
     func sessionEnded(_ session: ClientSession) {
         registry.remove(session)
         groups.rosters.sessionClosed(session)
+        chatrooms.sessionClosed(session)
     }
 
     /// Drops sessions silent for three heartbeat intervals (dead peers). Returns how many.

@@ -182,7 +182,7 @@ public struct HistoryPage: Sendable {
 
 /// Everything the server keeps on disk. The embedded default is IMStoreSQLite; every method is one
 /// transaction, and `commit` returns only after its transaction is durable.
-public protocol IMStore: DirectoryStore, ConversationStateStore {
+public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore {
     func loadApps() async throws -> [AppRecord]
     /// Creates the app, or updates the secret and name of the app with this key.
     func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord

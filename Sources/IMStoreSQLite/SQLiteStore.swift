@@ -165,6 +165,9 @@ public final class SQLiteStore: IMStore {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v6-chatrooms") { db in
+            try Self.createChatroomTables(db)
+        }
         return migrator
     }
 

@@ -102,6 +102,24 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// TagConversationsRequest -> ConversationStateDelta: conversations in tags
   case tagConversations // = 36
 
+  /// 50-59: chatrooms (in memory on the server; messages reach the members online now).
+  case joinChatroom // = 50
+
+  /// QuitChatroomRequest -> empty
+  case quitChatroom // = 51
+
+  /// ChatroomInfoRequest -> ChatroomInfo
+  case chatroomInfo // = 52
+
+  /// SetChatroomEntryRequest -> empty
+  case setChatroomEntry // = 53
+
+  /// RemoveChatroomEntryRequest -> empty
+  case removeChatroomEntry // = 54
+
+  /// ChatroomHistoryRequest -> ChatroomHistoryReply (when the server keeps it)
+  case chatroomHistory // = 55
+
   /// Server pushes (id 0).
   case message // = 20
 
@@ -113,6 +131,15 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// 40-44: conversation state pushes.
   case conversationStateChanged // = 40
+
+  /// 60-64: chatroom pushes, in the room's order.
+  case chatroomMessages // = 60
+
+  /// ChatroomEntryChanges: attributes set or removed, notified or not
+  case chatroomEntriesChanged // = 61
+
+  /// ChatroomEvent: destroyed, kicked, muted and other room events
+  case chatroomEvent // = 62
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -147,6 +174,15 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 35: self = .editConversationTag
     case 36: self = .tagConversations
     case 40: self = .conversationStateChanged
+    case 50: self = .joinChatroom
+    case 51: self = .quitChatroom
+    case 52: self = .chatroomInfo
+    case 53: self = .setChatroomEntry
+    case 54: self = .removeChatroomEntry
+    case 55: self = .chatroomHistory
+    case 60: self = .chatroomMessages
+    case 61: self = .chatroomEntriesChanged
+    case 62: self = .chatroomEvent
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -179,6 +215,15 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .editConversationTag: return 35
     case .tagConversations: return 36
     case .conversationStateChanged: return 40
+    case .joinChatroom: return 50
+    case .quitChatroom: return 51
+    case .chatroomInfo: return 52
+    case .setChatroomEntry: return 53
+    case .removeChatroomEntry: return 54
+    case .chatroomHistory: return 55
+    case .chatroomMessages: return 60
+    case .chatroomEntriesChanged: return 61
+    case .chatroomEvent: return 62
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -207,10 +252,19 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .removeQuietHours,
     .editConversationTag,
     .tagConversations,
+    .joinChatroom,
+    .quitChatroom,
+    .chatroomInfo,
+    .setChatroomEntry,
+    .removeChatroomEntry,
+    .chatroomHistory,
     .message,
     .kicked,
     .readReceipts,
     .conversationStateChanged,
+    .chatroomMessages,
+    .chatroomEntriesChanged,
+    .chatroomEvent,
   ]
 
 }
@@ -277,6 +331,108 @@ public nonisolated enum Im_Platform: SwiftProtobuf.Enum, Swift.CaseIterable {
     .macOs,
     .linux,
     .electron,
+  ]
+
+}
+
+public nonisolated enum Im_ChatroomEventKind: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case chatroomEventUnspecified // = 0
+
+  /// destroyed through the Server API
+  case chatroomDestroyedManually // = 1
+
+  /// idle too long, or its scheduled time came
+  case chatroomDestroyedAutomatically // = 2
+
+  /// removed from the room (banned: user_ids, duration_minutes)
+  case chatroomKicked // = 3
+  case chatroomUnbanned // = 4
+
+  /// user_ids muted in the room for duration_minutes
+  case chatroomMuted // = 5
+  case chatroomUnmuted // = 6
+
+  /// every member muted but the mute whitelist
+  case chatroomRoomMuted // = 7
+  case chatroomRoomUnmuted // = 8
+  case chatroomMuteWhitelistAdded // = 9
+  case chatroomMuteWhitelistRemoved // = 10
+
+  /// user_ids muted in every chatroom
+  case chatroomGloballyMuted // = 11
+  case chatroomGloballyUnmuted // = 12
+
+  /// the user joined another room (one room per user)
+  case chatroomLeftForOtherRoom // = 13
+
+  /// this device was removed after being offline (told at rejoin)
+  case chatroomLeftOffline // = 14
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .chatroomEventUnspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .chatroomEventUnspecified
+    case 1: self = .chatroomDestroyedManually
+    case 2: self = .chatroomDestroyedAutomatically
+    case 3: self = .chatroomKicked
+    case 4: self = .chatroomUnbanned
+    case 5: self = .chatroomMuted
+    case 6: self = .chatroomUnmuted
+    case 7: self = .chatroomRoomMuted
+    case 8: self = .chatroomRoomUnmuted
+    case 9: self = .chatroomMuteWhitelistAdded
+    case 10: self = .chatroomMuteWhitelistRemoved
+    case 11: self = .chatroomGloballyMuted
+    case 12: self = .chatroomGloballyUnmuted
+    case 13: self = .chatroomLeftForOtherRoom
+    case 14: self = .chatroomLeftOffline
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .chatroomEventUnspecified: return 0
+    case .chatroomDestroyedManually: return 1
+    case .chatroomDestroyedAutomatically: return 2
+    case .chatroomKicked: return 3
+    case .chatroomUnbanned: return 4
+    case .chatroomMuted: return 5
+    case .chatroomUnmuted: return 6
+    case .chatroomRoomMuted: return 7
+    case .chatroomRoomUnmuted: return 8
+    case .chatroomMuteWhitelistAdded: return 9
+    case .chatroomMuteWhitelistRemoved: return 10
+    case .chatroomGloballyMuted: return 11
+    case .chatroomGloballyUnmuted: return 12
+    case .chatroomLeftForOtherRoom: return 13
+    case .chatroomLeftOffline: return 14
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Im_ChatroomEventKind] = [
+    .chatroomEventUnspecified,
+    .chatroomDestroyedManually,
+    .chatroomDestroyedAutomatically,
+    .chatroomKicked,
+    .chatroomUnbanned,
+    .chatroomMuted,
+    .chatroomUnmuted,
+    .chatroomRoomMuted,
+    .chatroomRoomUnmuted,
+    .chatroomMuteWhitelistAdded,
+    .chatroomMuteWhitelistRemoved,
+    .chatroomGloballyMuted,
+    .chatroomGloballyUnmuted,
+    .chatroomLeftForOtherRoom,
+    .chatroomLeftOffline,
   ]
 
 }
@@ -504,6 +660,9 @@ public nonisolated struct Im_SendMessageReply: Sendable {
   public var sentTime: Int64 = 0
 
   public var seq: UInt64 = 0
+
+  /// A chatroom message over the room's intake quota: accepted but not delivered (spec B10).
+  public var discarded: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1243,16 +1402,287 @@ public nonisolated struct Im_ConversationStateChanged: Sendable {
   public init() {}
 }
 
+public nonisolated struct Im_JoinChatroomRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  /// RongCloud's messageCount: -1 no history, 0 the default (10), otherwise up to 50.
+  public var messageCount: Int32 = 0
+
+  /// joinExistChatRoom: fail with 23410 instead of creating a missing room.
+  public var mustExist: Bool = false
+
+  /// An automatic rejoin after a reconnect: if this device still holds its seat, the reply carries
+  /// the recent messages sent after `since` instead of `message_count` of them.
+  public var rejoin: Bool = false
+
+  public var since: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomEntry: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var key: String = String()
+
+  public var value: String = String()
+
+  public var ownerID: String = String()
+
+  public var autoDelete: Bool = false
+
+  public var updatedAt: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_JoinChatroomReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  /// Identifies this incarnation of the room: a room destroyed and created again gets a new one.
+  public var sessionID: String = String()
+
+  public var messages: [Im_Message] = []
+
+  public var entries: [Im_ChatroomEntry] = []
+
+  public var createdAt: Int64 = 0
+
+  public var memberCount: Int32 = 0
+
+  /// For a rejoin: whether this device still held its seat (false: it had been removed meanwhile).
+  public var resumed: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_QuitChatroomRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomInfoRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  /// 0: the member count only; otherwise up to 20 members.
+  public var count: Int32 = 0
+
+  /// 1 earliest joiners first, 2 latest first.
+  public var order: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomMember: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var userID: String = String()
+
+  public var joinTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomInfo: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  public var totalMembers: Int32 = 0
+
+  public var members: [Im_ChatroomMember] = []
+
+  public var createdAt: Int64 = 0
+
+  public var sessionID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_SetChatroomEntryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  public var key: String = String()
+
+  public var value: String = String()
+
+  public var sendNotification: Bool = false
+
+  public var autoDelete: Bool = false
+
+  public var notificationExtra: String = String()
+
+  /// Set even if another user owns the key; the caller becomes its owner.
+  public var force: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_RemoveChatroomEntryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  public var key: String = String()
+
+  public var sendNotification: Bool = false
+
+  public var notificationExtra: String = String()
+
+  public var force: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomEntryChanges: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  public var set: [Im_ChatroomEntry] = []
+
+  public var removed: [String] = []
+
+  public var operatorID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomHistoryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  /// Messages sent before (descending) or after (ascending) this time; 0 descending = from now.
+  public var recordTime: Int64 = 0
+
+  public var count: Int32 = 0
+
+  public var ascending: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomHistoryReply: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var messages: [Im_Message] = []
+
+  /// The earliest (descending) or latest (ascending) sentTime returned: the next page's record_time.
+  public var syncTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomMessages: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  public var messages: [Im_Message] = []
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ChatroomEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var roomID: String = String()
+
+  public var sessionID: String = String()
+
+  public var kind: Im_ChatroomEventKind = .chatroomEventUnspecified
+
+  public var userIds: [String] = []
+
+  public var durationMinutes: Int64 = 0
+
+  public var extra: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "im"
 
 nonisolated extension Im_Op: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{2}\u{6}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{2}\u{8}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{2}\u{6}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{2}\u{8}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0")
 }
 
 nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0PLATFORM_UNSPECIFIED\0\u{1}IOS\0\u{1}ANDROID\0\u{1}HARMONY_OS\0\u{1}WEB\0\u{1}MINI_PROGRAM\0\u{1}WINDOWS\0\u{1}MAC_OS\0\u{1}LINUX\0\u{1}ELECTRON\0")
+}
+
+nonisolated extension Im_ChatroomEventKind: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CHATROOM_EVENT_UNSPECIFIED\0\u{1}CHATROOM_DESTROYED_MANUALLY\0\u{1}CHATROOM_DESTROYED_AUTOMATICALLY\0\u{1}CHATROOM_KICKED\0\u{1}CHATROOM_UNBANNED\0\u{1}CHATROOM_MUTED\0\u{1}CHATROOM_UNMUTED\0\u{1}CHATROOM_ROOM_MUTED\0\u{1}CHATROOM_ROOM_UNMUTED\0\u{1}CHATROOM_MUTE_WHITELIST_ADDED\0\u{1}CHATROOM_MUTE_WHITELIST_REMOVED\0\u{1}CHATROOM_GLOBALLY_MUTED\0\u{1}CHATROOM_GLOBALLY_UNMUTED\0\u{1}CHATROOM_LEFT_FOR_OTHER_ROOM\0\u{1}CHATROOM_LEFT_OFFLINE\0")
 }
 
 nonisolated extension Im_Frame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -1705,7 +2135,7 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
 
 nonisolated extension Im_SendMessageReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SendMessageReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_uid\0\u{3}sent_time\0\u{1}seq\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_uid\0\u{3}sent_time\0\u{1}seq\0\u{1}discarded\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -1716,6 +2146,7 @@ nonisolated extension Im_SendMessageReply: SwiftProtobuf.Message, SwiftProtobuf.
       case 1: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
       case 2: try { try decoder.decodeSingularInt64Field(value: &self.sentTime) }()
       case 3: try { try decoder.decodeSingularUInt64Field(value: &self.seq) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.discarded) }()
       default: break
       }
     }
@@ -1731,6 +2162,9 @@ nonisolated extension Im_SendMessageReply: SwiftProtobuf.Message, SwiftProtobuf.
     if self.seq != 0 {
       try visitor.visitSingularUInt64Field(value: self.seq, fieldNumber: 3)
     }
+    if self.discarded != false {
+      try visitor.visitSingularBoolField(value: self.discarded, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -1738,6 +2172,7 @@ nonisolated extension Im_SendMessageReply: SwiftProtobuf.Message, SwiftProtobuf.
     if lhs.messageUid != rhs.messageUid {return false}
     if lhs.sentTime != rhs.sentTime {return false}
     if lhs.seq != rhs.seq {return false}
+    if lhs.discarded != rhs.discarded {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -3135,6 +3570,646 @@ nonisolated extension Im_ConversationStateChanged: SwiftProtobuf.Message, SwiftP
 
   public static func ==(lhs: Im_ConversationStateChanged, rhs: Im_ConversationStateChanged) -> Bool {
     if lhs.version != rhs.version {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_JoinChatroomRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".JoinChatroomRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{3}message_count\0\u{3}must_exist\0\u{1}rejoin\0\u{1}since\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.messageCount) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.mustExist) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.rejoin) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.since) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if self.messageCount != 0 {
+      try visitor.visitSingularInt32Field(value: self.messageCount, fieldNumber: 2)
+    }
+    if self.mustExist != false {
+      try visitor.visitSingularBoolField(value: self.mustExist, fieldNumber: 3)
+    }
+    if self.rejoin != false {
+      try visitor.visitSingularBoolField(value: self.rejoin, fieldNumber: 4)
+    }
+    if self.since != 0 {
+      try visitor.visitSingularInt64Field(value: self.since, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_JoinChatroomRequest, rhs: Im_JoinChatroomRequest) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.messageCount != rhs.messageCount {return false}
+    if lhs.mustExist != rhs.mustExist {return false}
+    if lhs.rejoin != rhs.rejoin {return false}
+    if lhs.since != rhs.since {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomEntry: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomEntry"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}key\0\u{1}value\0\u{3}owner_id\0\u{3}auto_delete\0\u{3}updated_at\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.key) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.value) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.ownerID) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.autoDelete) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.updatedAt) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.key.isEmpty {
+      try visitor.visitSingularStringField(value: self.key, fieldNumber: 1)
+    }
+    if !self.value.isEmpty {
+      try visitor.visitSingularStringField(value: self.value, fieldNumber: 2)
+    }
+    if !self.ownerID.isEmpty {
+      try visitor.visitSingularStringField(value: self.ownerID, fieldNumber: 3)
+    }
+    if self.autoDelete != false {
+      try visitor.visitSingularBoolField(value: self.autoDelete, fieldNumber: 4)
+    }
+    if self.updatedAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.updatedAt, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomEntry, rhs: Im_ChatroomEntry) -> Bool {
+    if lhs.key != rhs.key {return false}
+    if lhs.value != rhs.value {return false}
+    if lhs.ownerID != rhs.ownerID {return false}
+    if lhs.autoDelete != rhs.autoDelete {return false}
+    if lhs.updatedAt != rhs.updatedAt {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_JoinChatroomReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".JoinChatroomReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{3}session_id\0\u{1}messages\0\u{1}entries\0\u{3}created_at\0\u{3}member_count\0\u{1}resumed\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.sessionID) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.messages) }()
+      case 4: try { try decoder.decodeRepeatedMessageField(value: &self.entries) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.createdAt) }()
+      case 6: try { try decoder.decodeSingularInt32Field(value: &self.memberCount) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.resumed) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if !self.sessionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.sessionID, fieldNumber: 2)
+    }
+    if !self.messages.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.messages, fieldNumber: 3)
+    }
+    if !self.entries.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.entries, fieldNumber: 4)
+    }
+    if self.createdAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.createdAt, fieldNumber: 5)
+    }
+    if self.memberCount != 0 {
+      try visitor.visitSingularInt32Field(value: self.memberCount, fieldNumber: 6)
+    }
+    if self.resumed != false {
+      try visitor.visitSingularBoolField(value: self.resumed, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_JoinChatroomReply, rhs: Im_JoinChatroomReply) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.sessionID != rhs.sessionID {return false}
+    if lhs.messages != rhs.messages {return false}
+    if lhs.entries != rhs.entries {return false}
+    if lhs.createdAt != rhs.createdAt {return false}
+    if lhs.memberCount != rhs.memberCount {return false}
+    if lhs.resumed != rhs.resumed {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_QuitChatroomRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".QuitChatroomRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_QuitChatroomRequest, rhs: Im_QuitChatroomRequest) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomInfoRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomInfoRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{1}count\0\u{1}order\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.count) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.order) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if self.count != 0 {
+      try visitor.visitSingularInt32Field(value: self.count, fieldNumber: 2)
+    }
+    if self.order != 0 {
+      try visitor.visitSingularInt32Field(value: self.order, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomInfoRequest, rhs: Im_ChatroomInfoRequest) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.count != rhs.count {return false}
+    if lhs.order != rhs.order {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomMember: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomMember"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}user_id\0\u{3}join_time\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.userID) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.joinTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.userID.isEmpty {
+      try visitor.visitSingularStringField(value: self.userID, fieldNumber: 1)
+    }
+    if self.joinTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.joinTime, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomMember, rhs: Im_ChatroomMember) -> Bool {
+    if lhs.userID != rhs.userID {return false}
+    if lhs.joinTime != rhs.joinTime {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomInfo: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomInfo"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{3}total_members\0\u{1}members\0\u{3}created_at\0\u{3}session_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeSingularInt32Field(value: &self.totalMembers) }()
+      case 3: try { try decoder.decodeRepeatedMessageField(value: &self.members) }()
+      case 4: try { try decoder.decodeSingularInt64Field(value: &self.createdAt) }()
+      case 5: try { try decoder.decodeSingularStringField(value: &self.sessionID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if self.totalMembers != 0 {
+      try visitor.visitSingularInt32Field(value: self.totalMembers, fieldNumber: 2)
+    }
+    if !self.members.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.members, fieldNumber: 3)
+    }
+    if self.createdAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.createdAt, fieldNumber: 4)
+    }
+    if !self.sessionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.sessionID, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomInfo, rhs: Im_ChatroomInfo) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.totalMembers != rhs.totalMembers {return false}
+    if lhs.members != rhs.members {return false}
+    if lhs.createdAt != rhs.createdAt {return false}
+    if lhs.sessionID != rhs.sessionID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_SetChatroomEntryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetChatroomEntryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{1}key\0\u{1}value\0\u{3}send_notification\0\u{3}auto_delete\0\u{3}notification_extra\0\u{1}force\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.key) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.value) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.sendNotification) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.autoDelete) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.notificationExtra) }()
+      case 7: try { try decoder.decodeSingularBoolField(value: &self.force) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if !self.key.isEmpty {
+      try visitor.visitSingularStringField(value: self.key, fieldNumber: 2)
+    }
+    if !self.value.isEmpty {
+      try visitor.visitSingularStringField(value: self.value, fieldNumber: 3)
+    }
+    if self.sendNotification != false {
+      try visitor.visitSingularBoolField(value: self.sendNotification, fieldNumber: 4)
+    }
+    if self.autoDelete != false {
+      try visitor.visitSingularBoolField(value: self.autoDelete, fieldNumber: 5)
+    }
+    if !self.notificationExtra.isEmpty {
+      try visitor.visitSingularStringField(value: self.notificationExtra, fieldNumber: 6)
+    }
+    if self.force != false {
+      try visitor.visitSingularBoolField(value: self.force, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_SetChatroomEntryRequest, rhs: Im_SetChatroomEntryRequest) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.key != rhs.key {return false}
+    if lhs.value != rhs.value {return false}
+    if lhs.sendNotification != rhs.sendNotification {return false}
+    if lhs.autoDelete != rhs.autoDelete {return false}
+    if lhs.notificationExtra != rhs.notificationExtra {return false}
+    if lhs.force != rhs.force {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_RemoveChatroomEntryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".RemoveChatroomEntryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{1}key\0\u{3}send_notification\0\u{3}notification_extra\0\u{1}force\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.key) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.sendNotification) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.notificationExtra) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.force) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if !self.key.isEmpty {
+      try visitor.visitSingularStringField(value: self.key, fieldNumber: 2)
+    }
+    if self.sendNotification != false {
+      try visitor.visitSingularBoolField(value: self.sendNotification, fieldNumber: 3)
+    }
+    if !self.notificationExtra.isEmpty {
+      try visitor.visitSingularStringField(value: self.notificationExtra, fieldNumber: 4)
+    }
+    if self.force != false {
+      try visitor.visitSingularBoolField(value: self.force, fieldNumber: 5)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_RemoveChatroomEntryRequest, rhs: Im_RemoveChatroomEntryRequest) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.key != rhs.key {return false}
+    if lhs.sendNotification != rhs.sendNotification {return false}
+    if lhs.notificationExtra != rhs.notificationExtra {return false}
+    if lhs.force != rhs.force {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomEntryChanges: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomEntryChanges"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{1}set\0\u{1}removed\0\u{3}operator_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.set) }()
+      case 3: try { try decoder.decodeRepeatedStringField(value: &self.removed) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.operatorID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if !self.set.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.set, fieldNumber: 2)
+    }
+    if !self.removed.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.removed, fieldNumber: 3)
+    }
+    if !self.operatorID.isEmpty {
+      try visitor.visitSingularStringField(value: self.operatorID, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomEntryChanges, rhs: Im_ChatroomEntryChanges) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.set != rhs.set {return false}
+    if lhs.removed != rhs.removed {return false}
+    if lhs.operatorID != rhs.operatorID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomHistoryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomHistoryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{3}record_time\0\u{1}count\0\u{1}ascending\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.recordTime) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.count) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.ascending) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if self.recordTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.recordTime, fieldNumber: 2)
+    }
+    if self.count != 0 {
+      try visitor.visitSingularInt32Field(value: self.count, fieldNumber: 3)
+    }
+    if self.ascending != false {
+      try visitor.visitSingularBoolField(value: self.ascending, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomHistoryRequest, rhs: Im_ChatroomHistoryRequest) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.recordTime != rhs.recordTime {return false}
+    if lhs.count != rhs.count {return false}
+    if lhs.ascending != rhs.ascending {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomHistoryReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomHistoryReply"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}messages\0\u{3}sync_time\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.messages) }()
+      case 2: try { try decoder.decodeSingularInt64Field(value: &self.syncTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.messages.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.messages, fieldNumber: 1)
+    }
+    if self.syncTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.syncTime, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomHistoryReply, rhs: Im_ChatroomHistoryReply) -> Bool {
+    if lhs.messages != rhs.messages {return false}
+    if lhs.syncTime != rhs.syncTime {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomMessages: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomMessages"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{1}messages\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.messages) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if !self.messages.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.messages, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomMessages, rhs: Im_ChatroomMessages) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.messages != rhs.messages {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ChatroomEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ChatroomEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{3}session_id\0\u{1}kind\0\u{3}user_ids\0\u{3}duration_minutes\0\u{1}extra\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.roomID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.sessionID) }()
+      case 3: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 4: try { try decoder.decodeRepeatedStringField(value: &self.userIds) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.durationMinutes) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.extra) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.roomID.isEmpty {
+      try visitor.visitSingularStringField(value: self.roomID, fieldNumber: 1)
+    }
+    if !self.sessionID.isEmpty {
+      try visitor.visitSingularStringField(value: self.sessionID, fieldNumber: 2)
+    }
+    if self.kind != .chatroomEventUnspecified {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 3)
+    }
+    if !self.userIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.userIds, fieldNumber: 4)
+    }
+    if self.durationMinutes != 0 {
+      try visitor.visitSingularInt64Field(value: self.durationMinutes, fieldNumber: 5)
+    }
+    if !self.extra.isEmpty {
+      try visitor.visitSingularStringField(value: self.extra, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ChatroomEvent, rhs: Im_ChatroomEvent) -> Bool {
+    if lhs.roomID != rhs.roomID {return false}
+    if lhs.sessionID != rhs.sessionID {return false}
+    if lhs.kind != rhs.kind {return false}
+    if lhs.userIds != rhs.userIds {return false}
+    if lhs.durationMinutes != rhs.durationMinutes {return false}
+    if lhs.extra != rhs.extra {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

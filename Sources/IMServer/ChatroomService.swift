@@ -1,0 +1,504 @@
+import Foundation
+import IMCore
+import IMWire
+import Logging
+import Synchronization
+
+/// Chatrooms (spec/group-chatroom.md, part B): rooms live in memory, messages reach the members
+/// online now, and nothing is queued offline or pushed.
+///
+/// - Membership is per device: a seat per (user, device) that joined. A quit removes that device's
+///   seat; a disconnect leaves it offline, and it is removed on the room's next message once it has
+///   been offline more than 30 s or through more than 30 messages (user-whitelisted members
+///   excepted). A reconnecting client rejoins and, if it still holds its seat, gets the recent
+///   messages it missed.
+/// - Messages pass the room's intake quota (`ChatroomIntakeQuota`), get a sentTime strictly
+///   increasing within the room, and are queued as pushes. One delivery task per room sends what
+///   is queued: consecutive messages go out as one `CHATROOM_MESSAGES` frame, encoded once for the
+///   whole room, so under load a member gets one frame per round instead of one per message.
+/// - Attributes (KV) change under the same lock; every change is queued as a
+///   `CHATROOM_ENTRIES_CHANGED` push (notified or silent), so every member's copy follows the
+///   room's order.
+/// - A room idle for its destroy time (no message, join or quit) is destroyed by `sweep`, unless
+///   it is kept alive; its members are told with the room's session id.
+public final class ChatroomService: Sendable {
+    struct UserKey: Hashable {
+        let appId: Int64
+        let userId: String
+    }
+
+    struct State {
+        var rooms: [ChatroomRoom.Key: ChatroomRoom] = [:]
+        /// The rooms each online session has a seat in.
+        var sessionRooms: [String: Set<ChatroomRoom.Key>] = [:]
+        /// The rooms each user has a seat in (any device).
+        var userRooms: [UserKey: Set<ChatroomRoom.Key>] = [:]
+        var settings: [Int64: ChatroomSettings] = [:]
+    }
+
+    let state = Mutex(State())
+    let store: any IMStore
+    let clock: any WallClock
+    let config: ServerConfig
+    let logger: Logger
+    let uids = MessageUIDGenerator()
+
+    init(store: any IMStore, clock: any WallClock, config: ServerConfig, logger: Logger) {
+        self.store = store
+        self.clock = clock
+        self.config = config
+        self.logger = logger
+    }
+
+    // MARK: settings
+
+    /// The app's chatroom settings, loaded from the store on first use.
+    func loadSettings(appId: Int64) async throws {
+        if state.withLock({ $0.settings[appId] != nil }) { return }
+        let loaded = ChatroomSettings(try await store.chatroomSettings(appId: appId))
+        state.withLock { state in
+            if state.settings[appId] == nil { state.settings[appId] = loaded }
+        }
+    }
+
+    // MARK: join and quit
+
+    /// JOIN_CHATROOM. The reply is queued here, under the lock, so that it reaches the session
+    /// before any push of the room.
+    func join(_ request: Im_JoinChatroomRequest, frame: Im_Frame, from session: ClientSession) async throws {
+        let roomId = request.roomID
+        guard ChatroomID.isValid(roomId) else {
+            throw IMError(.chatroomParameterInvalid, "chatroom id '\(roomId.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+        }
+        guard let count = chatroomJoinHistoryCount(Int(request.messageCount)) else {
+            throw IMError(.chatroomParameterInvalid, "messageCount must be -1 (no history), 0 (the default, 10) or 1 to 50; got \(request.messageCount)")
+        }
+        try await loadSettings(appId: session.appId)
+        let key = ChatroomRoom.Key(appId: session.appId, roomId: roomId)
+        let now = clock.nowMilliseconds()
+        try state.withLock { state in
+            let settings = state.settings[session.appId] ?? ChatroomSettings([])
+            if let until = settings.until(.block, room: roomId, item: session.userId), until > now {
+                throw IMError(.bannedFromChatroom, "user \(session.userId) is banned from chatroom \(roomId) until \(until) (ms): the app's server can lift it with /chatroom/user/block/rollback.json")
+            }
+            let existing = state.rooms[key]
+            if existing == nil && request.mustExist {
+                throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist: use joinChatRoom to create it, or create it through the Server API")
+            }
+            if let existing, existing.members[session.userId] == nil, config.chatroomMaxMembers > 0,
+               existing.members.count >= config.chatroomMaxMembers {
+                throw IMError(.chatroomFull, "chatroom \(roomId) has \(existing.members.count) members, the most this server allows (chatroomMaxMembers)")
+            }
+            let room = existing ?? createRoom(key, name: roomId, now: now, in: &state)
+            if !config.chatroomMultipleRooms {
+                leaveOtherRooms(userId: session.userId, appId: session.appId, except: key, now: now, in: &state)
+            }
+            let seatKey = ChatroomRoom.SeatKey(userId: session.userId, deviceId: session.deviceId)
+            let held = room.members[session.userId]?.seats[session.deviceId]
+            if let previous = held?.session, previous.id != session.id {
+                room.seatOffline(sessionId: previous.id)
+                state.sessionRooms[previous.id]?.remove(key)
+            }
+            var member = room.members[session.userId] ?? ChatroomRoom.Member(joinTime: now)
+            member.seats[session.deviceId] = ChatroomRoom.Seat(session: session)
+            room.members[session.userId] = member
+            room.offline[seatKey] = nil
+            room.seatOnline(session)
+            room.lastActivity = now
+            state.sessionRooms[session.id, default: []].insert(key)
+            state.userRooms[UserKey(appId: session.appId, userId: session.userId), default: []].insert(key)
+
+            var reply = Im_JoinChatroomReply()
+            reply.roomID = roomId
+            reply.sessionID = room.sessionId
+            reply.createdAt = room.createdAt
+            reply.memberCount = Int32(room.members.count)
+            if request.rejoin {
+                reply.resumed = held != nil
+                reply.messages = held == nil ? [] : room.recent.filter { $0.sentTime > request.since }.map(\.wire)
+            } else {
+                reply.messages = room.recent.suffix(count).map(\.wire)
+            }
+            reply.entries = room.entries.sorted { $0.key < $1.key }.map { $0.value.wire(key: $0.key) }
+            session.send(try FrameCodec.reply(to: frame, reply))
+        }
+    }
+
+    private func createRoom(_ key: ChatroomRoom.Key, name: String, now: Int64, in state: inout State) -> ChatroomRoom {
+        let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatroomIdleDestroyMinutes)
+        state.rooms[key] = room
+        logger.debug("chatroom created", metadata: ["room": "\(key.roomId)", "session": "\(room.sessionId)"])
+        return room
+    }
+
+    /// One room per user: removes the user's seats (every device) from the other rooms and tells
+    /// those devices.
+    private func leaveOtherRooms(userId: String, appId: Int64, except key: ChatroomRoom.Key, now: Int64, in state: inout State) {
+        let userKey = UserKey(appId: appId, userId: userId)
+        for other in state.userRooms[userKey] ?? [] where other != key {
+            guard let room = state.rooms[other] else { continue }
+            let sessions = room.removeMember(userId)
+            for session in sessions { state.sessionRooms[session.id]?.remove(other) }
+            room.lastActivity = now
+            dropAutoDeleteEntries(of: userId, in: room)
+            if !sessions.isEmpty, let frame = eventFrame(room, .chatroomLeftForOtherRoom, userIds: [userId]) {
+                queue(.frame(frame, to: sessions), in: room)
+            }
+        }
+        state.userRooms[userKey] = state.userRooms[userKey]?.filter { $0 == key }
+    }
+
+    /// QUIT_CHATROOM: removes this device's seat; the user's other devices stay in the room.
+    func quit(_ request: Im_QuitChatroomRequest, from session: ClientSession) throws {
+        let key = ChatroomRoom.Key(appId: session.appId, roomId: request.roomID)
+        let now = clock.nowMilliseconds()
+        state.withLock { state in
+            state.sessionRooms[session.id]?.remove(key)
+            guard let room = state.rooms[key] else { return }
+            guard room.members[session.userId]?.seats[session.deviceId] != nil else { return }
+            let noneLeft = room.removeSeat(userId: session.userId, deviceId: session.deviceId)
+            if room.members[session.userId] == nil {
+                state.userRooms[UserKey(appId: session.appId, userId: session.userId)]?.remove(key)
+            }
+            if noneLeft { dropAutoDeleteEntries(of: session.userId, in: room) }
+            room.lastActivity = now
+        }
+    }
+
+    /// A session closed: its seats go offline (kept for the grace period), and the attributes its
+    /// user set with autoDelete go once the user has no online seat left in the room.
+    func sessionClosed(_ session: ClientSession) {
+        let now = clock.nowMilliseconds()
+        state.withLock { state in
+            guard let keys = state.sessionRooms.removeValue(forKey: session.id) else { return }
+            for key in keys {
+                guard let room = state.rooms[key], var member = room.members[session.userId],
+                      var seat = member.seats[session.deviceId], seat.session?.id == session.id else { continue }
+                seat.session = nil
+                seat.offlineSince = now
+                seat.missed = 0
+                member.seats[session.deviceId] = seat
+                room.members[session.userId] = member
+                room.seatOffline(sessionId: session.id)
+                room.offline[ChatroomRoom.SeatKey(userId: session.userId, deviceId: session.deviceId)] = ()
+                if !member.hasOnlineSeat { dropAutoDeleteEntries(of: session.userId, in: room) }
+            }
+        }
+    }
+
+    // MARK: sending
+
+    /// A client's chatroom message (already checked by `MessageService`): the sender's device must
+    /// hold a seat, and the sender must not be muted.
+    func send(_ message: StoredMessage, from session: ClientSession) async throws -> (message: StoredMessage, discarded: Bool) {
+        try await loadSettings(appId: session.appId)
+        return try await accept(message, origin: session.id, seatOf: session)
+    }
+
+    /// Server API publish: no seat needed, no mute check; `includeSender` decides whether the
+    /// sender's own sessions get it.
+    public func publish(_ message: StoredMessage) async throws -> (message: StoredMessage, discarded: Bool) {
+        try await loadSettings(appId: message.appId)
+        return try await accept(message, origin: "", seatOf: nil)
+    }
+
+    private func accept(_ message: StoredMessage, origin: String, seatOf session: ClientSession?) async throws -> (message: StoredMessage, discarded: Bool) {
+        let key = ChatroomRoom.Key(appId: message.appId, roomId: message.targetId)
+        let keep = config.chatroomHistoryEnabled && message.isInHistory
+        let signal = keep ? CommitSignal() : nil
+        let now = clock.nowMilliseconds()
+        let (stamped, discarded) = try state.withLock { state -> (StoredMessage, Bool) in
+            guard let room = state.rooms[key] else {
+                if session != nil {
+                    throw IMError(.notInChatroom, "you are not in chatroom \(message.targetId): join it before sending")
+                }
+                throw IMError(.chatroomNotFound, "chatroom \(message.targetId) does not exist: create it or let a member join it first")
+            }
+            let settings = state.settings[message.appId] ?? ChatroomSettings([])
+            if let session {
+                guard room.members[session.userId]?.seats[session.deviceId]?.session?.id == session.id else {
+                    throw IMError(.notInChatroom, "you are not in chatroom \(message.targetId) on this device: join it before sending")
+                }
+                let roomId = message.targetId, userId = session.userId
+                if settings.isActive(.globalMute, item: userId, now: now) {
+                    throw IMError(.mutedInChatroom, "user \(userId) is muted in every chatroom of the app")
+                }
+                if let until = settings.until(.gag, room: roomId, item: userId), until > now {
+                    throw IMError(.mutedInChatroom, "user \(userId) is muted in chatroom \(roomId) until \(until) (ms)")
+                }
+                if settings.until(.roomMute, room: roomId, item: "") != nil,
+                   !settings.isActive(.muteWhitelist, room: roomId, item: userId, now: now) {
+                    throw IMError(.mutedInChatroom, "chatroom \(roomId) is muted: only its mute whitelist may speak")
+                }
+            }
+            var message = message
+            message.sentTime = max(now, room.lastSentTime + 1)
+            room.lastSentTime = message.sentTime
+            message.uid = uids.next(milliseconds: message.sentTime)
+            let priority: ChatroomIntakeQuota.Priority
+            if settings.isActive(.userWhitelist, room: message.targetId, item: message.senderId, now: now)
+                || settings.isActive(.messageWhitelist, item: message.objectName, now: now) {
+                priority = .whitelisted
+            } else if settings.isActive(.lowPriority, item: message.objectName, now: now) {
+                priority = .low
+            } else {
+                priority = .high
+            }
+            guard room.quota.admit(priority, now: now) else { return (message, true) }
+            room.lastActivity = now
+            removeLongOffline(room, now: now, settings: settings, in: &state)
+            if !room.distributionStopped || keep {
+                queue(.message(message, origin: origin, stored: signal), in: room)
+            }
+            return (message, false)
+        }
+        if !discarded, let signal { try await signal.wait() }
+        return (stamped, discarded)
+    }
+
+    /// Counts a new message against every offline seat and removes those offline for more than
+    /// 30 s or through more than 30 messages (user-whitelisted members stay).
+    private func removeLongOffline(_ room: ChatroomRoom, now: Int64, settings: ChatroomSettings, in state: inout State) {
+        guard !room.offline.isEmpty else { return }
+        for seatKey in Array(room.offline.keys) {
+            guard var member = room.members[seatKey.userId], var seat = member.seats[seatKey.deviceId] else {
+                room.offline[seatKey] = nil
+                continue
+            }
+            if settings.isActive(.userWhitelist, room: room.key.roomId, item: seatKey.userId, now: now) { continue }
+            seat.missed += 1
+            if now - seat.offlineSince > ChatroomLimits.offlineGraceMilliseconds || seat.missed > ChatroomLimits.offlineGraceMessages {
+                room.removeSeat(userId: seatKey.userId, deviceId: seatKey.deviceId)
+                if room.members[seatKey.userId] == nil {
+                    state.userRooms[UserKey(appId: room.key.appId, userId: seatKey.userId)]?.remove(room.key)
+                }
+                logger.debug("chatroom member removed after being offline", metadata: ["room": "\(room.key.roomId)", "user": "\(seatKey.userId)"])
+            } else {
+                member.seats[seatKey.deviceId] = seat
+                room.members[seatKey.userId] = member
+            }
+        }
+    }
+
+    // MARK: delivery
+
+    /// Queues a push and starts the room's delivery task if it is not running. Under the lock.
+    func queue(_ push: ChatroomRoom.Push, in room: ChatroomRoom) {
+        room.pending.append(push)
+        guard !room.delivering else { return }
+        room.delivering = true
+        Task.detached { [self] in await self.deliver(room) }
+    }
+
+    /// The room's delivery task: sends what is queued, round after round, until nothing is left.
+    /// A round's consecutive messages go out as one frame; messages kept in history are written to
+    /// the store first, and their senders hear back only then.
+    private func deliver(_ room: ChatroomRoom) async {
+        while true {
+            let round = state.withLock { _ -> (pushes: [ChatroomRoom.Push], sessions: [ClientSession], stopped: Bool)? in
+                guard !room.pending.isEmpty else {
+                    room.delivering = false
+                    return nil
+                }
+                let pushes = room.pending
+                room.pending = []
+                for case .message(let message, _, _) in pushes where message.isInHistory { room.remember(message) }
+                return (pushes, room.onlineSessions, room.distributionStopped)
+            }
+            guard let round else { return }
+            var failed = Set<String>()
+            let kept = round.pushes.compactMap { push -> StoredMessage? in
+                if case .message(let message, _, let stored?) = push { return message }
+                return nil
+            }
+            if !kept.isEmpty {
+                var result: Result<Void, any Error> = .success(())
+                do {
+                    try await store.appendChatroomHistory(kept)
+                } catch {
+                    logger.error("chatroom messages could not be stored", metadata: ["room": "\(room.key.roomId)", "error": "\(error)"])
+                    result = .failure(IMError(.serverUnavailable, "the chatroom message could not be stored: send it again"))
+                    failed = Set(kept.map(\.uid))
+                    state.withLock { _ in room.recent.removeAll { failed.contains($0.uid) } }
+                }
+                for case .message(_, _, let stored?) in round.pushes { stored.resolve(result) }
+            }
+            var batch: [(message: StoredMessage, origin: String)] = []
+            for push in round.pushes {
+                switch push {
+                case .message(let message, let origin, _):
+                    if !failed.contains(message.uid) && !round.stopped { batch.append((message, origin)) }
+                    continue
+                case .roomFrame(let frame):
+                    send(batch, to: round.sessions, room: room)
+                    batch = []
+                    for session in round.sessions { session.send(frame) }
+                case .frame(let frame, let sessions):
+                    send(batch, to: round.sessions, room: room)
+                    batch = []
+                    for session in sessions { session.send(frame) }
+                }
+            }
+            send(batch, to: round.sessions, room: room)
+        }
+    }
+
+    /// Sends messages as one frame to every session, leaving out each session's own messages.
+    private func send(_ batch: [(message: StoredMessage, origin: String)], to sessions: [ClientSession], room: ChatroomRoom) {
+        guard !batch.isEmpty else { return }
+        var excludedSessions = Set<String>()
+        var excludedUsers = Set<String>()
+        for (message, origin) in batch {
+            if !origin.isEmpty { excludedSessions.insert(origin) }
+            if !message.includeSender { excludedUsers.insert(message.senderId) }
+        }
+        func frame(for session: ClientSession?) -> [UInt8]? {
+            var push = Im_ChatroomMessages()
+            push.roomID = room.key.roomId
+            push.messages = batch.compactMap { item in
+                if let session {
+                    if item.origin == session.id { return nil }
+                    if !item.message.includeSender && item.message.senderId == session.userId { return nil }
+                }
+                return item.message.wire
+            }
+            guard !push.messages.isEmpty else { return nil }
+            return try? FrameCodec.push(op: .chatroomMessages, push)
+        }
+        guard let shared = frame(for: nil) else { return }
+        for session in sessions {
+            if excludedSessions.contains(session.id) || excludedUsers.contains(session.userId) {
+                if let own = frame(for: session) { session.send(own) }
+            } else {
+                session.send(shared)
+            }
+        }
+    }
+
+    func eventFrame(_ room: ChatroomRoom, _ kind: Im_ChatroomEventKind, userIds: [String] = [], minutes: Int64 = 0,
+                    extra: String = "") -> [UInt8]? {
+        var event = Im_ChatroomEvent()
+        event.roomID = room.key.roomId
+        event.sessionID = room.sessionId
+        event.kind = kind
+        event.userIds = userIds
+        event.durationMinutes = minutes
+        event.extra = extra
+        return try? FrameCodec.push(op: .chatroomEvent, event)
+    }
+
+    // MARK: room info
+
+    /// CHATROOM_INFO: the member count and up to 20 members by join time.
+    func info(_ request: Im_ChatroomInfoRequest, from session: ClientSession) throws -> Im_ChatroomInfo {
+        guard request.count >= 0 else {
+            throw IMError(.chatroomParameterInvalid, "count must be 0 (the member count only) to \(ChatroomLimits.infoMembersMax), got \(request.count)")
+        }
+        let order = ChatroomMemberOrder(rawValue: Int(request.order)) ?? .ascending
+        let (total, members, createdAt, sessionId) = try members(appId: session.appId, roomId: request.roomID,
+                                                                 count: min(Int(request.count), ChatroomLimits.infoMembersMax), order: order)
+        var info = Im_ChatroomInfo()
+        info.roomID = request.roomID
+        info.totalMembers = Int32(total)
+        info.createdAt = createdAt
+        info.sessionID = sessionId
+        info.members = members.map {
+            var member = Im_ChatroomMember()
+            member.userID = $0.userId
+            member.joinTime = $0.joinTime
+            return member
+        }
+        return info
+    }
+
+    /// A room's member count and its first `count` members by join time (ties by user id).
+    public func members(appId: Int64, roomId: String, count: Int, order: ChatroomMemberOrder) throws
+        -> (total: Int, members: [(userId: String, joinTime: Int64)], createdAt: Int64, sessionId: String) {
+        try state.withLock { state in
+            guard let room = state.rooms[ChatroomRoom.Key(appId: appId, roomId: roomId)] else {
+                throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist")
+            }
+            var listed: [(userId: String, joinTime: Int64)] = []
+            if count > 0 {
+                let all = room.members.map { (userId: $0.key, joinTime: $0.value.joinTime) }
+                let sorted = all.sorted { a, b in
+                    a.joinTime != b.joinTime ? (order == .ascending ? a.joinTime < b.joinTime : a.joinTime > b.joinTime) : a.userId < b.userId
+                }
+                listed = Array(sorted.prefix(count))
+            }
+            return (room.members.count, listed, room.createdAt, room.sessionId)
+        }
+    }
+
+    // MARK: history
+
+    /// CHATROOM_HISTORY: a page of the room's stored history (only when the server keeps it).
+    func history(_ request: Im_ChatroomHistoryRequest, from session: ClientSession) async throws -> Im_ChatroomHistoryReply {
+        guard config.chatroomHistoryEnabled else {
+            throw IMError(.chatroomHistoryDisabled, "this server does not keep chatroom history: its operator can turn on chatroomHistoryEnabled")
+        }
+        guard ChatroomLimits.historyCountRange.contains(Int(request.count)) else {
+            throw IMError(.chatroomParameterInvalid, "count must be 1 to \(ChatroomLimits.historyCountRange.upperBound), got \(request.count)")
+        }
+        guard ChatroomID.isValid(request.roomID) else {
+            throw IMError(.chatroomParameterInvalid, "chatroom id '\(request.roomID.prefix(80))' is invalid")
+        }
+        let minTime = clock.nowMilliseconds() - Int64(config.chatroomHistoryRetentionDays) * 86_400_000
+        let messages = try await store.chatroomHistory(appId: session.appId, roomId: request.roomID, recordTime: request.recordTime,
+                                                       count: Int(request.count), ascending: request.ascending)
+            .filter { $0.sentTime >= minTime }
+        var reply = Im_ChatroomHistoryReply()
+        reply.messages = messages.map(\.wire)
+        reply.syncTime = request.ascending ? (messages.map(\.sentTime).max() ?? request.recordTime)
+                                           : (messages.map(\.sentTime).min() ?? request.recordTime)
+        return reply
+    }
+
+    // MARK: recall
+
+    /// Recalls a chatroom message: the sender within the window (or an admin through the Server
+    /// API). The room's latest messages and its stored history get the recall notification; the
+    /// members online get `RC:RcCmd`.
+    func recall(appId: Int64, operatorId: String, roomId: String, uid: String, isAdmin: Bool, window: Int64?,
+                extra: String? = nil, origin: String) async throws -> RecallOutcome {
+        try await loadSettings(appId: appId)
+        let key = ChatroomRoom.Key(appId: appId, roomId: roomId)
+        let remembered = state.withLock { $0.rooms[key]?.recent.first { $0.uid == uid } }
+        let stored = remembered == nil && config.chatroomHistoryEnabled ? try await store.chatroomMessage(appId: appId, uid: uid) : nil
+        guard let original = remembered ?? stored, original.targetId == roomId,
+              original.objectName != RecallNotificationMessage.objectName else {
+            throw IMError(.recallParameterInvalid, "no recallable message \(uid) in chatroom \(roomId): only the room's latest 50 messages (or its stored history) can be recalled")
+        }
+        guard isAdmin || original.senderId == operatorId else {
+            throw IMError(.recallParameterInvalid, "message \(uid) was not sent by \(operatorId): only its sender can recall it")
+        }
+        let now = clock.nowMilliseconds()
+        if let window, now - original.sentTime > window {
+            throw IMError(.recallParameterInvalid, "message \(uid) was sent \((now - original.sentTime) / 1000) s ago; messages can be recalled for \(window / 1000) s after sending")
+        }
+        let notification = try RecallNotificationMessage(operatorId: operatorId, recallTime: now, originalObjectName: original.objectName,
+                                                         isAdmin: isAdmin, extra: extra).encode()
+        if config.chatroomHistoryEnabled {
+            try await store.replaceChatroomMessage(appId: appId, uid: uid, objectName: RecallNotificationMessage.objectName, content: notification)
+        }
+        let command = RecallCommandMessage(messageUId: uid, conversationType: ConversationType.chatroom.rawValue, targetId: roomId,
+                                           sentTime: original.sentTime, isAdmin: isAdmin ? 1 : 0, extra: extra)
+        let content = try command.encode()
+        state.withLock { state in
+            guard let room = state.rooms[key] else { return }
+            if let index = room.recent.firstIndex(where: { $0.uid == uid }) {
+                room.recent[index].objectName = RecallNotificationMessage.objectName
+                room.recent[index].content = notification
+                room.recent[index].flags = .isPersisted
+            }
+            var recall = StoredMessage(appId: appId, conversationType: .chatroom, conversationKey: roomId, targetId: roomId,
+                                       senderId: original.senderId, objectName: RecallCommandMessage.objectName, content: content,
+                                       flags: .none)
+            recall.sentTime = max(now, room.lastSentTime + 1)
+            room.lastSentTime = recall.sentTime
+            recall.uid = uids.next(milliseconds: recall.sentTime)
+            queue(.message(recall, origin: origin, stored: nil), in: room)
+        }
+        return RecallOutcome(command: original, notification: notification, recallTime: now)
+    }
+}
