@@ -46,8 +46,8 @@ extension IMClient {
     public func recallMessage(_ message: Message, pushContent: String? = nil) async throws -> Message {
         let store = try openStore()
         guard message.direction == .send, !message.messageUId.isEmpty,
-              message.conversationType == .private || message.conversationType == .group else {
-            throw IMError(.recallParameterInvalid, "only this user's sent one-to-one and group messages can be recalled, and only once the server has them (messageUId set)")
+              [.private, .group, .chatroom].contains(message.conversationType) else {
+            throw IMError(.recallParameterInvalid, "only this user's sent one-to-one, group and chatroom messages can be recalled, and only once the server has them (messageUId set)")
         }
         var request = Im_RecallRequest()
         request.conversationType = Int32(message.conversationType.rawValue)

@@ -23,6 +23,9 @@ public struct IMClientOptions: Sendable {
     public var logger = Logger(label: "IMLib")
     /// The clock for the client's own time rules (typing-status throttle, local insert times).
     public var clock: any WallClock = SystemClock()
+    /// Whether joining a chatroom keeps this device's other rooms. Set it when the server allows a
+    /// user in several rooms (`chatroomMultipleRooms`); by default the server quits the others.
+    public var chatroomsKeepEachOther = false
 
     public init() {}
 }
@@ -51,6 +54,10 @@ public actor IMClient {
     let stateEvents = Broadcaster<ConversationStateChange>()
     /// Whether a conversation-state pull is running, and whether another was asked for meanwhile.
     var stateSync = ConversationStateSyncFlags()
+    let chatroomStatusEvents = Broadcaster<ChatRoomStatusEvent>()
+    let chatroomKVEvents = Broadcaster<ChatRoomKVEvent>()
+    /// The chatrooms this device is in, rejoined after each reconnect.
+    var joinedChatrooms: [String: JoinedChatroom] = [:]
 
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?
@@ -168,6 +175,8 @@ public actor IMClient {
         connection = nil
         syncing = false
         heldPushes = []
+        // Leaving on purpose leaves the chatrooms too; only a lost connection rejoins them.
+        for roomId in joinedChatrooms.keys { forgetChatroom(roomId) }
         setStatus(newStatus)
     }
 
@@ -283,6 +292,7 @@ public actor IMClient {
         startHeartbeat(generation: generation)
         syncing = true
         Task { await self.syncOffline(generation: generation) }
+        if !joinedChatrooms.isEmpty { Task { await self.rejoinChatrooms(generation: generation) } }
     }
 
     private var webSocketURL: String {
@@ -325,6 +335,7 @@ public actor IMClient {
         heartbeat?.cancel()
         syncing = false
         heldPushes = []
+        chatroomsDisconnected()
         guard wantsConnection else { return }
         let next = self.generation
         reconnecting = Task { [weak self] in
@@ -349,6 +360,15 @@ public actor IMClient {
             // Live reads do not move the receipt watermark: the next connect's receipt sync
             // fetches from the last page it completed, and already-known readers are skipped.
             applyReads(receipts.receipts, watermark: nil)
+        case .chatroomMessages:
+            guard let push = try? frame.body(Im_ChatroomMessages.self) else { return }
+            chatroomMessages(push)
+        case .chatroomEntriesChanged:
+            guard let changes = try? frame.body(Im_ChatroomEntryChanges.self) else { return }
+            chatroomEntriesChanged(changes)
+        case .chatroomEvent:
+            guard let event = try? frame.body(Im_ChatroomEvent.self) else { return }
+            chatroomEvent(event)
         case .conversationStateChanged:
             guard let notice = try? frame.body(Im_ConversationStateChanged.self) else { return }
             conversationStateChanged(notice, generation: generation)
