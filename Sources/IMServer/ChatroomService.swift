@@ -77,6 +77,8 @@ public final class ChatroomService: Sendable {
         let key = ChatroomRoom.Key(appId: session.appId, roomId: roomId)
         let now = clock.nowMilliseconds()
         try state.withLock { state in
+            // A session closed meanwhile (heartbeat sweep) would leave a seat nobody marks offline.
+            guard !session.isClosed else { throw IMError(.connectionUnavailable, "the connection closed during the join: join again once reconnected") }
             let settings = state.settings[session.appId] ?? ChatroomSettings([])
             if let until = settings.until(.block, room: roomId, item: session.userId), until > now {
                 throw IMError(.bannedFromChatroom, "user \(session.userId) is banned from chatroom \(roomId) until \(until) (ms): the app's server can lift it with /chatroom/user/block/rollback.json")
