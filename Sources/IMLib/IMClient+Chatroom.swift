@@ -44,20 +44,23 @@ extension IMClient {
         let connection = try connected()
         var request = Im_JoinChatroomRequest()
         request.roomID = roomId
-        request.messageCount = Int32(messageCount)
+        request.messageCount = Int32(min(messageCount, ChatroomLimits.joinHistoryMax))
         request.mustExist = mustExist
         chatroomStatusEvents.yield(.joining(roomId: roomId))
+        // Tracked (unsynced) before the request, so that pushes handled before the reply are kept.
+        let previous = joinedChatrooms[roomId]
+        if previous == nil { joinedChatrooms[roomId] = JoinedChatroom(messageCount: messageCount, mustExist: mustExist) }
         let reply: Im_JoinChatroomReply
         do {
             reply = try await connection.request(.joinChatroom, request, timeout: options.requestTimeout).body(Im_JoinChatroomReply.self)
         } catch {
+            if previous == nil { joinedChatrooms[roomId] = nil }
             chatroomStatusEvents.yield(.joinFailed(roomId: roomId, code: (error as? IMError)?.code ?? .responseTimeout))
             throw error
         }
-        if !options.chatroomsKeepEachOther {
-            for other in joinedChatrooms.keys where other != roomId { forgetChatroom(other) }
-        }
-        joinedChatrooms[roomId] = JoinedChatroom(messageCount: messageCount, mustExist: mustExist)
+        // Other rooms this device left by joining this one are told by the server
+        // (`.removed(leftForOtherRoom)`), so that a server allowing several rooms keeps them.
+        joinedChatrooms[roomId, default: JoinedChatroom(messageCount: messageCount, mustExist: mustExist)].messageCount = messageCount
         joined(reply, rejoin: false)
     }
 
@@ -67,12 +70,21 @@ extension IMClient {
         guard var room = joinedChatrooms[roomId] else { return }
         let recreated = !room.sessionId.isEmpty && room.sessionId != reply.sessionID
         room.sessionId = reply.sessionID
-        room.entries = Dictionary(reply.entries.map { ($0.key, $0.value) }) { _, last in last }
+        let before = room.entries
+        let after = Dictionary(reply.entries.map { ($0.key, $0.value) }) { _, last in last }
+        room.entries = after
         room.synced = true
-        if let last = reply.messages.map(\.sentTime).max() { room.lastMessageTime = max(room.lastMessageTime, last) }
+        room.lastMessageTime = max(room.lastMessageTime, reply.lastSentTime, reply.messages.map(\.sentTime).max() ?? 0)
         joinedChatrooms[roomId] = room
         chatroomStatusEvents.yield(.joined(roomId: roomId, sessionId: reply.sessionID))
         if rejoin && (!reply.resumed || recreated) { chatroomStatusEvents.yield(.reset(roomId: roomId)) }
+        if rejoin {
+            // What changed while this device was away is reported like any change.
+            let updated = after.filter { before[$0.key] != $0.value }
+            let removed = before.filter { after[$0.key] == nil }
+            if !updated.isEmpty { chatroomKVEvents.yield(.updated(roomId: roomId, entries: updated)) }
+            if !removed.isEmpty { chatroomKVEvents.yield(.removed(roomId: roomId, entries: removed)) }
+        }
         chatroomKVEvents.yield(.synced(roomId: roomId))
         if !reply.messages.isEmpty { receive(reply.messages, offline: false, hasPackage: false, watermark: nil) }
     }
@@ -148,6 +160,8 @@ extension IMClient {
         request.notificationExtra = notificationExtra
         request.force = force
         _ = try await connected().request(.setChatroomEntry, request, timeout: options.requestTimeout)
+        // The change push may come after the reply: the cache takes the change now.
+        if joinedChatrooms[roomId]?.synced == true { joinedChatrooms[roomId]?.entries[key] = value }
     }
 
     /// Removes an attribute this user set (23424 for another user's, 23427 for a missing one).
@@ -169,6 +183,7 @@ extension IMClient {
         request.notificationExtra = notificationExtra
         request.force = force
         _ = try await connected().request(.removeChatroomEntry, request, timeout: options.requestTimeout)
+        if joinedChatrooms[roomId]?.synced == true { joinedChatrooms[roomId]?.entries[key] = nil }
     }
 
     /// An attribute's value from this device's copy, kept in step with the server while in the room.
@@ -250,7 +265,8 @@ extension IMClient {
         let me = store?.userId
         switch event.kind {
         case .chatroomDestroyedManually, .chatroomDestroyedAutomatically:
-            guard joinedChatrooms[roomId] != nil else { return }
+            // A notice about an earlier incarnation of a room joined again since is stale.
+            guard let room = joinedChatrooms[roomId], room.sessionId.isEmpty || room.sessionId == event.sessionID else { return }
             forgetChatroom(roomId)
             chatroomStatusEvents.yield(.destroyed(roomId: roomId, sessionId: event.sessionID,
                                                   automatically: event.kind == .chatroomDestroyedAutomatically))
@@ -285,8 +301,10 @@ extension IMClient {
     /// After a reconnect: joins the rooms this device was in again, asking for the messages it
     /// missed if it still held its seat.
     func rejoinChatrooms(generation: Int) async {
-        for (roomId, room) in joinedChatrooms.sorted(by: { $0.key < $1.key }) {
+        for roomId in joinedChatrooms.keys.sorted() {
             guard generation == self.generation, let connection else { return }
+            // The app may have quit or left the room while earlier rooms were rejoining.
+            guard let room = joinedChatrooms[roomId] else { continue }
             var request = Im_JoinChatroomRequest()
             request.roomID = roomId
             request.messageCount = Int32(room.messageCount)
@@ -297,12 +315,27 @@ extension IMClient {
             do {
                 let reply = try await connection.request(.joinChatroom, request, timeout: options.requestTimeout).body(Im_JoinChatroomReply.self)
                 guard generation == self.generation else { return }
+                guard joinedChatrooms[roomId] != nil else {
+                    // Quit while the rejoin was on its way: leave again.
+                    var quit = Im_QuitChatroomRequest()
+                    quit.roomID = roomId
+                    _ = try? await connection.request(.quitChatroom, quit, timeout: options.requestTimeout)
+                    continue
+                }
                 joined(reply, rejoin: true)
             } catch {
                 guard generation == self.generation else { return }
                 let code = (error as? IMError)?.code ?? .responseTimeout
-                if code == .bannedFromChatroom || code == .chatroomNotFound || code == .chatroomFull { forgetChatroom(roomId) }
                 chatroomStatusEvents.yield(.joinFailed(roomId: roomId, code: code))
+                switch code {
+                case .notInChatroom:
+                    forgetChatroom(roomId)
+                    chatroomStatusEvents.yield(.removed(roomId: roomId, reason: .leftForOtherRoom))
+                case .bannedFromChatroom, .chatroomNotFound, .chatroomFull:
+                    forgetChatroom(roomId)
+                default:
+                    break
+                }
             }
         }
     }

@@ -23,9 +23,6 @@ public struct IMClientOptions: Sendable {
     public var logger = Logger(label: "IMLib")
     /// The clock for the client's own time rules (typing-status throttle, local insert times).
     public var clock: any WallClock = SystemClock()
-    /// Whether joining a chatroom keeps this device's other rooms. Set it when the server allows a
-    /// user in several rooms (`chatroomMultipleRooms`); by default the server quits the others.
-    public var chatroomsKeepEachOther = false
 
     public init() {}
 }
@@ -176,7 +173,10 @@ public actor IMClient {
         syncing = false
         heldPushes = []
         // Leaving on purpose leaves the chatrooms too; only a lost connection rejoins them.
-        for roomId in joinedChatrooms.keys { forgetChatroom(roomId) }
+        for roomId in joinedChatrooms.keys.sorted() {
+            forgetChatroom(roomId)
+            chatroomStatusEvents.yield(.quit(roomId: roomId))
+        }
         setStatus(newStatus)
     }
 

@@ -123,7 +123,7 @@ extension ChatroomService {
         guard let room = state.rooms.removeValue(forKey: key) else { return false }
         let sessions = room.onlineSessions
         for (userId, member) in room.members {
-            state.userRooms[UserKey(appId: key.appId, userId: userId)]?.remove(key)
+            state.forgetUserRoom(UserKey(appId: key.appId, userId: userId), key)
             for seat in member.seats.values {
                 if let session = seat.session { state.sessionRooms[session.id]?.remove(key) }
             }
@@ -133,7 +133,7 @@ extension ChatroomService {
         room.entries = [:]
         for session in sessions { room.seatOffline(sessionId: session.id) }
         if let frame = eventFrame(room, automatically ? .chatroomDestroyedAutomatically : .chatroomDestroyedManually) {
-            queue(.frame(frame, to: sessions), in: room)
+            for session in sessions { session.send(frame) }
         }
         logger.debug("chatroom destroyed", metadata: ["room": "\(key.roomId)", "automatically": "\(automatically)"])
         return true
@@ -250,17 +250,15 @@ extension ChatroomService {
                 for userId in users {
                     let sessions = room.removeMember(userId)
                     for session in sessions { state.sessionRooms[session.id]?.remove(room.key) }
-                    state.userRooms[UserKey(appId: appId, userId: userId)]?.remove(room.key)
+                    state.forgetUserRoom(UserKey(appId: appId, userId: userId), room.key)
                     dropAutoDeleteEntries(of: userId, in: room)
                     kicked += sessions
                 }
                 room.lastActivity = now
             }
-            if notify {
-                queue(.frame(frame, to: room.onlineSessions + kicked), in: room)
-            } else if !kicked.isEmpty {
-                queue(.frame(frame, to: kicked), in: room)
-            }
+            // Kicked devices hear it now (they are out of the room's queue); the members in turn.
+            for session in kicked { session.send(frame) }
+            if notify { queue(.frame(frame, to: room.onlineSessions), in: room) }
         }
     }
 }

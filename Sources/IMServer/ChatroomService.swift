@@ -34,9 +34,17 @@ public final class ChatroomService: Sendable {
         /// The rooms each user has a seat in (any device).
         var userRooms: [UserKey: Set<ChatroomRoom.Key>] = [:]
         var settings: [Int64: ChatroomSettings] = [:]
+
+        mutating func forgetUserRoom(_ user: UserKey, _ key: ChatroomRoom.Key) {
+            userRooms[user]?.remove(key)
+            if userRooms[user]?.isEmpty == true { userRooms[user] = nil }
+        }
     }
 
     let state = Mutex(State())
+    /// The most message bytes one chatroom frame carries (a join reply, a history page, a round's
+    /// batch), well under the 4 MB frame limit: 50 messages of 128 KB would not fit in one frame.
+    static let frameBudgetBytes = 1024 * 1024
     let store: any IMStore
     let clock: any WallClock
     let config: ServerConfig
@@ -91,12 +99,19 @@ public final class ChatroomService: Sendable {
                existing.members.count >= config.chatroomMaxMembers {
                 throw IMError(.chatroomFull, "chatroom \(roomId) has \(existing.members.count) members, the most this server allows (chatroomMaxMembers)")
             }
+            let held = existing?.members[session.userId]?.seats[session.deviceId]
+            let userKey = UserKey(appId: session.appId, userId: session.userId)
+            if request.rejoin, held == nil, !config.chatroomMultipleRooms,
+               state.userRooms[userKey]?.contains(where: { $0 != key }) == true {
+                // Removed while away because the user joined another room: an automatic rejoin
+                // must not take the user out of that one.
+                throw IMError(.notInChatroom, "user \(session.userId) joined another chatroom meanwhile and is no longer in \(roomId)")
+            }
             let room = existing ?? createRoom(key, name: roomId, now: now, in: &state)
             if !config.chatroomMultipleRooms {
                 leaveOtherRooms(userId: session.userId, appId: session.appId, except: key, now: now, in: &state)
             }
             let seatKey = ChatroomRoom.SeatKey(userId: session.userId, deviceId: session.deviceId)
-            let held = room.members[session.userId]?.seats[session.deviceId]
             if let previous = held?.session, previous.id != session.id {
                 room.seatOffline(sessionId: previous.id)
                 state.sessionRooms[previous.id]?.remove(key)
@@ -115,15 +130,28 @@ public final class ChatroomService: Sendable {
             reply.sessionID = room.sessionId
             reply.createdAt = room.createdAt
             reply.memberCount = Int32(room.members.count)
+            reply.lastSentTime = room.recent.last?.sentTime ?? 0
             if request.rejoin {
                 reply.resumed = held != nil
-                reply.messages = held == nil ? [] : room.recent.filter { $0.sentTime > request.since }.map(\.wire)
+                reply.messages = held == nil ? [] : Self.newest(room.recent.filter { $0.sentTime > request.since }).map(\.wire)
             } else {
-                reply.messages = room.recent.suffix(count).map(\.wire)
+                reply.messages = Self.newest(Array(room.recent.suffix(count))).map(\.wire)
             }
             reply.entries = room.entries.sorted { $0.key < $1.key }.map { $0.value.wire(key: $0.key) }
             session.send(try FrameCodec.reply(to: frame, reply))
         }
+    }
+
+    /// The newest of these messages (oldest first) that fit in one frame's budget.
+    static func newest(_ messages: [StoredMessage]) -> [StoredMessage] {
+        var bytes = 0
+        var kept = 0
+        for message in messages.reversed() {
+            bytes += message.content.count + 256
+            if bytes > frameBudgetBytes && kept > 0 { break }
+            kept += 1
+        }
+        return Array(messages.suffix(kept))
     }
 
     private func createRoom(_ key: ChatroomRoom.Key, name: String, now: Int64, in state: inout State) -> ChatroomRoom {
@@ -143,11 +171,13 @@ public final class ChatroomService: Sendable {
             for session in sessions { state.sessionRooms[session.id]?.remove(other) }
             room.lastActivity = now
             dropAutoDeleteEntries(of: userId, in: room)
+            // Sent now, not after the room's queued pushes: a quick return to this room must not
+            // be undone by a late notice.
             if !sessions.isEmpty, let frame = eventFrame(room, .chatroomLeftForOtherRoom, userIds: [userId]) {
-                queue(.frame(frame, to: sessions), in: room)
+                for session in sessions { session.send(frame) }
             }
         }
-        state.userRooms[userKey] = state.userRooms[userKey]?.filter { $0 == key }
+        state.userRooms[userKey] = [key]
     }
 
     /// QUIT_CHATROOM: removes this device's seat; the user's other devices stay in the room.
@@ -160,7 +190,7 @@ public final class ChatroomService: Sendable {
             guard room.members[session.userId]?.seats[session.deviceId] != nil else { return }
             let noneLeft = room.removeSeat(userId: session.userId, deviceId: session.deviceId)
             if room.members[session.userId] == nil {
-                state.userRooms[UserKey(appId: session.appId, userId: session.userId)]?.remove(key)
+                state.forgetUserRoom(UserKey(appId: session.appId, userId: session.userId), key)
             }
             if noneLeft { dropAutoDeleteEntries(of: session.userId, in: room) }
             room.lastActivity = now
@@ -228,7 +258,7 @@ public final class ChatroomService: Sendable {
                 if let until = settings.until(.gag, room: roomId, item: userId), until > now {
                     throw IMError(.mutedInChatroom, "user \(userId) is muted in chatroom \(roomId) until \(until) (ms)")
                 }
-                if settings.until(.roomMute, room: roomId, item: "") != nil,
+                if settings.isActive(.roomMute, room: roomId, item: "", now: now),
                    !settings.isActive(.muteWhitelist, room: roomId, item: userId, now: now) {
                     throw IMError(.mutedInChatroom, "chatroom \(roomId) is muted: only its mute whitelist may speak")
                 }
@@ -272,7 +302,7 @@ public final class ChatroomService: Sendable {
             if now - seat.offlineSince > ChatroomLimits.offlineGraceMilliseconds || seat.missed > ChatroomLimits.offlineGraceMessages {
                 room.removeSeat(userId: seatKey.userId, deviceId: seatKey.deviceId)
                 if room.members[seatKey.userId] == nil {
-                    state.userRooms[UserKey(appId: room.key.appId, userId: seatKey.userId)]?.remove(room.key)
+                    state.forgetUserRoom(UserKey(appId: room.key.appId, userId: seatKey.userId), room.key)
                 }
                 logger.debug("chatroom member removed after being offline", metadata: ["room": "\(room.key.roomId)", "user": "\(seatKey.userId)"])
             } else {
@@ -345,9 +375,23 @@ public final class ChatroomService: Sendable {
         }
     }
 
-    /// Sends messages as one frame to every session, leaving out each session's own messages.
+    /// Sends messages as one frame (or as few as fit the frame budget) to every session, leaving
+    /// out each session's own messages.
     private func send(_ batch: [(message: StoredMessage, origin: String)], to sessions: [ClientSession], room: ChatroomRoom) {
         guard !batch.isEmpty else { return }
+        var bytes = 0
+        for (index, item) in batch.enumerated() {
+            bytes += item.message.content.count + 256
+            if bytes > Self.frameBudgetBytes && index > 0 {
+                sendFrame(Array(batch[..<index]), to: sessions, room: room)
+                send(Array(batch[index...]), to: sessions, room: room)
+                return
+            }
+        }
+        sendFrame(batch, to: sessions, room: room)
+    }
+
+    private func sendFrame(_ batch: [(message: StoredMessage, origin: String)], to sessions: [ClientSession], room: ChatroomRoom) {
         var excludedSessions = Set<String>()
         var excludedUsers = Set<String>()
         for (message, origin) in batch {
@@ -416,20 +460,24 @@ public final class ChatroomService: Sendable {
     /// A room's member count and its first `count` members by join time (ties by user id).
     public func members(appId: Int64, roomId: String, count: Int, order: ChatroomMemberOrder) throws
         -> (total: Int, members: [(userId: String, joinTime: Int64)], createdAt: Int64, sessionId: String) {
-        try state.withLock { state in
+        // The members are copied under the lock (copy on write) and sorted outside it.
+        let (members, createdAt, sessionId) = try state.withLock { state in
             guard let room = state.rooms[ChatroomRoom.Key(appId: appId, roomId: roomId)] else {
                 throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist")
             }
-            var listed: [(userId: String, joinTime: Int64)] = []
-            if count > 0 {
-                let all = room.members.map { (userId: $0.key, joinTime: $0.value.joinTime) }
-                let sorted = all.sorted { a, b in
-                    a.joinTime != b.joinTime ? (order == .ascending ? a.joinTime < b.joinTime : a.joinTime > b.joinTime) : a.userId < b.userId
-                }
-                listed = Array(sorted.prefix(count))
-            }
-            return (room.members.count, listed, room.createdAt, room.sessionId)
+            return (room.members, room.createdAt, room.sessionId)
         }
+        var listed: [(userId: String, joinTime: Int64)] = []
+        if count > 0 {
+            let all: [(userId: String, joinTime: Int64)] = members.map { ($0.key, $0.value.joinTime) }
+            let ascending = order == .ascending
+            let sorted = all.sorted { (a: (userId: String, joinTime: Int64), b: (userId: String, joinTime: Int64)) -> Bool in
+                if a.joinTime == b.joinTime { return a.userId < b.userId }
+                return ascending ? a.joinTime < b.joinTime : a.joinTime > b.joinTime
+            }
+            listed = Array(sorted.prefix(count))
+        }
+        return (members.count, listed, createdAt, sessionId)
     }
 
     // MARK: history
@@ -446,9 +494,14 @@ public final class ChatroomService: Sendable {
             throw IMError(.chatroomParameterInvalid, "chatroom id '\(request.roomID.prefix(80))' is invalid")
         }
         let minTime = clock.nowMilliseconds() - Int64(config.chatroomHistoryRetentionDays) * 86_400_000
-        let messages = try await store.chatroomHistory(appId: session.appId, roomId: request.roomID, recordTime: request.recordTime,
-                                                       count: Int(request.count), ascending: request.ascending)
-            .filter { $0.sentTime >= minTime }
+        let page = try await store.chatroomHistory(appId: session.appId, roomId: request.roomID, recordTime: request.recordTime,
+                                                   count: Int(request.count), ascending: request.ascending, minSentTime: minTime)
+        // A page of large messages is cut to the frame budget; syncTime then continues after the cut.
+        var bytes = 0
+        let messages = Array(page.prefix { message in
+            bytes += message.content.count + 256
+            return bytes <= Self.frameBudgetBytes || message.uid == page.first?.uid
+        })
         var reply = Im_ChatroomHistoryReply()
         reply.messages = messages.map(\.wire)
         reply.syncTime = request.ascending ? (messages.map(\.sentTime).max() ?? request.recordTime)

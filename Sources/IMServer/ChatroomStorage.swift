@@ -14,7 +14,9 @@ public protocol ChatroomStore: Sendable {
     /// Appends chatroom messages to the room history (one transaction).
     func appendChatroomHistory(_ messages: [StoredMessage]) async throws
     /// A page of a room's history: messages sent before (descending) or after (ascending) `recordTime`.
-    func chatroomHistory(appId: Int64, roomId: String, recordTime: Int64, count: Int, ascending: Bool) async throws -> [StoredMessage]
+    /// Messages sent before `minSentTime` (out of retention) are left out.
+    func chatroomHistory(appId: Int64, roomId: String, recordTime: Int64, count: Int, ascending: Bool,
+                         minSentTime: Int64) async throws -> [StoredMessage]
     /// A message of the room history by uid.
     func chatroomMessage(appId: Int64, uid: String) async throws -> StoredMessage?
     /// Replaces a history message's content (recall).

@@ -201,7 +201,7 @@ public final class MessageService: Sendable {
     /// Object names only the server sends: a client forging one could rewrite others' messages.
     static let serverOnlyObjectNames: Set<String> = [
         RecallCommandMessage.objectName, RecallNotificationMessage.objectName, ExpansionChangeMessage.objectName,
-        ReadReceiptObjectNames.request,
+        ReadReceiptObjectNames.request, ChatroomKVNotificationMessage.objectName,
     ]
 
     private func validate(_ request: Im_SendMessageRequest, from session: ClientSession) throws -> StoredMessage {
@@ -212,6 +212,9 @@ public final class MessageService: Sendable {
         let readStatus = request.objectName == SyncReadStatusMessage.objectName
         guard type == .private || type == .group || type == .chatroom || (readStatus && type == .system) else {
             throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1), group (3) and chatroom (4) conversations are supported")
+        }
+        if type == .chatroom, !ChatroomID.isValid(request.targetID) {
+            throw IMError(.chatroomParameterInvalid, "chatroom id '\(request.targetID.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         guard UserID.isValid(request.targetID) else {
             throw IMError(.invalidParameter, "targetId '\(request.targetID)' is not a valid \(type == .group ? "group" : type == .chatroom ? "chatroom" : "user") id: use 1 to 64 bytes of letters, digits and + = - _ |")

@@ -79,13 +79,15 @@ extension SQLiteStore {
                              flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)), clientMessageId: row[8])
     }
 
-    public func chatroomHistory(appId: Int64, roomId: String, recordTime: Int64, count: Int, ascending: Bool) async throws -> [StoredMessage] {
+    public func chatroomHistory(appId: Int64, roomId: String, recordTime: Int64, count: Int, ascending: Bool,
+                                minSentTime: Int64) async throws -> [StoredMessage] {
         try await pool.read { db in
             let range = ascending ? "sent_time > ? ORDER BY sent_time ASC" : "sent_time < ? ORDER BY sent_time DESC"
             let bound = ascending ? recordTime : (recordTime <= 0 ? Int64.max : recordTime)
             return try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT \(Self.chatroomColumns) FROM chatroom_messages WHERE app_id = ? AND room_id = ? AND \(range) LIMIT ?
-                """), arguments: [appId, roomId, bound, count]).map(Self.chatroomMessage)
+                SELECT \(Self.chatroomColumns) FROM chatroom_messages
+                WHERE app_id = ? AND room_id = ? AND sent_time >= ? AND \(range) LIMIT ?
+                """), arguments: [appId, roomId, minSentTime, bound, count]).map(Self.chatroomMessage)
         }
     }
 

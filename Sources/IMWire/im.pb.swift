@@ -365,9 +365,6 @@ public nonisolated enum Im_ChatroomEventKind: SwiftProtobuf.Enum, Swift.CaseIter
 
   /// the user joined another room (one room per user)
   case chatroomLeftForOtherRoom // = 13
-
-  /// this device was removed after being offline (told at rejoin)
-  case chatroomLeftOffline // = 14
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -390,7 +387,6 @@ public nonisolated enum Im_ChatroomEventKind: SwiftProtobuf.Enum, Swift.CaseIter
     case 11: self = .chatroomGloballyMuted
     case 12: self = .chatroomGloballyUnmuted
     case 13: self = .chatroomLeftForOtherRoom
-    case 14: self = .chatroomLeftOffline
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -411,7 +407,6 @@ public nonisolated enum Im_ChatroomEventKind: SwiftProtobuf.Enum, Swift.CaseIter
     case .chatroomGloballyMuted: return 11
     case .chatroomGloballyUnmuted: return 12
     case .chatroomLeftForOtherRoom: return 13
-    case .chatroomLeftOffline: return 14
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -432,7 +427,6 @@ public nonisolated enum Im_ChatroomEventKind: SwiftProtobuf.Enum, Swift.CaseIter
     .chatroomGloballyMuted,
     .chatroomGloballyUnmuted,
     .chatroomLeftForOtherRoom,
-    .chatroomLeftOffline,
   ]
 
 }
@@ -1467,6 +1461,9 @@ public nonisolated struct Im_JoinChatroomReply: Sendable {
   /// For a rejoin: whether this device still held its seat (false: it had been removed meanwhile).
   public var resumed: Bool = false
 
+  /// The sentTime of the room's latest message at the join: what a later rejoin resumes after.
+  public var lastSentTime: Int64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1682,7 +1679,7 @@ nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
 }
 
 nonisolated extension Im_ChatroomEventKind: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CHATROOM_EVENT_UNSPECIFIED\0\u{1}CHATROOM_DESTROYED_MANUALLY\0\u{1}CHATROOM_DESTROYED_AUTOMATICALLY\0\u{1}CHATROOM_KICKED\0\u{1}CHATROOM_UNBANNED\0\u{1}CHATROOM_MUTED\0\u{1}CHATROOM_UNMUTED\0\u{1}CHATROOM_ROOM_MUTED\0\u{1}CHATROOM_ROOM_UNMUTED\0\u{1}CHATROOM_MUTE_WHITELIST_ADDED\0\u{1}CHATROOM_MUTE_WHITELIST_REMOVED\0\u{1}CHATROOM_GLOBALLY_MUTED\0\u{1}CHATROOM_GLOBALLY_UNMUTED\0\u{1}CHATROOM_LEFT_FOR_OTHER_ROOM\0\u{1}CHATROOM_LEFT_OFFLINE\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CHATROOM_EVENT_UNSPECIFIED\0\u{1}CHATROOM_DESTROYED_MANUALLY\0\u{1}CHATROOM_DESTROYED_AUTOMATICALLY\0\u{1}CHATROOM_KICKED\0\u{1}CHATROOM_UNBANNED\0\u{1}CHATROOM_MUTED\0\u{1}CHATROOM_UNMUTED\0\u{1}CHATROOM_ROOM_MUTED\0\u{1}CHATROOM_ROOM_UNMUTED\0\u{1}CHATROOM_MUTE_WHITELIST_ADDED\0\u{1}CHATROOM_MUTE_WHITELIST_REMOVED\0\u{1}CHATROOM_GLOBALLY_MUTED\0\u{1}CHATROOM_GLOBALLY_UNMUTED\0\u{1}CHATROOM_LEFT_FOR_OTHER_ROOM\0")
 }
 
 nonisolated extension Im_Frame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -3677,7 +3674,7 @@ nonisolated extension Im_ChatroomEntry: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Im_JoinChatroomReply: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".JoinChatroomReply"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{3}session_id\0\u{1}messages\0\u{1}entries\0\u{3}created_at\0\u{3}member_count\0\u{1}resumed\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}room_id\0\u{3}session_id\0\u{1}messages\0\u{1}entries\0\u{3}created_at\0\u{3}member_count\0\u{1}resumed\0\u{3}last_sent_time\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -3692,6 +3689,7 @@ nonisolated extension Im_JoinChatroomReply: SwiftProtobuf.Message, SwiftProtobuf
       case 5: try { try decoder.decodeSingularInt64Field(value: &self.createdAt) }()
       case 6: try { try decoder.decodeSingularInt32Field(value: &self.memberCount) }()
       case 7: try { try decoder.decodeSingularBoolField(value: &self.resumed) }()
+      case 8: try { try decoder.decodeSingularInt64Field(value: &self.lastSentTime) }()
       default: break
       }
     }
@@ -3719,6 +3717,9 @@ nonisolated extension Im_JoinChatroomReply: SwiftProtobuf.Message, SwiftProtobuf
     if self.resumed != false {
       try visitor.visitSingularBoolField(value: self.resumed, fieldNumber: 7)
     }
+    if self.lastSentTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.lastSentTime, fieldNumber: 8)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -3730,6 +3731,7 @@ nonisolated extension Im_JoinChatroomReply: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.createdAt != rhs.createdAt {return false}
     if lhs.memberCount != rhs.memberCount {return false}
     if lhs.resumed != rhs.resumed {return false}
+    if lhs.lastSentTime != rhs.lastSentTime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

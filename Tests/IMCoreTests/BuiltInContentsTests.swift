@@ -21,10 +21,10 @@ struct BuiltInContentsTests {
         let names = BuiltInContentTypes.all.map { $0.objectName }
         #expect(Set(names).count == names.count, "no object name twice")
         #expect(Set(names) == ["RC:TxtMsg", "RC:ImgMsg", "RC:GIFMsg", "RC:FileMsg", "RC:HQVCMsg", "RC:SightMsg", "RC:LBSMsg",
-                               "RC:ReferenceMsg", "RC:CmdMsg", "RC:CmdNtf", "RC:ImgTextMsg", "RC:CombineMsg"])
+                               "RC:ReferenceMsg", "RC:CmdMsg", "RC:CmdNtf", "RC:ImgTextMsg", "RC:CombineMsg", "RC:chrmKVNotiMsg"])
         for type in BuiltInContentTypes.all {
             switch type.objectName {
-            case "RC:CmdMsg": #expect(type.persistentFlag == .none)
+            case "RC:CmdMsg", "RC:chrmKVNotiMsg": #expect(type.persistentFlag == .none)
             case "RC:CmdNtf": #expect(type.persistentFlag == .isPersisted)
             default: #expect(type.persistentFlag == .persistedAndCounted, "\(type.objectName) is stored and counted")
             }
