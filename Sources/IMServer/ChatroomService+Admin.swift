@@ -98,6 +98,52 @@ extension ChatroomService {
         state.withLock { state in state.rooms.keys.filter { $0.appId == appId }.map(\.roomId).sorted() }
     }
 
+    /// The device id of the seat `addMembers` gives: no client device is online on it.
+    static let serverSeatDevice = "(server api)"
+
+    /// `/chatroom/join.json` (legacy): creates the room if needed and adds the users, all or none,
+    /// as members without a device online. Such a member counts in the room (member queries,
+    /// `areMembers`) until the room's next message after the offline grace period (30 s or 30
+    /// messages), like any member gone offline; a device of theirs that joins takes a seat of its
+    /// own. Bans (23409) and the member limit (23411) apply; the user's other rooms are left alone.
+    public func addMembers(appId: Int64, roomId: String, userIds: [String]) async throws {
+        guard ChatroomID.isValid(roomId) else {
+            throw IMError(.chatroomParameterInvalid, "chatroom id '\(roomId.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+        }
+        try await loadSettings(appId: appId)
+        let key = ChatroomRoom.Key(appId: appId, roomId: roomId)
+        let now = clock.nowMilliseconds()
+        try state.withLock { state in
+            let settings = state.settings[appId] ?? ChatroomSettings([])
+            for userId in userIds {
+                if let until = settings.until(.block, room: roomId, item: userId), until > now {
+                    throw IMError(.bannedFromChatroom, "user \(userId) is banned from chatroom \(roomId) until \(until) (ms): lift it with /chatroom/user/block/rollback.json; nobody was added")
+                }
+            }
+            let existing = state.rooms[key]
+            let newcomers = Set(userIds).filter { existing?.members[$0] == nil }.count
+            let count = existing?.members.count ?? 0
+            if config.chatroomMaxMembers > 0, count + newcomers > config.chatroomMaxMembers {
+                throw IMError(.chatroomFull, "chatroom \(roomId) would have \(count + newcomers) members, more than this server allows (chatroomMaxMembers \(config.chatroomMaxMembers)); nobody was added")
+            }
+            let room: ChatroomRoom
+            if let existing {
+                room = existing
+            } else {
+                room = ChatroomRoom(key: key, name: roomId, now: now, idleDestroyMinutes: config.chatroomIdleDestroyMinutes)
+                state.rooms[key] = room
+            }
+            for userId in userIds where room.members[userId] == nil {
+                var member = ChatroomRoom.Member(joinTime: now)
+                member.seats[Self.serverSeatDevice] = ChatroomRoom.Seat(session: nil, offlineSince: now, missed: 0)
+                room.members[userId] = member
+                room.offline[ChatroomRoom.SeatKey(userId: userId, deviceId: Self.serverSeatDevice)] = ()
+                state.userRooms[UserKey(appId: appId, userId: userId), default: []].insert(key)
+            }
+            room.lastActivity = now
+        }
+    }
+
     /// `/chatroom/message/stopDistribution.json` and `resumeDistribution.json`.
     public func setDistribution(appId: Int64, roomId: String, stopped: Bool) throws {
         try state.withLock { state in

@@ -67,6 +67,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var chatroomEntriesEnabled: Bool = true
     /// Members one chatroom may have (23411 beyond); 0 = no limit, RongCloud's default.
     public var chatroomMaxMembers: Int = 0
+    /// Chatroom messages per second one app may publish through the Server API (each room counts).
+    public var chatroomPublishPerSecond: Int = ChatroomLimits.serverMessagesPerSecond
 
     public init() {}
 
@@ -92,7 +94,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         }
         guard chatroomHistoryRetentionDays >= 1 else { throw fail("chatroomHistoryRetentionDays must be at least 1") }
         guard chatroomMaxMembers >= 0 else { throw fail("chatroomMaxMembers must not be negative (0 means no limit)") }
-        guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0, groupPublishPerSecond >= 0 else {
+        guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0, groupPublishPerSecond >= 0,
+              chatroomPublishPerSecond >= 0 else {
             throw fail("Server API rate limits must not be negative (0 turns a limit off)")
         }
     }
@@ -119,6 +122,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = try int("IMSERVER_RECALL_WINDOW_SECONDS") { recallWindowSeconds = value }
         if let value = try int("IMSERVER_API_CALLS_PER_SECOND") { apiCallsPerSecond = value }
         if let value = try int("IMSERVER_GROUP_PUBLISH_PER_SECOND") { groupPublishPerSecond = value }
+        if let value = try int("IMSERVER_CHATROOM_PUBLISH_PER_SECOND") { chatroomPublishPerSecond = value }
         if let value = environment["IMSERVER_PUBLIC_URL"] { publicURL = value }
         func bool(_ name: String) -> Bool? { environment[name].map { ["1", "true", "yes"].contains($0.lowercased()) } }
         if let value = bool("IMSERVER_CHATROOM_MULTIPLE_ROOMS") { chatroomMultipleRooms = value }
@@ -150,7 +154,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
              apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory, recallWindowSeconds,
              groupPublishPerSecond, chatroomMultipleRooms, chatroomIdleDestroyMinutes, chatroomHistoryEnabled,
-             chatroomHistoryRetentionDays, chatroomEntriesEnabled, chatroomMaxMembers
+             chatroomHistoryRetentionDays, chatroomEntriesEnabled, chatroomMaxMembers, chatroomPublishPerSecond
     }
 
     public init(from decoder: any Decoder) throws {
@@ -185,5 +189,6 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         chatroomHistoryRetentionDays = try c.decodeIfPresent(Int.self, forKey: .chatroomHistoryRetentionDays) ?? d.chatroomHistoryRetentionDays
         chatroomEntriesEnabled = try c.decodeIfPresent(Bool.self, forKey: .chatroomEntriesEnabled) ?? d.chatroomEntriesEnabled
         chatroomMaxMembers = try c.decodeIfPresent(Int.self, forKey: .chatroomMaxMembers) ?? d.chatroomMaxMembers
+        chatroomPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .chatroomPublishPerSecond) ?? d.chatroomPublishPerSecond
     }
 }

@@ -89,9 +89,9 @@ struct ServerAPIEncodingTests {
         #expect(try await raw(server, "//user/checkOnline.json", headers: headers, body: "userId=u").0 == 200)
         let (badJSON, badBody, _) = try await raw(server, "/user/tag/set.json", headers: headers, body: "{not json", contentType: "application/json")
         #expect(badJSON == 400 && badBody["code"] as? Int == 1002)
-        let (later, laterBody, _) = try await raw(server, "/chatroom/create.json", headers: headers, body: "chatroom[r1]=Room")
+        let (later, laterBody, _) = try await raw(server, "/message/ultragroup/publish.json", headers: headers, body: "fromUserId=u")
         #expect(later == 404 && laterBody["code"] as? Int == 404)
-        #expect((laterBody["errorMessage"] as? String)?.contains("chatrooms") == true)
+        #expect((laterBody["errorMessage"] as? String)?.contains("ultra groups") == true)
         let (unknown, _, text) = try await raw(server, "/nothing/here", headers: [:], body: "")
         #expect(unknown == 404 && text.hasPrefix("{"))
         #expect((try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["code"] as? Int == 404)
@@ -124,7 +124,8 @@ struct ServerAPIEncodingTests {
         #expect(served == kept, "docs/openapi.json is out of date: regenerate it with `curl -s http://127.0.0.1:8080/openapi.json > docs/openapi.json`")
         let document = try #require(try JSONSerialization.jsonObject(with: served) as? [String: Any])
         let paths = try #require(document["paths"] as? [String: Any])
-        for path in ["/user/getToken.json", "/message/private/publish.json", "/group/create.json", "/sensitiveword/add.json", "/v3/message/private/query.json"] {
+        for path in ["/user/getToken.json", "/message/private/publish.json", "/group/create.json", "/sensitiveword/add.json", "/v3/message/private/query.json",
+                     "/chatroom/create.json", "/message/chatroom/publish.json"] {
             #expect(paths[path] != nil, "\(path)")
         }
     }

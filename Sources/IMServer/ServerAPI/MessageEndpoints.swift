@@ -106,11 +106,11 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/message/recall.json", tag: "message",
-                summary: "Recalls a message: everyone in the conversation, online now or at their next sync, sees a recall notification (RC:RcNtf) in its place.",
+                summary: "Recalls a message: everyone in the conversation, online now or at their next sync, sees a recall notification (RC:RcNtf) in its place. In a chatroom, the members online are told and the room's latest messages (and history, when kept) hold the notification.",
                 params: [
                     .string("fromUserId", required: true, "the message's sender"),
-                    .integer("conversationType", required: true, "1 private, 3 group, 6 system"),
-                    .string("targetId", required: true, "the conversation's other user, or the group"),
+                    .integer("conversationType", required: true, "1 private, 3 group, 4 chatroom, 6 system"),
+                    .string("targetId", required: true, "the conversation's other user, the group or the chatroom"),
                     .string("messageUID", required: true, "uid of the message to recall"),
                     .integer("sentTime", "the message's sentTime, ms"),
                     .boolean("isAdmin", "recall as an administrator (any sender)"),
@@ -281,8 +281,16 @@ extension ServerAPI {
 
     private func recall(_ call: APICall) async throws -> [String: any Sendable] {
         let rawType = try call.int("conversationType") ?? 0
-        guard let type = ConversationType(rawValue: Int(rawType)), [.private, .group, .system].contains(type) else {
-            throw APIError.badParameter("conversationType must be 1 (private), 3 (group) or 6 (system) on this server, got \(rawType)")
+        guard let type = ConversationType(rawValue: Int(rawType)), [.private, .group, .chatroom, .system].contains(type) else {
+            throw APIError.badParameter("conversationType must be 1 (private), 3 (group), 4 (chatroom) or 6 (system) on this server, got \(rawType)")
+        }
+        if type == .chatroom {
+            // isDelete is not told apart in a chatroom: the room's copy becomes the notification either way.
+            _ = try await core.chatrooms.recall(
+                appId: call.app.id, operatorId: call.required("fromUserId"), roomId: call.required("targetId"),
+                uid: call.required("messageUID"), isAdmin: try call.bool("isAdmin") ?? false, window: nil, extra: call.string("extra"),
+                origin: "")
+            return [:]
         }
         _ = try await core.messages.recall(
             appId: call.app.id, operatorId: call.required("fromUserId"), type: type, targetId: call.required("targetId"),

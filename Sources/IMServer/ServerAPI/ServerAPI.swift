@@ -14,7 +14,8 @@ struct ServerAPI: Sendable {
 
     /// Every endpoint this server answers, in documentation order.
     var endpoints: [APIEndpoint] {
-        userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + moderationEndpoints + conversationEndpoints
+        userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + chatroomEndpoints + moderationEndpoints
+            + conversationEndpoints
     }
 
     func register(on router: Router<Context>) {
@@ -41,22 +42,12 @@ struct ServerAPI: Sendable {
     /// Known RongCloud endpoints whose feature arrives in a later release: they answer 404 with the reason.
     static let laterEndpoints: [(String, String)] = [
         ("/message/discussion/publish.json", "discussions were retired by RongCloud; use groups"),
-        ("/message/chatroom/publish.json", "chatrooms arrive in a later release"),
-        ("/message/chatroom/broadcast.json", "chatrooms arrive in a later release"),
         ("/message/online/broadcast.json", "online broadcast arrives with push"),
         ("/message/ultragroup/publish.json", "ultra groups arrive in a later release"),
         ("/push.json", "push arrives in a later release"),
         ("/push/user.json", "push arrives in a later release"),
         ("/push/custom.json", "push arrives in a later release"),
-    ] + ["create", "create_new", "destroy", "query", "get", "join", "user/query", "user/exist", "users/exist",
-         "message/stopDistribution", "message/resumeDistribution", "user/gag/add", "user/gag/rollback",
-         "user/gag/list", "user/block/add", "user/block/rollback", "user/block/list", "user/ban/add",
-         "user/ban/remove", "user/ban/query", "ban/add", "ban/rollback", "ban/query", "ban/check",
-         "message/priority/add", "message/priority/remove", "message/priority/query", "keepalive/add",
-         "keepalive/remove", "keepalive/query", "whitelist/add", "whitelist/delete", "whitelist/query",
-         "user/whitelist/add", "user/whitelist/remove", "user/whitelist/query", "entry/set", "entry/remove",
-         "entry/query", "entry/batch/set", "user/ban/whitelist/add", "user/ban/whitelist/rollback",
-         "user/ban/whitelist/query", "destroy/set"].map { ("/chatroom/\($0).json", "chatrooms arrive in a later release") }
+    ]
 
     private func call(_ request: Request, _ endpoint: APIEndpoint) async -> Response {
         do {
