@@ -340,7 +340,7 @@ public final class ChatroomService: Sendable {
             guard let round else { return }
             var failed = Set<String>()
             let kept = round.pushes.compactMap { push -> StoredMessage? in
-                if case .message(let message, _, let stored?) = push { return message }
+                if case .message(let message, _, _?) = push { return message }
                 return nil
             }
             if !kept.isEmpty {
