@@ -40,15 +40,7 @@ public enum ChatroomEntryLimits {
     /// 「单个聊天室每秒上限 100 次」 (23425); one call touching n keys counts n.
     public static let operationsPerSecond = 100
 
-    public static func isValidKey(_ key: String) -> Bool {
-        guard !key.isEmpty, key.count <= maxKeyLength else { return false }
-        return key.unicodeScalars.allSatisfy { scalar in
-            switch scalar {
-            case "a"..."z", "A"..."Z", "0"..."9", "+", "=", "-", "_": return true
-            default: return false
-            }
-        }
-    }
+    public static func isValidKey(_ key: String) -> Bool { isKeyOfLettersDigitsAndSigns(key, maxLength: maxKeyLength) }
 
     /// Checks a key, and the value and notification extra when given; throws 23412 saying which
     /// one is wrong.

@@ -100,15 +100,7 @@ public enum ExpansionLimits {
     /// Values: at most 4096 characters (SDK 5.2.0 and later).
     public static let maxValueLength = 4096
 
-    public static func isValidKey(_ key: String) -> Bool {
-        guard !key.isEmpty, key.count <= maxKeyLength else { return false }
-        return key.unicodeScalars.allSatisfy { scalar in
-            switch scalar {
-            case "a"..."z", "A"..."Z", "0"..."9", "+", "=", "-", "_": return true
-            default: return false
-            }
-        }
-    }
+    public static func isValidKey(_ key: String) -> Bool { isKeyOfLettersDigitsAndSigns(key, maxLength: maxKeyLength) }
 
     /// Checks one call's keys and values (`perCall` keys at most to set and to remove); throws
     /// 34010 saying which one is wrong.
@@ -139,4 +131,16 @@ public enum TypingLimits {
     /// A client sends at most one typing status per conversation in this many ms; a status holds
     /// for as long on the receiving side.
     public static let intervalMilliseconds: Int64 = 6000
+}
+
+/// Whether a key is 1 to `maxLength` characters of letters, digits and `+ = - _`: the rule of
+/// message extension keys and chatroom attribute keys.
+public func isKeyOfLettersDigitsAndSigns(_ key: String, maxLength: Int) -> Bool {
+    guard !key.isEmpty, key.count <= maxLength else { return false }
+    return key.unicodeScalars.allSatisfy { scalar in
+        switch scalar {
+        case "a"..."z", "A"..."Z", "0"..."9", "+", "=", "-", "_": return true
+        default: return false
+        }
+    }
 }
