@@ -138,6 +138,32 @@ struct WorkerStats: Codable, Sendable {
     }
 }
 
+/// Chatroom receipts of one event loop's members, indexed by message number.
+struct ChatroomReceipts {
+    private var members: [Int32] = []
+    private var sentAt: [UInt64] = []
+    private var lastAt: [UInt64] = []
+
+    mutating func received(_ number: UInt64, sentAt sent: UInt64, at now: UInt64) {
+        let index = Int(number)
+        if index >= members.count {
+            let grow = max(index + 1 - members.count, 1024)
+            members.append(contentsOf: repeatElement(0, count: grow))
+            sentAt.append(contentsOf: repeatElement(0, count: grow))
+            lastAt.append(contentsOf: repeatElement(0, count: grow))
+        }
+        members[index] += 1
+        sentAt[index] = sent
+        if now > lastAt[index] { lastAt[index] = now }
+    }
+
+    func fold(into tally: inout ChatroomTally) {
+        for index in members.indices where members[index] > 0 {
+            tally.received(UInt64(index), sentAt: sentAt[index], members: Int(members[index]), lastAt: lastAt[index])
+        }
+    }
+}
+
 /// The chatroom messages sent inside the measured window, by message number: what became of each
 /// (from its sender) and, summed over the members, how many members received it and when the last
 /// of them did. Its size is bounded by the messages of the window, whatever the number of members,
@@ -183,13 +209,14 @@ struct ChatroomTally: Codable, Sendable {
         publications[number]?.outcome = outcome
     }
 
-    mutating func received(_ number: UInt64, sentAt: UInt64, at now: UInt64) {
+    /// Adds `members` receipts of a message, the last of them at `lastAt`.
+    mutating func received(_ number: UInt64, sentAt: UInt64, members: Int, lastAt: UInt64) {
         if var entry = receipts[number] {
-            entry.members += 1
-            entry.lastAt = max(entry.lastAt, now)
+            entry.members += members
+            entry.lastAt = max(entry.lastAt, lastAt)
             receipts[number] = entry
         } else {
-            receipts[number] = Receipts(number: number, sentAt: sentAt, members: 1, lastAt: now)
+            receipts[number] = Receipts(number: number, sentAt: sentAt, members: members, lastAt: lastAt)
         }
     }
 
