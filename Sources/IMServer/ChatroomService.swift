@@ -332,11 +332,13 @@ public final class ChatroomService: Sendable {
                 case .roomFrame(let frame):
                     send(batch, to: round.sessions, room: room)
                     batch = []
-                    for session in round.sessions { session.send(frame) }
+                    let shared = OutboundFrame(frame)
+                    for session in round.sessions { session.send(shared) }
                 case .frame(let frame, let sessions):
                     send(batch, to: round.sessions, room: room)
                     batch = []
-                    for session in sessions { session.send(frame) }
+                    let shared = OutboundFrame(frame)
+                    for session in sessions { session.send(shared) }
                 }
             }
             send(batch, to: round.sessions, room: room)
@@ -365,7 +367,8 @@ public final class ChatroomService: Sendable {
             guard !push.messages.isEmpty else { return nil }
             return try? FrameCodec.push(op: .chatroomMessages, push)
         }
-        guard let shared = frame(for: nil) else { return }
+        guard let encoded = frame(for: nil) else { return }
+        let shared = OutboundFrame(encoded)   // one buffer for every member's connection
         for session in sessions {
             if excludedSessions.contains(session.id) || excludedUsers.contains(session.userId) {
                 if let own = frame(for: session) { session.send(own) }
