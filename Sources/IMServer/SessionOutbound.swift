@@ -41,7 +41,9 @@ struct OutboundFrame: Sendable {
 /// frames already queued are written regardless, and then `finished()` returns, for the gateway to
 /// close the WebSocket.
 final class SessionOutbound: Sendable {
+    /// The channel's event loop, kept to group sessions by loop (`Batch`).
     let eventLoop: any EventLoop
+    private let loopId: ObjectIdentifier
     private let writer: NIOLoopBound<SessionWriteHandler>
     private let maxQueuedFrames: Int
     private let state = Mutex(State())
@@ -79,6 +81,7 @@ final class SessionOutbound: Sendable {
 
     private init(writer: NIOLoopBound<SessionWriteHandler>, maxQueuedFrames: Int) {
         self.eventLoop = writer.eventLoop
+        self.loopId = ObjectIdentifier(writer.eventLoop)
         self.writer = writer
         self.maxQueuedFrames = maxQueuedFrames
     }
@@ -87,7 +90,14 @@ final class SessionOutbound: Sendable {
 
     /// Queues a frame for the connection.
     func enqueue(_ frame: OutboundFrame) -> Outcome {
-        let (outcome, schedule) = state.withLock { state -> (Outcome, Bool) in
+        let (outcome, schedule) = queue(frame)
+        if schedule { eventLoop.execute { self.writePending() } }
+        return outcome
+    }
+
+    /// Queues a frame; returns whether the caller must have `writePending` run on the event loop.
+    private func queue(_ frame: OutboundFrame) -> (Outcome, Bool) {
+        state.withLock { state -> (Outcome, Bool) in
             guard !state.finishing else { return (.closed, false) }
             if state.pending.count >= maxQueuedFrames {
                 state.finishing = true
@@ -96,8 +106,6 @@ final class SessionOutbound: Sendable {
             state.pending.append(frame.bytes)
             return (.queued, scheduleWrite(&state))
         }
-        if schedule { eventLoop.execute { self.writePending() } }
-        return outcome
     }
 
     /// Accepts no more frames; those already queued are still written.
@@ -146,6 +154,38 @@ final class SessionOutbound: Sendable {
         }
         if !frames.isEmpty { handler.write(frames) }
         waiter?.resume()
+    }
+
+    /// Frames for many sessions at once (a chatroom round): the writes are grouped by event loop, one
+    /// task per loop instead of one per connection, and `write()` returns when every loop has run
+    /// its task, i.e. when the batch's frames have been handed to their sockets (or are waiting for
+    /// a socket that takes no more).
+    struct Batch {
+        private var loops: [(id: ObjectIdentifier, loop: any EventLoop, outbounds: [SessionOutbound])] = []
+
+        init() {}
+
+        /// Queues a frame for a session (the session's rules apply: a closed session drops it, a
+        /// full queue closes it as a slow reader).
+        mutating func add(_ frame: OutboundFrame, for session: ClientSession) {
+            let outbound = session.outbound
+            let (_, schedule) = outbound.queue(frame)
+            let index = loops.firstIndex { $0.id == outbound.loopId } ?? {
+                loops.append((outbound.loopId, outbound.eventLoop, []))
+                return loops.count - 1
+            }()
+            // Without `schedule` a write is pending already (it also ends a slow reader's queue).
+            if schedule { loops[index].outbounds.append(outbound) }
+        }
+
+        /// Writes the batch: one task per event loop (a loop whose sessions all had a write pending
+        /// already still gets one, so that returning means their frames are written too).
+        func write() async {
+            let tasks = loops.map { entry in
+                entry.loop.submit { for outbound in entry.outbounds { outbound.writePending() } }
+            }
+            for task in tasks { try? await task.get() }
+        }
     }
 }
 
