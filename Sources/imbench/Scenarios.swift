@@ -503,7 +503,7 @@ enum Scenarios {
                         stats.record(.lastRecipient, nanos: receipts.lastAt &- publication.sentAt)
                     } else {
                         incomplete += 1
-                        missing += recipients - got
+                        missing += max(0, recipients - got)
                     }
                 case .discarded:
                     if let receipts { discardedDelivered += receipts.members }
