@@ -128,7 +128,8 @@ struct Group: AsyncParsableCommand {
 
 struct Chatroom: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "One chatroom, every member online and joined, publishers at a target rate: publications delivered in full per second, delivery and publish-to-last-recipient latency.")
+        abstract: "One chatroom, every member online and joined, publishers at a target rate: publications delivered in full per second, delivery and publish-to-last-recipient latency.",
+        discussion: "The publishers run in a worker process of their own; --workers sets how many workers share the other members (default: 2, or one per 15,000).")
 
     @Option(help: "Members of the room, each one connection (spread over the workers).") var members = 10_000
     @Option(help: "Members that publish, sharing the rate (each stays under the server's 5 messages/s per client).") var publishers = 100
