@@ -327,7 +327,7 @@ public final class ChatroomService: Sendable {
     /// the store first, and their senders hear back only then.
     private func deliver(_ room: ChatroomRoom) async {
         while true {
-            let round = state.withLock { _ -> (pushes: [ChatroomRoom.Push], sessions: [ClientSession], stopped: Bool)? in
+            let round = state.withLock { _ -> (pushes: [ChatroomRoom.Push], sessions: [ClientSession], origins: Set<ObjectIdentifier>, stopped: Bool)? in
                 guard !room.pending.isEmpty else {
                     room.delivering = false
                     return nil
@@ -335,7 +335,13 @@ public final class ChatroomService: Sendable {
                 let pushes = room.pending
                 room.pending = []
                 for case .message(let message, _, _) in pushes where message.isInHistory { room.remember(message) }
-                return (pushes, room.onlineSessions, room.distributionStopped)
+                // The sessions the round's messages came from, by identity: each gets the frame
+                // without its own messages.
+                var origins = Set<ObjectIdentifier>()
+                for case .message(_, let origin, _) in pushes {
+                    if let session = room.online[origin] { origins.insert(ObjectIdentifier(session)) }
+                }
+                return (pushes, room.onlineSessions, origins, room.distributionStopped)
             }
             guard let round else { return }
             var failed = Set<String>()
@@ -356,48 +362,53 @@ public final class ChatroomService: Sendable {
                 for case .message(_, _, let stored?) in round.pushes { stored.resolve(result) }
             }
             var batch: [(message: StoredMessage, origin: String)] = []
+            var frames = SessionOutbound.Batch()
             for push in round.pushes {
                 switch push {
                 case .message(let message, let origin, _):
                     if !failed.contains(message.uid) && !round.stopped { batch.append((message, origin)) }
                     continue
                 case .roomFrame(let frame):
-                    send(batch, to: round.sessions, room: room)
+                    send(batch, to: round.sessions, origins: round.origins, room: room, into: &frames)
                     batch = []
-                    for session in round.sessions { session.send(frame) }
+                    let shared = OutboundFrame(frame)
+                    for session in round.sessions { frames.add(shared, for: session) }
                 case .frame(let frame, let sessions):
-                    send(batch, to: round.sessions, room: room)
+                    send(batch, to: round.sessions, origins: round.origins, room: room, into: &frames)
                     batch = []
-                    for session in sessions { session.send(frame) }
+                    let shared = OutboundFrame(frame)
+                    for session in sessions { frames.add(shared, for: session) }
                 }
             }
-            send(batch, to: round.sessions, room: room)
+            send(batch, to: round.sessions, origins: round.origins, room: room, into: &frames)
+            // The next round starts once this one's frames have been written: what arrives meanwhile
+            // goes out together, as one frame per member, instead of a frame per round queuing on
+            // every connection faster than the event loops write them.
+            await frames.write()
         }
     }
 
     /// Sends messages as one frame (or as few as fit the frame budget) to every session, leaving
-    /// out each session's own messages.
-    private func send(_ batch: [(message: StoredMessage, origin: String)], to sessions: [ClientSession], room: ChatroomRoom) {
+    /// out each session's own messages (`origins`: the sessions that sent any of the round's messages).
+    private func send(_ batch: [(message: StoredMessage, origin: String)], to sessions: [ClientSession],
+                      origins: Set<ObjectIdentifier>, room: ChatroomRoom, into frames: inout SessionOutbound.Batch) {
         guard !batch.isEmpty else { return }
         var bytes = 0
         for (index, item) in batch.enumerated() {
             bytes += item.message.content.count + 256
             if bytes > Self.frameBudgetBytes && index > 0 {
-                sendFrame(Array(batch[..<index]), to: sessions, room: room)
-                send(Array(batch[index...]), to: sessions, room: room)
+                sendFrame(Array(batch[..<index]), to: sessions, origins: origins, room: room, into: &frames)
+                send(Array(batch[index...]), to: sessions, origins: origins, room: room, into: &frames)
                 return
             }
         }
-        sendFrame(batch, to: sessions, room: room)
+        sendFrame(batch, to: sessions, origins: origins, room: room, into: &frames)
     }
 
-    private func sendFrame(_ batch: [(message: StoredMessage, origin: String)], to sessions: [ClientSession], room: ChatroomRoom) {
-        var excludedSessions = Set<String>()
+    private func sendFrame(_ batch: [(message: StoredMessage, origin: String)], to sessions: [ClientSession],
+                           origins: Set<ObjectIdentifier>, room: ChatroomRoom, into frames: inout SessionOutbound.Batch) {
         var excludedUsers = Set<String>()
-        for (message, origin) in batch {
-            if !origin.isEmpty { excludedSessions.insert(origin) }
-            if !message.includeSender { excludedUsers.insert(message.senderId) }
-        }
+        for (message, _) in batch where !message.includeSender { excludedUsers.insert(message.senderId) }
         func frame(for session: ClientSession?) -> [UInt8]? {
             var push = Im_ChatroomMessages()
             push.roomID = room.key.roomId
@@ -411,12 +422,13 @@ public final class ChatroomService: Sendable {
             guard !push.messages.isEmpty else { return nil }
             return try? FrameCodec.push(op: .chatroomMessages, push)
         }
-        guard let shared = frame(for: nil) else { return }
+        guard let encoded = frame(for: nil) else { return }
+        let shared = OutboundFrame(encoded)   // one buffer for every member's connection
         for session in sessions {
-            if excludedSessions.contains(session.id) || excludedUsers.contains(session.userId) {
-                if let own = frame(for: session) { session.send(own) }
+            if origins.contains(ObjectIdentifier(session)) || (!excludedUsers.isEmpty && excludedUsers.contains(session.userId)) {
+                if let own = frame(for: session) { frames.add(OutboundFrame(own), for: session) }
             } else {
-                session.send(shared)
+                frames.add(shared, for: session)
             }
         }
     }

@@ -3,7 +3,8 @@ import IMCore
 import IMWire
 import Synchronization
 
-/// One authenticated client connection: who it is, and the queue of frames waiting to be written.
+/// One authenticated client connection: who it is, and the queue of frames waiting to be written
+/// (`SessionOutbound`).
 ///
 /// Frames are queued without blocking (delivery never waits for a slow reader); a connection whose
 /// queue grows past its limit is closed as a slow reader. Until the client has pulled its offline
@@ -16,16 +17,13 @@ public final class ClientSession: Sendable {
     public let platform: Platform
     public let deviceId: String
 
-    private let outbound: AsyncStream<[UInt8]>.Continuation
-    private let maxQueuedFrames: Int
+    let outbound: SessionOutbound
     private let state: Mutex<State>
 
     private struct State {
-        var queued = 0
-        var closed = false
         var syncing = true
         var syncedThrough: UInt64 = 0
-        var held: [(seq: UInt64, frame: [UInt8])] = []
+        var held: [(seq: UInt64, frame: OutboundFrame)] = []
         var lastSeen: Int64
         /// Accept times of the latest sends, oldest first, for the per-second send limit.
         var recentSends: [Int64] = []
@@ -37,52 +35,35 @@ public final class ClientSession: Sendable {
     }
 
     init(id: String, appId: Int64, userId: String, platform: Platform, deviceId: String, now: Int64,
-         maxQueuedFrames: Int, outbound: AsyncStream<[UInt8]>.Continuation) {
+         outbound: SessionOutbound) {
         self.id = id
         self.appId = appId
         self.userId = userId
         self.platform = platform
         self.deviceId = deviceId
-        self.maxQueuedFrames = maxQueuedFrames
         self.outbound = outbound
         self.state = Mutex(State(lastSeen: now))
     }
 
     public var loginClass: LoginClass { platform.loginClass }
 
-    public var isClosed: Bool { state.withLock { $0.closed } }
+    public var isClosed: Bool { outbound.isFinishing }
 
-    /// Queues a frame for the connection. Returns false if the session is closed.
+    /// Queues a frame for the connection. Returns false if the session is closed (or is being
+    /// closed now as a slow reader).
     @discardableResult
     func send(_ frame: [UInt8]) -> Bool {
-        let accepted = state.withLock { state -> Bool? in
-            guard !state.closed else { return false }
-            if state.queued >= maxQueuedFrames {
-                state.closed = true
-                return nil
-            }
-            state.queued += 1
-            return true
-        }
-        switch accepted {
-        case true?:
-            outbound.yield(frame)
-            return true
-        case false?:
-            return false
-        case nil:
-            outbound.finish()
-            return false
-        }
+        send(OutboundFrame(frame))
     }
 
-    /// Called by the connection's writer after a frame went to the socket.
-    func frameWritten() {
-        state.withLock { $0.queued -= 1 }
+    /// Queues a frame for the connection; a frame for many sessions is encoded once and shared.
+    @discardableResult
+    func send(_ frame: OutboundFrame) -> Bool {
+        outbound.enqueue(frame) == .queued
     }
 
     /// Delivers a stored message's push frame, holding it back while the client is still syncing.
-    func deliver(seq: UInt64, frame: [UInt8]) {
+    func deliver(seq: UInt64, frame: OutboundFrame) {
         let sendNow = state.withLock { state -> Bool in
             if state.syncing {
                 state.held.append((seq, frame))
@@ -96,7 +77,7 @@ public final class ClientSession: Sendable {
     /// The client has pulled offline messages up to `watermark`; when it has pulled all of them,
     /// the held live messages newer than the watermark are released.
     func syncProgressed(watermark: UInt64, complete: Bool) {
-        let release = state.withLock { state -> [[UInt8]] in
+        let release = state.withLock { state -> [OutboundFrame] in
             state.syncedThrough = max(state.syncedThrough, watermark)
             guard complete, state.syncing else { return [] }
             state.syncing = false
@@ -134,12 +115,9 @@ public final class ClientSession: Sendable {
         close()
     }
 
-    /// Ends the outbound queue: the writer drains what is queued and closes the socket.
+    /// Ends the outbound queue: what is queued is still written, then the gateway closes the
+    /// WebSocket.
     func close() {
-        let wasOpen = state.withLock { state -> Bool in
-            defer { state.closed = true }
-            return !state.closed
-        }
-        if wasOpen { outbound.finish() }
+        outbound.finish()
     }
 }

@@ -44,7 +44,7 @@ public final class Delivery: Sendable {
     }
 
     func deliver(_ message: StoredMessage, origin: String) async {
-        let frame = message.pushFrame()
+        let frame = OutboundFrame(message.pushFrame())   // encoded once, shared by every session
         switch message.conversationType {
         case .group:
             guard let sessions = await groupSessions(message) else { return }

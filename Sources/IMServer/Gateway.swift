@@ -11,17 +11,19 @@ import Synchronization
 ///
 /// The first frame must be CONNECT (within `handshakeTimeoutSeconds`). After it, requests are
 /// handled one at a time in arrival order, so a client's messages are committed in the order it
-/// sent them; replies and pushes leave through the session's queue, written by a separate task.
+/// sent them; replies and pushes leave through the session's queue (`SessionOutbound`), which
+/// writes them to the connection's channel on its event loop.
 struct Gateway: Sendable {
     let core: ServerCore
 
-    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger) async {
+    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, channel: any Channel, logger: Logger) async {
         // Memory per connection: a task keeps the most memory its async frames ever needed (in
         // slabs of about 1 KB) until it ends. So this long-lived task runs the deep one-off work
         // (authentication, sync and history pages, which read the store) in child tasks; the
         // helper tasks are detached, because an inherited copy of the task-local values costs
         // each of them a slab of its own; and the handshake timer ends as soon as CONNECT arrives
-        // instead of sleeping out its time.
+        // instead of sleeping out its time. Frames are written by the session's outbound queue on the
+        // channel's event loop, with no task of their own.
         let handshake = HandshakeGuard()
         let timeout = Task.detached { [core] in
             try await Task.sleep(for: .seconds(core.config.handshakeTimeoutSeconds))
@@ -39,10 +41,9 @@ struct Gateway: Sendable {
             return
         }
         let session: ClientSession
-        let stream: AsyncStream<[UInt8]>
         do {
-            async let opened = connect(frame)
-            (session, stream) = try await opened
+            async let opened = connect(frame, channel: channel)
+            session = try await opened
         } catch {
             let imError = (error as? IMError) ?? IMError(.serverUnavailable, "the server could not open the session: retry later")
             var buffer = ByteBufferAllocator().buffer(capacity: 64)
@@ -53,19 +54,10 @@ struct Gateway: Sendable {
         }
         logger.debug("session opened", metadata: ["user": "\(session.userId)", "session": "\(session.id)", "platform": "\(session.platform)"])
 
-        // The writer drains the session's queue to the socket; when the queue ends (disconnect,
-        // kick, slow reader) it closes the socket, which ends the reader loop below too.
-        let writer = Task.detached {
-            for await frame in stream {
-                var buffer = ByteBufferAllocator().buffer(capacity: frame.count)
-                buffer.writeBytes(frame)
-                do {
-                    try await outbound.write(.binary(buffer))
-                } catch {
-                    break
-                }
-                session.frameWritten()
-            }
+        // When the session's queue ends (disconnect, kick, slow reader) and its last frames are
+        // written, the WebSocket is closed, which ends the reader loop below too.
+        let closer = Task.detached {
+            await session.outbound.finished()
             try? await outbound.close(.normalClosure, reason: nil)
         }
         while let message = try? await messages.next() {
@@ -76,13 +68,13 @@ struct Gateway: Sendable {
             if session.isClosed { break }
         }
         session.close()
-        await writer.value
+        await closer.value
         core.sessionEnded(session)
         logger.debug("session closed", metadata: ["user": "\(session.userId)", "session": "\(session.id)"])
     }
 
     /// Authenticates CONNECT and registers the session under the login rules.
-    private func connect(_ frame: Im_Frame) async throws -> (ClientSession, AsyncStream<[UInt8]>) {
+    private func connect(_ frame: Im_Frame, channel: any Channel) async throws -> ClientSession {
         guard frame.op == .connect, let request = try? frame.body(Im_ConnectRequest.self) else {
             throw IMError(.invalidParameter, "the first frame of a connection must be CONNECT")
         }
@@ -96,11 +88,10 @@ struct Gateway: Sendable {
         let claims = try core.tokens.verify(request.token, app: app)
         try await core.directory.checkConnect(appId: app.id, userId: claims.userId, tokenIssuedAt: claims.issuedAt,
                                               now: core.clock.nowMilliseconds())
-        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
         let session = ClientSession(
             id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
-            maxQueuedFrames: core.config.maxQueuedFramesPerConnection, outbound: continuation)
+            outbound: try await SessionOutbound.attach(to: channel, maxQueuedFrames: core.config.maxQueuedFramesPerConnection))
         let displaced = try core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block committed while this connect was being checked must not leave the user online.
         if try await core.store.userAccess(appId: app.id, userId: claims.userId).blockedUntil > core.clock.nowMilliseconds() {
@@ -117,7 +108,7 @@ struct Gateway: Sendable {
         reply.sessionID = session.id
         reply.heartbeatIntervalMs = Int32(core.config.heartbeatIntervalSeconds * 1000)
         session.send(try FrameCodec.reply(to: frame, reply))
-        return (session, stream)
+        return session
     }
 
     /// Handles one request of an open session and queues its reply.

@@ -22,14 +22,14 @@ public struct IMServerApp: Sendable {
 
     /// Builds the Hummingbird application. `onListening` receives the bound port (useful with port 0).
     public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        let router = Router(context: BasicWebSocketRequestContext.self)
+        let router = Router(context: IMRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         router.get("/health") { _, _ in APIResponse.success(["sessions": core.registry.sessionCount]) }
         ServerAPI(core: core).register(on: router)
         let gateway = Gateway(core: core)
         let logger = core.logger
         router.ws("/ws") { inbound, outbound, context in
-            await gateway.run(inbound: inbound, outbound: outbound, logger: logger)
+            await gateway.run(inbound: inbound, outbound: outbound, channel: context.requestContext.channel, logger: logger)
         }
         let wsConfig = WebSocketServerConfiguration(maxFrameSize: FrameCodec.maxFrameBytes, autoPing: .disabled)
         return Application(
@@ -40,6 +40,20 @@ public struct IMServerApp: Sendable {
             services: [HeartbeatSweeper(core: core), ChatroomSweeper(core: core)],
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
+    }
+}
+
+/// The router's request context: Hummingbird's WebSocket context, plus the connection's channel,
+/// to which a session's `SessionOutbound` writes its frames directly on the channel's event loop.
+struct IMRequestContext: RequestContext, WebSocketRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<Self>
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        webSocket = .init()
+        channel = source.channel
     }
 }
 

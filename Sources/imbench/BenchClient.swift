@@ -15,7 +15,7 @@ final class BenchClient: ChannelInboundHandler {
     typealias InboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
-    enum State { case idle, opening, authenticating, syncing, ready, closed }
+    enum State { case idle, opening, authenticating, syncing, joining, ready, closed }
 
     let spec: ClientSpec
     /// The client's index in its worker's job.
@@ -41,6 +41,14 @@ final class BenchClient: ChannelInboundHandler {
     /// Group messages sent inside the window that this member received, by seq (the server's commit
     /// order, unique per message): a sparse bitset, one word per 64 seqs, to find duplicates.
     private var groupSeqsSeen: [UInt64: UInt64] = [:]
+    /// Chatroom messages sent inside the window that this member received, by message number (see
+    /// `ClientRole.chatroomMember`): a bitset, one word per 64 numbers (numbers count from the start
+    /// of the load, so it stays small); and the number each chatroom send in flight carries
+    /// (publishers only).
+    private var chatroomNumbersSeen: [UInt64] = []
+    private var chatroomSends: [UInt32: UInt64] = [:]
+    /// A chatroom member's user id as bytes, to recognise its own messages in a push; nil otherwise.
+    private let chatroomUserId: [UInt8]?
     /// Mailer state: the next mail to send, how many are out, and which mail each request carries.
     private var nextMail = 0
     private var mailsAcked = 0
@@ -51,6 +59,7 @@ final class BenchClient: ChannelInboundHandler {
         self.index = index
         self.driver = driver
         self.random = Xoshiro256(seed: UInt64(index) &* 0x9E37_79B9_7F4A_7C15 &+ monotonicNanos())
+        if case .chatroomMember = spec.role { chatroomUserId = Array(spec.userId.utf8) } else { chatroomUserId = nil }
     }
 
     var outstandingRequests: Int { pending.count }
@@ -127,6 +136,15 @@ final class BenchClient: ChannelInboundHandler {
     }
 
     private func becameReady(_ now: UInt64) {
+        if case .chatroomMember(let room, _, _) = spec.role, state != .joining {
+            // Synced: now into the room, without its recent messages, before counting as ready.
+            state = .joining
+            var request = Im_JoinChatroomRequest()
+            request.roomID = room
+            request.messageCount = -1
+            write(.joinChatroom, request, at: now)
+            return
+        }
         state = .ready
         recordConnectLatency(.synced, now)
         schedulePing(first: true)
@@ -164,6 +182,23 @@ final class BenchClient: ChannelInboundHandler {
         case .groupMember(let group, sender: true):
             request.conversationType = 3
             request.targetID = group
+        case .chatroomMember(let room, let publisher?, let publishers):
+            request.conversationType = 4
+            request.targetID = room
+            // The message's number in the whole room: publisher p's n-th message is n × publishers + p.
+            let number = sendNumber * UInt64(publishers) + UInt64(publisher)
+            sendNumber += 1
+            request.objectName = "RC:TxtMsg"
+            request.content = driver.payload
+            request.flags = 3
+            request.clientMessageID = "ib:\(now):\(number)"
+            guard let id = write(.sendMessage, request, at: now) else { return }
+            if driver.inWindow(now) {
+                driver.stats.count(.sent)
+                driver.stats.chatroom.published(number, at: now)
+                chatroomSends[id] = number
+            }
+            return
         default:
             return
         }
@@ -274,6 +309,45 @@ final class BenchClient: ChannelInboundHandler {
         switch message.opcode {
         case .binary:
             var data = message.unmaskedData
+            if let ownUserId = chatroomUserId {
+                // A room's pushes are read without decoding every message (ChatroomPushReader), and
+                // counted per frame: at 400,000 receipts a second the generator's own costs matter.
+                let now = monotonicNanos()
+                let driver = self.driver
+                var delivered = 0, duplicates = 0, own = 0
+                let outcome = data.withUnsafeReadableBytes { bytes in
+                    ChatroomPushReader.read(bytes, ownUserId: ownUserId) { item in
+                        // Only messages sent inside the window are counted.
+                        guard let (sentAt, number) = item.stamp, driver.inWindow(sentAt) else { return }
+                        // Every member but the sending session gets each message once; the sender
+                        // gets its reply instead.
+                        if item.fromSelf {
+                            own += 1
+                        } else if !firstReceipt(of: number) {
+                            duplicates += 1
+                        } else {
+                            delivered += 1
+                            driver.chatroomDeliveries.record(nanos: now &- sentAt)
+                            driver.chatroomReceipts.received(number, sentAt: sentAt, at: now)
+                        }
+                    }
+                }
+                switch outcome {
+                case .push(let messages):
+                    driver.stats.count(.chatroomFrames)
+                    driver.stats.count(.pushes, messages)
+                    if driver.inWindow(now) { driver.stats.count(.pushesArrivingInWindow, messages) }
+                    if delivered > 0 { driver.stats.count(.delivered, delivered) }
+                    if duplicates > 0 { driver.stats.count(.duplicateDeliveries, duplicates) }
+                    if own > 0 { driver.stats.count(.ownMessagePushed, own) }
+                    return
+                case .malformed:
+                    driver.stats.error("undecodable-chatroom-push")
+                    return
+                case .other:
+                    break
+                }
+            }
             let bytes = data.readBytes(length: data.readableBytes) ?? []
             guard let frame = try? Im_Frame(serializedBytes: bytes) else {
                 driver.stats.error("undecodable-frame")
@@ -301,8 +375,11 @@ final class BenchClient: ChannelInboundHandler {
             driver.stats.error(String(frame.code))
             switch request.op {
             case .connect, .sync: failConnect("connect-refused-\(frame.code)")
+            case .joinChatroom: failConnect("join-refused-\(frame.code)")
             case .history: historyBusy = false
             case .sendMessage where mailByRequest[frame.id] != nil: mailAnswered(frame.id, code: frame.code)
+            case .sendMessage:
+                if let number = chatroomSends.removeValue(forKey: frame.id) { driver.stats.chatroom.answered(number, .refused) }
             default: break
             }
             return
@@ -320,6 +397,11 @@ final class BenchClient: ChannelInboundHandler {
             driver.stats.count(.syncedMessages, reply.messages.count)
             watermark = max(watermark, reply.watermark)
             if reply.morePackages { sync() } else { becameReady(now) }
+        case .joinChatroom:
+            if let reply = try? frame.body(Im_JoinChatroomReply.self) {
+                driver.stats.roomMembersAtJoin = max(driver.stats.roomMembersAtJoin, Int(reply.memberCount))
+            }
+            becameReady(now)
         case .ping:
             if driver.inWindow(request.at) {
                 driver.stats.record(.ping, nanos: now &- request.at)
@@ -328,6 +410,14 @@ final class BenchClient: ChannelInboundHandler {
         case .sendMessage:
             if mailByRequest[frame.id] != nil {
                 mailAnswered(frame.id, code: 0)
+            } else if let number = chatroomSends.removeValue(forKey: frame.id) {
+                // A chatroom message sent inside the window: acknowledged, or dropped by the room's
+                // intake quota (then no member may receive it).
+                let discarded = (try? frame.body(Im_SendMessageReply.self))?.discarded ?? false
+                driver.stats.record(.ack, nanos: now &- request.at)
+                driver.stats.count(discarded ? .discarded : .acked)
+                driver.stats.chatroom.answered(number, discarded ? .discarded : .acked)
+                if driver.inWindow(now) { driver.stats.count(.ackedArrivingInWindow) }
             } else {
                 if driver.inWindow(request.at) {
                     driver.stats.record(.ack, nanos: now &- request.at)
@@ -352,6 +442,9 @@ final class BenchClient: ChannelInboundHandler {
     private func pushed(_ frame: Im_Frame, _ now: UInt64) {
         guard frame.op == .message, let message = try? frame.body(Im_Message.self) else {
             if frame.op == .kicked { driver.stats.error("kicked") }
+            if frame.op == .chatroomEvent, let event = try? frame.body(Im_ChatroomEvent.self) {
+                driver.stats.error("chatroom-event-\(event.kind)")
+            }
             return
         }
         driver.stats.count(.pushes)
@@ -377,6 +470,18 @@ final class BenchClient: ChannelInboundHandler {
         driver.stats.count(.delivered)
     }
 
+    /// Marks a chatroom message number as received by this member; false if it was already.
+    private func firstReceipt(of number: UInt64) -> Bool {
+        let word = Int(number >> 6)
+        if word >= chatroomNumbersSeen.count {
+            chatroomNumbersSeen.append(contentsOf: repeatElement(0, count: word + 1 - chatroomNumbersSeen.count))
+        }
+        let bit: UInt64 = 1 << (number & 63)
+        guard chatroomNumbersSeen[word] & bit == 0 else { return false }
+        chatroomNumbersSeen[word] |= bit
+        return true
+    }
+
     /// The send time a benchmark message carries in its client message id ("ib:<ns>:<n>").
     static func sendTime(_ clientMessageId: String) -> UInt64? {
         let utf8 = clientMessageId.utf8
@@ -395,9 +500,10 @@ final class BenchClient: ChannelInboundHandler {
         guard !pending.isEmpty else { return }
         for (id, request) in pending where request.at < deadline {
             pending[id] = nil
+            chatroomSends[id] = nil   // its publication stays pending: unanswered
             driver.stats.error("timeout-\(request.op)")
             switch request.op {
-            case .connect, .sync: failConnect("connect-timeout")
+            case .connect, .sync, .joinChatroom: failConnect("connect-timeout")
             case .history: historyBusy = false
             case .sendMessage where mailByRequest[id] != nil: mailAnswered(id, code: -1)
             default: break

@@ -114,6 +114,11 @@ final class Harness {
                        template: template, sourceAddresses: sourceAddressList())
     }
 
+    /// Starts a worker per bucket: for scenarios that place clients themselves.
+    func launchWorkers(buckets: [[ClientSpec]], template: WorkerJob) throws -> WorkerPool {
+        try WorkerPool(buckets: buckets.filter { !$0.isEmpty }, template: template, sourceAddresses: sourceAddressList())
+    }
+
     /// The server process's RSS and CPU now (nil when its pid is unknown).
     func sampleServer() -> ProcessSample? {
         target.pid.flatMap(ProcessSample.read(pid:))

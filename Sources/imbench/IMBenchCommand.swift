@@ -12,7 +12,7 @@ struct IMBenchCommand: AsyncParsableCommand {
             opens its connections in worker processes and prints and writes what it measured. \
             `imbench --quick` runs every scenario small, as a smoke check. See BENCHMARKS.md.
             """,
-        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Seed.self, Quick.self, WorkerCommandLine.self])
+        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Chatroom.self, Seed.self, Quick.self, WorkerCommandLine.self])
 
     @Flag(help: "Run every scenario small (a smoke check for CI; under a minute, no timing checks). Same as `imbench quick`.")
     var quick = false
@@ -126,6 +126,25 @@ struct Group: AsyncParsableCommand {
     }
 }
 
+struct Chatroom: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "One chatroom, every member online and joined, publishers at a target rate: publications delivered in full per second, delivery and publish-to-last-recipient latency.",
+        discussion: "The publishers run in a worker process of their own; --workers sets how many workers share the other members (default: 2, or one per 15,000).")
+
+    @Option(help: "Members of the room, each one connection (spread over the workers).") var members = 10_000
+    @Option(help: "Members that publish, sharing the rate (each stays under the server's 5 messages/s per client).") var publishers = 100
+    @Option(help: "Chatroom messages per second, all publishers together (each goes to every other member).") var rate = 40.0
+    @Option(help: "Seconds of load before measuring.") var warmup = 5.0
+    @Option(help: "Seconds measured.") var duration = 30.0
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.chatroom(
+            .init(members: members, publishers: publishers, rate: rate, warmup: warmup, duration: duration), options: options)
+        try report(result, options: options)
+    }
+}
+
 struct Seed: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "SEEDING: fill a stopped server's data directory with history (for `history --url`).")
@@ -171,6 +190,9 @@ struct Quick: AsyncParsableCommand {
         results.last?.printSummary()
         results.append(try await Scenarios.group(
             .init(members: 300, onlineFraction: 0.1, rate: 30, warmup: 1, duration: 3, quick: true), options: two))
+        results.last?.printSummary()
+        results.append(try await Scenarios.chatroom(
+            .init(members: 200, publishers: 20, rate: 10, warmup: 1, duration: 3, quick: true), options: two))
         results.last?.printSummary()
         let file = try writeResults(results, to: options.output, name: "quick")
         let failed = results.filter { $0.status == "failed" }.map(\.scenario)

@@ -16,6 +16,11 @@ final class LoopDriver {
     let payload: Data
 
     var stats = WorkerStats()
+    /// Chatroom receipts of this loop's members, kept apart from `stats` because there are hundreds
+    /// of thousands a second: delivery latencies, and per message number (numbers count from 0 at
+    /// the start of the load, so flat arrays) how many members got it and when the last one did.
+    var chatroomDeliveries = LatencyHistogram()
+    var chatroomReceipts = ChatroomReceipts()
     var loggedConnectErrors = 0
     private(set) var clients: [BenchClient] = []
     private var chatters: [BenchClient] = []
@@ -53,7 +58,7 @@ final class LoopDriver {
         let client = BenchClient(spec: spec, index: index, driver: self)
         clients.append(client)
         switch spec.role {
-        case .chat, .groupMember(_, sender: true): chatters.append(client)
+        case .chat, .groupMember(_, sender: true), .chatroomMember(_, publisher: _?, _): chatters.append(client)
         case .history: readers.append(client)
         default: break
         }
@@ -144,6 +149,16 @@ final class LoopDriver {
             for client in self.clients { client.expireRequests(olderThan: deadline) }
             self.scheduleSweep()
         }
+    }
+
+    /// `stats` with the chatroom receipts folded in.
+    func collectedStats() -> WorkerStats {
+        var collected = stats
+        if chatroomDeliveries.count > 0 {
+            collected.latencies[.delivery, default: LatencyHistogram()].add(chatroomDeliveries)
+        }
+        chatroomReceipts.fold(into: &collected.chatroom)
+        return collected
     }
 
     /// Requests written and not answered yet.

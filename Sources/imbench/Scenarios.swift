@@ -424,6 +424,155 @@ enum Scenarios {
         }
     }
 
+    // MARK: chatroom
+
+    struct ChatroomParameters: Sendable {
+        /// Members of the room, each one connection (users r0…r(n-1)).
+        var members = 10_000
+        /// Members that publish, sharing the rate (the first ones: r0…r(p-1)).
+        var publishers = 100
+        /// Chatroom messages per second, all publishers together.
+        var rate = 40.0
+        var warmup = 5.0
+        var duration = 30.0
+        var quick = false
+    }
+
+    static let chatroomId = "imbench-room"
+
+    /// One chatroom with `members` online members (one connection each, joined with JOIN_CHATROOM
+    /// and no history), `publishers` of them sending at an aggregate open-loop rate. Every member but
+    /// the publishing session should receive each message the room accepted (not discarded by its
+    /// intake quota) exactly once. Reports publications issued, acknowledged and discarded,
+    /// deliveries per second, the messages delivered to every member, delivery latency (send → push
+    /// read, per member and message) and publish-to-last-recipient latency (per message, the latest
+    /// of its member receipts).
+    static func chatroom(_ p: ChatroomParameters, options: CommonOptions) async throws -> ScenarioResult {
+        var result = ScenarioResult(scenario: "chatroom")
+        result.quick = p.quick
+        guard p.members >= 2, (1...p.members).contains(p.publishers) else {
+            throw BenchError("--members must be at least 2 and --publishers 1…members; got \(p.members) and \(p.publishers)")
+        }
+        let perPublisher = p.rate / Double(p.publishers)
+        // The server's per-client limit (5 messages/s) stays in force: the rate is spread over
+        // enough publishers instead of raising it.
+        guard perPublisher <= 4 else {
+            throw BenchError("\(fmt(p.rate, 0)) messages/s over \(p.publishers) publishers is \(fmt(perPublisher, 1))/s each, over the 4/s imbench allows under the server's limit of 5/s per client: raise --publishers to at least \(Int((p.rate / 4).rounded(.up)))")
+        }
+        let harness = try await Harness.start("chatroom", options: options)
+        do {
+            let users = (0..<p.members).map { "r\($0)" }
+            note("chatroom: registering \(users.count) members")
+            let tokens = try await harness.api.tokens(for: users)
+            let clients = users.indices.map { index in
+                ClientSpec(userId: users[index], token: tokens[index],
+                           role: .chatroomMember(room: chatroomId, publisher: index < p.publishers ? index : nil,
+                                                 publishers: p.publishers))
+            }
+            let baseline = harness.sampleServer()
+            // The publishers have a worker process of their own, so that reading the room's pushes
+            // on thousands of connections never holds their pacer back; the other members are spread
+            // over `--workers` more (at least two: one generator thread reading every delivery would
+            // be a limit of its own).
+            let listeners = Array(clients.dropFirst(p.publishers))
+            let listenerWorkers = max(1, min(harness.workerCount(connections: listeners.count, minimum: 2), listeners.count))
+            var buckets = [Array(clients.prefix(p.publishers))] + [[ClientSpec]](repeating: [], count: listenerWorkers)
+            for (index, client) in listeners.enumerated() { buckets[1 + index % listenerWorkers].append(client) }
+            let pool = try harness.launchWorkers(buckets: buckets, template: harness.jobTemplate(chatRatePerClient: perPublisher))
+            let setupStart = monotonicNanos()
+            let (connected, failed) = try await pool.waitReady()
+            let setupSeconds = Double(monotonicNanos() - setupStart) / 1e9
+            note("chatroom: \(connected) members connected (\(failed) failed) and joined the room in \(pool.count) worker(s), \(fmt(setupSeconds, 1)) s; \(p.publishers) of them publish \(fmt(p.rate, 0)) msg/s together for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
+            let (measured, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
+            var stats = measured
+            await pool.exit()
+            await harness.finish()
+
+            // Per message: did every member but the sender get it, and when did the last one?
+            let recipients = max(0, connected - 1)
+            let tally = stats.chatroom
+            var complete = 0, incomplete = 0, discardedDelivered = 0, unknownDelivered = 0, unanswered = 0, refused = 0
+            var missing = 0
+            for publication in tally.publications.values {
+                let receipts = tally.receipts[publication.number]
+                switch publication.outcome {
+                case .acked:
+                    let got = receipts?.members ?? 0
+                    if got == recipients, let receipts {
+                        complete += 1
+                        stats.record(.lastRecipient, nanos: receipts.lastAt &- publication.sentAt)
+                    } else {
+                        incomplete += 1
+                        missing += max(0, recipients - got)
+                    }
+                case .discarded:
+                    if let receipts { discardedDelivered += receipts.members }
+                case .pending: unanswered += 1
+                case .refused: refused += 1
+                }
+            }
+            for number in tally.receipts.keys where tally.publications[number] == nil { unknownDelivered += 1 }
+
+            result.run = ["members": "\(p.members)", "publishers": "\(p.publishers)", "targetRatePerSecond": fmt(p.rate, 0),
+                          "perPublisherPerSecond": fmt(perPublisher, 3), "warmupSeconds": fmt(p.warmup, 0),
+                          "durationSeconds": fmt(p.duration, 0), "payloadBytes": "\(options.payloadBytes)", "room": chatroomId]
+            result.take(stats)
+            result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
+            result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            result.figures["connected"] = Double(connected)
+            // Each join's reply carries the room's member count then; the last join saw them all.
+            let roomMembers = stats.roomMembersAtJoin
+            result.figures["roomMembersAtLastJoin"] = Double(roomMembers)
+            result.figures["setupSeconds"] = rounded(setupSeconds, 2)
+            result.figures["publishedPerSecond"] = rounded(Double(stats[.sent]) / p.duration, 1)
+            result.figures["ackedPerSecond"] = rounded(Double(stats[.acked]) / p.duration, 1)
+            result.figures["discardedPerSecond"] = rounded(Double(stats[.discarded]) / p.duration, 1)
+            result.figures["discarded"] = Double(stats[.discarded])
+            result.figures["answersArrivingPerSecond"] = rounded(Double(stats[.ackedArrivingInWindow]) / p.duration, 1)
+            result.figures["unanswered"] = Double(unanswered)
+            result.figures["refused"] = Double(refused)
+            result.figures["deliveredPerSecond"] = rounded(Double(stats[.delivered]) / p.duration, 1)
+            result.figures["deliveriesArrivingPerSecond"] = rounded(Double(stats[.pushesArrivingInWindow]) / p.duration, 1)
+            result.figures["deliveriesExpected"] = Double(stats[.acked] * recipients)
+            result.figures["deliveriesMissing"] = Double(missing)
+            result.figures["deliveriesDuplicate"] = Double(stats[.duplicateDeliveries])
+            result.figures["messagesDeliveredInFull"] = Double(complete)
+            result.figures["messagesIncomplete"] = Double(incomplete)
+            result.figures["fullyDeliveredPerSecond"] = rounded(Double(complete) / p.duration, 1)
+            if stats[.chatroomFrames] > 0 {
+                result.figures["messagesPerPushFrame"] = rounded(Double(stats[.pushes]) / Double(stats[.chatroomFrames]), 2)
+            }
+            if connected != clients.count { result.problems.append("\(connected) of \(clients.count) members connected and joined") }
+            if roomMembers != connected {
+                result.problems.append("the server counted \(roomMembers) members in the room at the last join, \(connected) joined")
+            }
+            if stats[.sent] == 0 { result.problems.append("nothing was sent") }
+            if stats[.duplicateDeliveries] > 0 { result.problems.append("\(stats[.duplicateDeliveries]) deliveries were duplicates (a member received a message more than once)") }
+            if stats[.ownMessagePushed] > 0 { result.problems.append("\(stats[.ownMessagePushed]) messages were pushed back to the session that sent them") }
+            if discardedDelivered > 0 { result.problems.append("\(discardedDelivered) deliveries of messages the room said it discarded") }
+            if unknownDelivered > 0 { result.problems.append("\(unknownDelivered) messages were received that no publisher sent in the window") }
+            if incomplete > 0 {
+                result.problems.append("\(incomplete) acknowledged messages did not reach every member: \(missing) deliveries missing of \(stats[.acked] * recipients)")
+            }
+            if unanswered + refused > 0 {
+                let text = "\(unanswered) messages unanswered after \(fmt(options.requestTimeout, 0)) s, \(refused) refused"
+                if p.quick { result.problems.append(text) } else { result.notes.append(text) }
+            }
+            let target = Int(p.rate * p.duration)
+            if stats[.sent] < target * 99 / 100 {
+                result.notes.append("the generator issued \(stats[.sent]) of the \(target) messages the rate asks for in the window (\(stats[.pacerSkipped]) skipped by its pacer): the box was too busy to keep the open loop")
+            }
+            if p.quick && stats[.discarded] > 0 {
+                result.problems.append("\(stats[.discarded]) messages were discarded by the room's intake quota at \(fmt(p.rate, 0))/s")
+            }
+            check(&result)
+            return result
+        } catch {
+            await harness.finish()
+            throw error
+        }
+    }
+
     // MARK: shared
 
     /// Starts the load, samples the server at the window's ends, stops and collects.

@@ -48,8 +48,11 @@ enum Latency: String, Codable, CodingKeyRepresentable, CaseIterable, Sendable {
     /// SEND_MESSAGE written → its reply (the message is committed).
     case ack
     /// SEND_MESSAGE written by the sender → MESSAGE push read by the recipient (in a group: by each
-    /// online member).
+    /// online member; in a chatroom: the CHATROOM_MESSAGES push carrying it, by each member).
     case delivery
+    /// Chatroom: SEND_MESSAGE written → the push read by the message's last recipient, one sample per
+    /// message delivered to every member (computed by the coordinator from `ChatroomTally`).
+    case lastRecipient
     /// PING written → its reply.
     case ping
     /// HISTORY written → its reply.
@@ -76,6 +79,9 @@ enum Counter: String, Codable, CodingKeyRepresentable, CaseIterable, Sendable {
     /// Group messages sent inside the window that a member received more than once (each extra copy
     /// counts), and that came back to the session that sent them (it should get the reply only).
     case duplicateDeliveries, ownMessagePushed
+    /// Chatroom messages sent inside the window that the room's intake quota discarded (the reply
+    /// says `discarded`), and CHATROOM_MESSAGES frames received (each carries one or more messages).
+    case discarded, chatroomFrames
     /// Messages received through SYNC pages.
     case syncedMessages
     case historyPages, historyMessages
@@ -97,6 +103,10 @@ struct WorkerStats: Codable, Sendable {
     var stormLastDone: UInt64 = 0
     /// CPU seconds the worker process used inside the measured window.
     var cpuSeconds: Double = 0
+    /// Chatroom messages sent inside the window, and their receipts per message.
+    var chatroom = ChatroomTally()
+    /// The largest member count a JOIN_CHATROOM reply reported.
+    var roomMembersAtJoin = 0
 
     mutating func record(_ latency: Latency, nanos: UInt64) {
         latencies[latency, default: LatencyHistogram()].record(nanos: nanos)
@@ -119,10 +129,124 @@ struct WorkerStats: Codable, Sendable {
         stormFirstStart = min(stormFirstStart, other.stormFirstStart)
         stormLastDone = max(stormLastDone, other.stormLastDone)
         cpuSeconds += other.cpuSeconds
+        chatroom.add(other.chatroom)
+        roomMembersAtJoin = max(roomMembersAtJoin, other.roomMembersAtJoin)
     }
 
     func summary(_ latency: Latency) -> LatencySummary? {
         latencies[latency].map(\.summary)
+    }
+}
+
+/// Chatroom receipts of one event loop's members, indexed by message number.
+struct ChatroomReceipts {
+    private var members: [Int32] = []
+    private var sentAt: [UInt64] = []
+    private var lastAt: [UInt64] = []
+
+    mutating func received(_ number: UInt64, sentAt sent: UInt64, at now: UInt64) {
+        let index = Int(number)
+        if index >= members.count {
+            let grow = max(index + 1 - members.count, 1024)
+            members.append(contentsOf: repeatElement(0, count: grow))
+            sentAt.append(contentsOf: repeatElement(0, count: grow))
+            lastAt.append(contentsOf: repeatElement(0, count: grow))
+        }
+        members[index] += 1
+        sentAt[index] = sent
+        if now > lastAt[index] { lastAt[index] = now }
+    }
+
+    func fold(into tally: inout ChatroomTally) {
+        for index in members.indices where members[index] > 0 {
+            tally.received(UInt64(index), sentAt: sentAt[index], members: Int(members[index]), lastAt: lastAt[index])
+        }
+    }
+}
+
+/// The chatroom messages sent inside the measured window, by message number: what became of each
+/// (from its sender) and, summed over the members, how many members received it and when the last
+/// of them did. Its size is bounded by the messages of the window, whatever the number of members,
+/// and it is exact: the coordinator merges the workers' tallies (counts add up, last receipts take
+/// the maximum) and so knows, per message, whether every member got it and when the last one did.
+struct ChatroomTally: Codable, Sendable {
+    enum Outcome: String, Codable, Sendable {
+        /// Sent, not answered (yet, or ever: a timeout).
+        case pending
+        case acked
+        /// Answered, but dropped by the room's intake quota: no member may receive it.
+        case discarded
+        /// Answered with an error code.
+        case refused
+    }
+
+    struct Publication: Codable, Sendable {
+        var number: UInt64
+        var sentAt: UInt64
+        var outcome: Outcome
+    }
+
+    struct Receipts: Codable, Sendable {
+        var number: UInt64
+        var sentAt: UInt64
+        /// Members that received the message (a second copy to the same member is not counted here
+        /// but as a duplicate).
+        var members: Int
+        /// When the last of them read it (monotonic ns).
+        var lastAt: UInt64
+    }
+
+    private(set) var publications: [UInt64: Publication] = [:]
+    private(set) var receipts: [UInt64: Receipts] = [:]
+
+    init() {}
+
+    mutating func published(_ number: UInt64, at sentAt: UInt64) {
+        publications[number] = Publication(number: number, sentAt: sentAt, outcome: .pending)
+    }
+
+    mutating func answered(_ number: UInt64, _ outcome: Outcome) {
+        publications[number]?.outcome = outcome
+    }
+
+    /// Adds `members` receipts of a message, the last of them at `lastAt`.
+    mutating func received(_ number: UInt64, sentAt: UInt64, members: Int, lastAt: UInt64) {
+        if var entry = receipts[number] {
+            entry.members += members
+            entry.lastAt = max(entry.lastAt, lastAt)
+            receipts[number] = entry
+        } else {
+            receipts[number] = Receipts(number: number, sentAt: sentAt, members: members, lastAt: lastAt)
+        }
+    }
+
+    mutating func add(_ other: ChatroomTally) {
+        for (number, publication) in other.publications { publications[number] = publication }
+        for (number, entry) in other.receipts {
+            if var mine = receipts[number] {
+                mine.members += entry.members
+                mine.lastAt = max(mine.lastAt, entry.lastAt)
+                receipts[number] = mine
+            } else {
+                receipts[number] = entry
+            }
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey { case publications, receipts }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        for publication in try container.decode([Publication].self, forKey: .publications) {
+            publications[publication.number] = publication
+        }
+        for entry in try container.decode([Receipts].self, forKey: .receipts) { receipts[entry.number] = entry }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(publications.values.sorted { $0.number < $1.number }, forKey: .publications)
+        try container.encode(receipts.values.sorted { $0.number < $1.number }, forKey: .receipts)
     }
 }
 

@@ -150,7 +150,7 @@ final class Worker: Sendable {
         }
         var total = WorkerStats()
         for driver in drivers {
-            if let stats = try? await driver.eventLoop.submit({ driver.value.stats }).get() {
+            if let stats = try? await driver.eventLoop.submit({ driver.value.collectedStats() }).get() {
                 total.add(stats)
             }
         }

@@ -14,10 +14,15 @@ final class WorkerPool {
     /// Spreads the clients over `count` workers (client i to worker i % count) and starts them.
     /// Worker w binds its connections to 127.0.0.(2+w) unless `sourceAddresses` lists addresses to
     /// share, so each worker has an address's 28,000 ephemeral ports to itself.
-    init(clients: [ClientSpec], count: Int, template: WorkerJob, sourceAddresses: [String]?) throws {
+    convenience init(clients: [ClientSpec], count: Int, template: WorkerJob, sourceAddresses: [String]?) throws {
         let count = max(1, min(count, max(1, clients.count)))
         var buckets = [[ClientSpec]](repeating: [], count: count)
         for (index, client) in clients.enumerated() { buckets[index % count].append(client) }
+        try self.init(buckets: buckets, template: template, sourceAddresses: sourceAddresses)
+    }
+
+    /// Starts one worker per bucket of clients (worker w gets bucket w).
+    init(buckets: [[ClientSpec]], template: WorkerJob, sourceAddresses: [String]?) throws {
         for (index, bucket) in buckets.enumerated() {
             var job = template
             job.workerIndex = index

@@ -12,6 +12,11 @@ enum ClientRole: Codable, Sendable, Equatable {
     /// An online member of the group `group`: receives every member's messages there and, if
     /// `sender`, sends group messages at the worker's per-client chat rate.
     case groupMember(group: String, sender: Bool)
+    /// A member of the chatroom `room`: joins it (JOIN_CHATROOM, no history) once synced, receives
+    /// its CHATROOM_MESSAGES and, if `publisher` (0..<publishers) is set, sends chatroom messages at
+    /// the worker's per-client chat rate. Publisher p's n-th message is number n × publishers + p,
+    /// written into its client message id, so every member can tell the messages apart.
+    case chatroomMember(room: String, publisher: Int?, publishers: Int)
     /// Connects only when the load starts (connect-storm), then syncs and holds.
     case storm
     /// Before the load starts, sends `perTarget` messages to each target (offline messages for the

@@ -8,7 +8,7 @@ import IMCore
 /// The Server API: RongCloud's HTTP API for an app's backend, on the same wire format
 /// (spec/server-api.md): `POST /<path>.json`, signed with App-Key / Nonce / Timestamp / Signature.
 struct ServerAPI: Sendable {
-    typealias Context = BasicWebSocketRequestContext
+    typealias Context = IMRequestContext
 
     let core: ServerCore
 

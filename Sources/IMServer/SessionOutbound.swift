@@ -1,0 +1,229 @@
+import NIOCore
+import Synchronization
+
+/// One frame for a client, as WebSocket bytes: the binary message's header and the protobuf
+/// `Frame`. It is encoded once, so a push for many sessions is one buffer shared by all of them.
+struct OutboundFrame: Sendable {
+    let bytes: ByteBuffer
+
+    /// A server-to-client binary message (RFC 6455 §5.2: FIN, opcode 2, unmasked) carrying `payload`.
+    init(_ payload: [UInt8]) {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(payload.count + 10)
+        buffer.writeInteger(UInt8(0x82))
+        switch payload.count {
+        case ..<126:
+            buffer.writeInteger(UInt8(payload.count))
+        case ..<65_536:
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(payload.count))
+        default:
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(payload.count))
+        }
+        buffer.writeBytes(payload)
+        bytes = buffer
+    }
+}
+
+/// A session's way out: the frames queued for one WebSocket connection, written to its socket on
+/// the channel's event loop.
+///
+/// Queuing never blocks. The first frame queued while no write is pending schedules one task on the
+/// event loop; that task writes every frame queued by then and flushes once, so a connection that
+/// gets a burst costs one event-loop task and one `write` instead of one of each per frame. Frames
+/// are written through `SessionWriteHandler`, first in the channel's pipeline, as ready WebSocket
+/// bytes: they skip the WebSocket encoder and the handlers of Hummingbird's async channel, whose
+/// own frames (close, pong) still go through them and pass this handler unchanged.
+///
+/// While the socket does not take more (the channel is not writable) frames wait here; a
+/// connection with `maxQueuedFrames` waiting is a slow reader and is closed. After `finish`, the
+/// frames already queued are written regardless, and then `finished()` returns, for the gateway to
+/// close the WebSocket.
+final class SessionOutbound: Sendable {
+    /// The channel's event loop, kept to group sessions by loop (`Batch`).
+    let eventLoop: any EventLoop
+    private let loopId: ObjectIdentifier
+    private let writer: NIOLoopBound<SessionWriteHandler>
+    private let maxQueuedFrames: Int
+    private let state = Mutex(State())
+
+    private struct State {
+        /// Frames waiting for the next write (or for the socket to take more).
+        var pending: [ByteBuffer] = []
+        var writeScheduled = false
+        /// No frame is accepted any more.
+        var finishing = false
+        /// The last frames have been handed to the channel.
+        var done = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    /// What `enqueue` did with a frame.
+    enum Outcome {
+        case queued
+        /// The connection is closing: the frame was dropped.
+        case closed
+        /// The queue was full: the frame was dropped and the connection is closing as a slow reader.
+        case slowReader
+    }
+
+    /// Puts the session's write handler first in the channel's pipeline.
+    static func attach(to channel: any Channel, maxQueuedFrames: Int) async throws -> SessionOutbound {
+        try await channel.eventLoop.submit {
+            let handler = SessionWriteHandler()
+            let outbound = SessionOutbound(writer: NIOLoopBound(handler, eventLoop: channel.eventLoop), maxQueuedFrames: maxQueuedFrames)
+            handler.outbound = outbound
+            try channel.pipeline.syncOperations.addHandler(handler, position: .first)
+            return outbound
+        }.get()
+    }
+
+    private init(writer: NIOLoopBound<SessionWriteHandler>, maxQueuedFrames: Int) {
+        self.eventLoop = writer.eventLoop
+        self.loopId = ObjectIdentifier(writer.eventLoop)
+        self.writer = writer
+        self.maxQueuedFrames = maxQueuedFrames
+    }
+
+    var isFinishing: Bool { state.withLock { $0.finishing } }
+
+    /// Queues a frame for the connection.
+    func enqueue(_ frame: OutboundFrame) -> Outcome {
+        let (outcome, schedule) = queue(frame)
+        if schedule { eventLoop.execute { self.writePending() } }
+        return outcome
+    }
+
+    /// Queues a frame; returns whether the caller must have `writePending` run on the event loop.
+    private func queue(_ frame: OutboundFrame) -> (Outcome, Bool) {
+        state.withLock { state -> (Outcome, Bool) in
+            guard !state.finishing else { return (.closed, false) }
+            if state.pending.count >= maxQueuedFrames {
+                state.finishing = true
+                return (.slowReader, scheduleWrite(&state))
+            }
+            state.pending.append(frame.bytes)
+            return (.queued, scheduleWrite(&state))
+        }
+    }
+
+    /// Accepts no more frames; those already queued are still written.
+    func finish() {
+        let schedule = state.withLock { state -> Bool in
+            guard !state.finishing else { return false }
+            state.finishing = true
+            return scheduleWrite(&state)
+        }
+        if schedule { eventLoop.execute { self.writePending() } }
+    }
+
+    /// Returns once `finish` was called and every frame queued before it has been handed to the
+    /// channel.
+    func finished() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.done { return true }
+                state.waiter = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    private func scheduleWrite(_ state: inout State) -> Bool {
+        guard !state.writeScheduled else { return false }
+        state.writeScheduled = true
+        return true
+    }
+
+    /// On the event loop: writes what is queued and flushes once; while the socket takes no more,
+    /// the frames stay queued (the handler calls again when it does), unless the session is ending.
+    fileprivate func writePending() {
+        let handler = writer.value
+        let writable = handler.isWritable
+        let (frames, waiter) = state.withLock { state -> ([ByteBuffer], CheckedContinuation<Void, Never>?) in
+            state.writeScheduled = false
+            guard writable || state.finishing else { return ([], nil) }
+            let frames = state.pending
+            state.pending = []
+            guard state.finishing, !state.done else { return (frames, nil) }
+            state.done = true
+            defer { state.waiter = nil }
+            return (frames, state.waiter)
+        }
+        if !frames.isEmpty { handler.write(frames) }
+        waiter?.resume()
+    }
+
+    /// Frames for many sessions at once (a chatroom round): the writes are grouped by event loop, one
+    /// task per loop instead of one per connection, and `write()` returns when every loop has run
+    /// its task, i.e. when the batch's frames have been handed to their sockets (or are waiting for
+    /// a socket that takes no more).
+    struct Batch {
+        private var loops: [(id: ObjectIdentifier, loop: any EventLoop, outbounds: [SessionOutbound])] = []
+
+        init() {}
+
+        /// Queues a frame for a session (the session's rules apply: a closed session drops it, a
+        /// full queue closes it as a slow reader).
+        mutating func add(_ frame: OutboundFrame, for session: ClientSession) {
+            let outbound = session.outbound
+            let (_, schedule) = outbound.queue(frame)
+            let index = loops.firstIndex { $0.id == outbound.loopId } ?? {
+                loops.append((outbound.loopId, outbound.eventLoop, []))
+                return loops.count - 1
+            }()
+            // Without `schedule` a write is pending already (it also ends a slow reader's queue).
+            if schedule { loops[index].outbounds.append(outbound) }
+        }
+
+        /// Writes the batch: one task per event loop (a loop whose sessions all had a write pending
+        /// already still gets one, so that returning means their frames are written too).
+        func write() async {
+            let tasks = loops.map { entry in
+                entry.loop.submit { for outbound in entry.outbounds { outbound.writePending() } }
+            }
+            for task in tasks { try? await task.get() }
+        }
+    }
+}
+
+/// The first handler of a session's channel pipeline (next to the socket): writes the session's
+/// ready WebSocket bytes and tells the session when the socket takes more. Everything else passes
+/// through unchanged. Used on the channel's event loop only.
+final class SessionWriteHandler: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private var context: ChannelHandlerContext?
+    /// The session's queue (which holds this handler in turn, until the channel drops the handler).
+    var outbound: SessionOutbound?
+    /// Whether the socket takes more, as the channel last said (false once the handler is removed).
+    private(set) var isWritable = false
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        isWritable = context.channel.isWritable
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        isWritable = false
+        outbound = nil
+    }
+
+    /// Writes frames and flushes once (a channel that is closed drops them).
+    func write(_ frames: [ByteBuffer]) {
+        guard let context else { return }
+        for frame in frames { context.write(wrapOutboundOut(frame), promise: nil) }
+        context.flush()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        isWritable = context.channel.isWritable
+        if isWritable { outbound?.writePending() }
+        context.fireChannelWritabilityChanged()
+    }
+}
