@@ -36,6 +36,30 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// 「当前用户在群组中已被禁言」: the sender is muted in the group (spec/group-chatroom.md Part C).
     public static let mutedInGroup = ErrorCode(22408)
 
+    // Ultra groups (RongCloud's RCErrorCode 24401-24416, 34022, 34024, 20114-20116).
+    /// 「超级群参数错误」: a bad ultra group, channel or user group parameter.
+    public static let ultraGroupParameterInvalid = ErrorCode(24403)
+    /// 「非超级群成员」: the user is not a member of the ultra group.
+    public static let notInUltraGroup = ErrorCode(24406)
+    /// 「超级群成员禁言」: the user is muted in the ultra group or channel.
+    public static let mutedInUltraGroup = ErrorCode(24408)
+    /// 「超级群不存在」: no ultra group with this id.
+    public static let ultraGroupNotFound = ErrorCode(24410)
+    /// 「超级群成员超限制」: a user group holds at most 100 users, an ultra group 50 user groups.
+    public static let ultraGroupMembersExceeded = ErrorCode(24411)
+    /// 「用户加入超级群数量超限」: a user belongs to at most 100 ultra groups.
+    public static let ultraGroupCountExceeded = ErrorCode(24412)
+    /// 「创建超级群频道，频道数超限」: an ultra group has at most 50 channels.
+    public static let ultraGroupChannelsExceeded = ErrorCode(24413)
+    /// 「超级群频道 ID 不存在」: the channel does not exist in the ultra group.
+    public static let ultraGroupChannelNotFound = ErrorCode(24414)
+    /// 「用户不在超级群私有频道中」: the channel is private and the user is not on its list.
+    public static let notInPrivateChannel = ErrorCode(24416)
+    /// 「该接口不支持超级群会话」: the call does not take ultra group conversations.
+    public static let ultraGroupNotSupported = ErrorCode(34022)
+    /// 「消息不支持修改」: only the sender's own ultra group messages kept in history can be modified.
+    public static let messageNotModifiable = ErrorCode(20116)
+
     // Connection.
     /// 「当前用户不在聊天室中」: the sender (this device) has not joined the chatroom.
     public static let notInChatroom = ErrorCode(23406)

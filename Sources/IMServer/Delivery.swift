@@ -10,11 +10,13 @@ import Logging
 public final class Delivery: Sendable {
     private let registry: SessionRegistry
     private let rosters: GroupRosters
+    private let ultraGroups: UltraGroupRosters
     private let logger: Logger
 
-    init(registry: SessionRegistry, rosters: GroupRosters, logger: Logger) {
+    init(registry: SessionRegistry, rosters: GroupRosters, ultraGroups: UltraGroupRosters, logger: Logger) {
         self.registry = registry
         self.rosters = rosters
+        self.ultraGroups = ultraGroups
         self.logger = logger
     }
 
@@ -32,6 +34,9 @@ public final class Delivery: Sendable {
     private func groupSessions(_ message: StoredMessage) async -> [(session: ClientSession, joinedSeq: UInt64)]? {
         for attempt in 1...3 {
             do {
+                if message.conversationType == .ultraGroup {
+                    return try await ultraGroups.onlineSessions(appId: message.appId, groupId: message.targetId, channelId: message.channelId)
+                }
                 return try await rosters.onlineSessions(appId: message.appId, groupId: message.targetId)
             } catch {
                 if attempt == 3 {
@@ -46,8 +51,11 @@ public final class Delivery: Sendable {
     func deliver(_ message: StoredMessage, origin: String) async {
         let frame = OutboundFrame(message.pushFrame())   // encoded once, shared by every session
         switch message.conversationType {
-        case .group:
+        case .group, .ultraGroup:
             guard let sessions = await groupSessions(message) else { return }
+            // Ultra group messages never come through offline sync, so a session still syncing must
+            // not drop them as covered by its sync (seq 0 is released whatever the watermark).
+            let heldSeq = message.conversationType == .ultraGroup ? 0 : message.seq
             let directed = message.directedUserIds.isEmpty ? nil : Set(message.directedUserIds)
             for (session, joinedSeq) in sessions where session.id != origin {
                 // A member who joined after this message was committed syncs from their joining.
@@ -57,7 +65,7 @@ public final class Delivery: Sendable {
                 } else if let directed, !directed.contains(session.userId) {
                     continue
                 }
-                session.deliver(seq: message.seq, frame: frame)
+                session.deliver(seq: heldSeq, frame: frame)
             }
         default:
             if message.targetId == StoredMessage.everyone {

@@ -134,8 +134,23 @@ struct Gateway: Sendable {
                 return
             case .history:
                 let request = try body(Im_HistoryRequest.self, of: frame)
-                async let reading = core.sync.history(request, for: session)
+                if request.conversationType == Int32(ConversationType.ultraGroup.rawValue) {
+                    async let reading = core.ultraGroups.history(request, for: session)
+                    reply = try FrameCodec.reply(to: frame, try await reading)
+                } else {
+                    async let reading = core.sync.history(request, for: session)
+                    reply = try FrameCodec.reply(to: frame, try await reading)
+                }
+            case .ultraGroupSummary:
+                let request = try body(Im_UltraGroupSummaryRequest.self, of: frame)
+                async let reading = core.ultraGroups.summary(request, for: session)
                 reply = try FrameCodec.reply(to: frame, try await reading)
+            case .ultraGroupRead:
+                let request = try body(Im_UltraGroupReadRequest.self, of: frame)
+                reply = try FrameCodec.reply(to: frame, try await core.ultraGroups.markRead(request, from: session))
+            case .modifyMessage:
+                let request = try body(Im_ModifyMessageRequest.self, of: frame)
+                reply = try FrameCodec.reply(to: frame, try await core.ultraGroups.modify(request, from: session))
             case .readReceiptRequest:
                 try await core.groups.requestReceipts(try body(Im_ReadReceiptRequest.self, of: frame), from: session)
                 reply = FrameCodec.emptyReply(to: frame)

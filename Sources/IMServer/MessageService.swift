@@ -25,12 +25,15 @@ public final class MessageService: Sendable {
     private let directory: UserDirectory
     private let words: SensitiveWordFilter
     private let rosters: GroupRosters
+    private let ultraGroups: UltraGroupRosters
     private let chatrooms: ChatroomService
     private let uids = MessageUIDGenerator()
 
     init(log: MessageLog, delivery: Delivery, clock: any WallClock, config: ServerConfig,
-         directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters, chatrooms: ChatroomService) {
+         directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters, ultraGroups: UltraGroupRosters,
+         chatrooms: ChatroomService) {
         self.log = log
+        self.ultraGroups = ultraGroups
         self.chatrooms = chatrooms
         self.rosters = rosters
         self.delivery = delivery
@@ -49,7 +52,13 @@ public final class MessageService: Sendable {
         if message.conversationType == .chatroom {
             return try await sendToChatroom(message, from: session)
         }
-        if message.conversationType == .group {
+        if message.conversationType == .ultraGroup {
+            let roster = try await ultraGroups.checkSender(appId: message.appId, groupId: message.targetId, channelId: message.channelId,
+                                                           userId: message.senderId, now: clock.nowMilliseconds())
+            if let outsider = message.directedUserIds.first(where: { roster.members[$0] == nil }) {
+                throw IMError(.invalidParameter, "user \(outsider) is not a member of ultra group \(message.targetId): a directional message goes to members only")
+            }
+        } else if message.conversationType == .group {
             let roster = try await rosters.checkSender(appId: message.appId, groupId: message.targetId, userId: message.senderId,
                                                        now: clock.nowMilliseconds())
             if let outsider = message.directedUserIds.first(where: { roster.members[$0] == nil }) {
@@ -210,8 +219,11 @@ public final class MessageService: Sendable {
         }
         // A read status may be about a system conversation; it goes to the user's own devices.
         let readStatus = request.objectName == SyncReadStatusMessage.objectName
-        guard type == .private || type == .group || type == .chatroom || (readStatus && type == .system) else {
-            throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1), group (3) and chatroom (4) conversations are supported")
+        guard type == .private || type == .group || type == .chatroom || type == .ultraGroup || (readStatus && type == .system) else {
+            throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1), group (3), chatroom (4) and ultra group (10) conversations are supported")
+        }
+        if type == .ultraGroup, !request.channelID.isEmpty, !UltraGroupLimits.isValidChannelId(request.channelID) {
+            throw IMError(.ultraGroupParameterInvalid, "channel id '\(request.channelID.prefix(40))' is invalid: use 1 to \(UltraGroupLimits.maxChannelIdLength) letters and digits, or none for \(UltraGroupLimits.defaultChannelId)")
         }
         if type == .chatroom, !ChatroomID.isValid(request.targetID) {
             throw IMError(.chatroomParameterInvalid, "chatroom id '\(request.targetID.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
@@ -226,8 +238,8 @@ public final class MessageService: Sendable {
             }
         }
         if !request.directedUserIds.isEmpty {
-            guard type == .group else {
-                throw IMError(.invalidParameter, "directional messages are sent to groups; a private message already has one recipient")
+            guard type == .group || type == .ultraGroup else {
+                throw IMError(.invalidParameter, "directional messages are sent to groups and ultra groups; a private message already has one recipient")
             }
             guard request.directedUserIds.count <= GroupLimits.maxDirectedUsers else {
                 throw IMError(.invalidParameter, "a directional message names at most \(GroupLimits.maxDirectedUsers) members, got \(request.directedUserIds.count)")
@@ -265,18 +277,28 @@ public final class MessageService: Sendable {
                 flags: .none, clientMessageId: request.clientMessageID)
         }
         let key: String
+        var channelId = request.channelID
+        var mentions = MessageMentions()
         switch type {
         case .group: key = groupConversationKey(request.targetID)
         case .chatroom: key = request.targetID
+        case .ultraGroup:
+            channelId = UltraGroupLimits.effectiveChannel(request.channelID)
+            key = ultraGroupConversationKey(request.targetID, channelId)
+            if let object = try? JSONDecoder().decode([String: JSONValue].self, from: request.content) {
+                mentions = MessageMentions(content: object)
+            }
         default: key = privateConversationKey(session.userId, request.targetID)
         }
-        return StoredMessage(
+        var message = StoredMessage(
             appId: session.appId, conversationType: type, conversationKey: key,
             targetId: request.targetID, senderId: session.userId, objectName: request.objectName,
             content: request.content, flags: PersistentFlag(rawValue: request.flags),
             clientMessageId: request.clientMessageID, pushContent: request.pushContent,
             pushData: request.pushData, disableNotification: request.disableNotification,
             canIncludeExpansion: request.canIncludeExpansion, expansion: request.expansion,
-            channelId: request.channelID, directedUserIds: Array(Set(request.directedUserIds)).sorted())
+            channelId: channelId, directedUserIds: Array(Set(request.directedUserIds)).sorted())
+        message.mentions = mentions
+        return message
     }
 }

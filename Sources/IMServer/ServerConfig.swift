@@ -69,6 +69,12 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var chatroomMaxMembers: Int = 0
     /// Chatroom messages per second one app may publish through the Server API (each room counts).
     public var chatroomPublishPerSecond: Int = ChatroomLimits.serverMessagesPerSecond
+    /// Days ultra group history is kept (RongCloud's default is 7).
+    public var ultraGroupHistoryRetentionDays: Int = UltraGroupLimits.defaultHistoryRetentionDays
+    /// Whether a new ultra group member reads the history sent before they joined (off by default).
+    public var ultraGroupPreJoinHistory: Bool = false
+    /// Ultra group messages per second one app may publish through the Server API.
+    public var ultraGroupPublishPerSecond: Int = UltraGroupLimits.serverMessagesPerSecond
 
     public init() {}
 
@@ -93,9 +99,10 @@ public struct ServerConfig: Sendable, Codable, Equatable {
             throw fail("chatroomIdleDestroyMinutes must be 1...\(ChatroomLimits.maxIdleDestroyMinutes), got \(chatroomIdleDestroyMinutes)")
         }
         guard chatroomHistoryRetentionDays >= 1 else { throw fail("chatroomHistoryRetentionDays must be at least 1") }
+        guard ultraGroupHistoryRetentionDays >= 1 else { throw fail("ultraGroupHistoryRetentionDays must be at least 1, got \(ultraGroupHistoryRetentionDays)") }
         guard chatroomMaxMembers >= 0 else { throw fail("chatroomMaxMembers must not be negative (0 means no limit)") }
         guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0, groupPublishPerSecond >= 0,
-              chatroomPublishPerSecond >= 0 else {
+              chatroomPublishPerSecond >= 0, ultraGroupPublishPerSecond >= 0 else {
             throw fail("Server API rate limits must not be negative (0 turns a limit off)")
         }
     }
@@ -131,6 +138,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = try int("IMSERVER_CHATROOM_HISTORY_RETENTION_DAYS") { chatroomHistoryRetentionDays = value }
         if let value = bool("IMSERVER_CHATROOM_ENTRIES_ENABLED") { chatroomEntriesEnabled = value }
         if let value = try int("IMSERVER_CHATROOM_MAX_MEMBERS") { chatroomMaxMembers = value }
+        if let value = try int("IMSERVER_ULTRA_GROUP_HISTORY_RETENTION_DAYS") { ultraGroupHistoryRetentionDays = value }
+        if let value = bool("IMSERVER_ULTRA_GROUP_PRE_JOIN_HISTORY") { ultraGroupPreJoinHistory = value }
+        if let value = try int("IMSERVER_ULTRA_GROUP_PUBLISH_PER_SECOND") { ultraGroupPublishPerSecond = value }
     }
 
     /// Reads a JSON config file; keys are the property names above.
@@ -154,7 +164,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
              apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory, recallWindowSeconds,
              groupPublishPerSecond, chatroomMultipleRooms, chatroomIdleDestroyMinutes, chatroomHistoryEnabled,
-             chatroomHistoryRetentionDays, chatroomEntriesEnabled, chatroomMaxMembers, chatroomPublishPerSecond
+             chatroomHistoryRetentionDays, chatroomEntriesEnabled, chatroomMaxMembers, chatroomPublishPerSecond,
+             ultraGroupHistoryRetentionDays, ultraGroupPreJoinHistory, ultraGroupPublishPerSecond
     }
 
     public init(from decoder: any Decoder) throws {
@@ -190,5 +201,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         chatroomEntriesEnabled = try c.decodeIfPresent(Bool.self, forKey: .chatroomEntriesEnabled) ?? d.chatroomEntriesEnabled
         chatroomMaxMembers = try c.decodeIfPresent(Int.self, forKey: .chatroomMaxMembers) ?? d.chatroomMaxMembers
         chatroomPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .chatroomPublishPerSecond) ?? d.chatroomPublishPerSecond
+        ultraGroupHistoryRetentionDays = try c.decodeIfPresent(Int.self, forKey: .ultraGroupHistoryRetentionDays) ?? d.ultraGroupHistoryRetentionDays
+        ultraGroupPreJoinHistory = try c.decodeIfPresent(Bool.self, forKey: .ultraGroupPreJoinHistory) ?? d.ultraGroupPreJoinHistory
+        ultraGroupPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .ultraGroupPublishPerSecond) ?? d.ultraGroupPublishPerSecond
     }
 }

@@ -23,6 +23,7 @@ public final class ServerCore: Sendable {
     public let apiLimits: APIRateLimiter
     public let conversationState: ConversationStateService
     public let chatrooms: ChatroomService
+    public let ultraGroups: UltraGroupService
 
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger) {
         self.config = config
@@ -31,7 +32,8 @@ public final class ServerCore: Sendable {
         self.logger = logger
         self.apps = AppRegistry(store: store)
         let rosters = GroupRosters(store: store, registry: registry)
-        let delivery = Delivery(registry: registry, rosters: rosters, logger: logger)
+        let ultraRosters = UltraGroupRosters(store: store, registry: registry)
+        let delivery = Delivery(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)
         self.delivery = delivery
         self.log = MessageLog(store: store, clock: clock) { await delivery.committed($0) }
         self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.userWhitelistMode)
@@ -39,12 +41,14 @@ public final class ServerCore: Sendable {
         self.apiLimits = APIRateLimiter(clock: clock)
         self.chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger)
         self.messages = MessageService(log: log, delivery: delivery, clock: clock, config: config,
-                                       directory: directory, words: sensitiveWords, rosters: rosters, chatrooms: chatrooms)
+                                       directory: directory, words: sensitiveWords, rosters: rosters, ultraGroups: ultraRosters,
+                                       chatrooms: chatrooms)
         self.groups = GroupService(store: store, clock: clock, config: config, registry: registry, rosters: rosters,
                                    messages: messages, log: log)
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
         self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, chatrooms: chatrooms, clock: clock,
                                                  config: config)
+        self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, registry: registry, rosters: ultraRosters, messages: messages)
         self.conversationState = ConversationStateService(store: store, clock: clock, registry: registry, logger: logger)
     }
 
@@ -85,6 +89,7 @@ public final class ServerCore: Sendable {
     func sessionStarted(_ session: ClientSession, refuseIfClassTaken: Bool) throws -> [ClientSession] {
         let displaced = try registry.register(session, refuseIfClassTaken: refuseIfClassTaken)
         groups.rosters.sessionOpened(session)
+        ultraGroups.rosters.sessionOpened(session)
         return displaced
     }
 
@@ -92,6 +97,7 @@ public final class ServerCore: Sendable {
     func sessionEnded(_ session: ClientSession) {
         registry.remove(session)
         groups.rosters.sessionClosed(session)
+        ultraGroups.rosters.sessionClosed(session)
         chatrooms.sessionClosed(session)
     }
 

@@ -48,6 +48,9 @@ public struct StoredMessage: Sendable, Equatable {
     public var directedUserIds: [String]
     /// A group message whose sender asked the members for read receipts.
     public var receiptRequested: Bool
+    /// Who an ultra group message mentions (its content's `mentionedInfo`), kept so that mention
+    /// counts are computed by the store.
+    public var mentions: MessageMentions = MessageMentions()
 
     public init(
         seq: UInt64 = 0, appId: Int64, conversationType: ConversationType, conversationKey: String,
@@ -117,10 +120,13 @@ public struct SyncPage: Sendable {
 public struct HistoryViewer: Sendable {
     public var userId: String
     public var afterSeq: UInt64
+    /// Messages sent before this time are past the conversation's history retention.
+    public var minSentTime: Int64
 
-    public init(userId: String, afterSeq: UInt64) {
+    public init(userId: String, afterSeq: UInt64, minSentTime: Int64 = Int64.min) {
         self.userId = userId
         self.afterSeq = afterSeq
+        self.minSentTime = minSentTime
     }
 }
 
@@ -182,7 +188,7 @@ public struct HistoryPage: Sendable {
 
 /// Everything the server keeps on disk. The embedded default is IMStoreSQLite; every method is one
 /// transaction, and `commit` returns only after its transaction is durable.
-public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore {
+public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore, UltraGroupStore {
     func loadApps() async throws -> [AppRecord]
     /// Creates the app, or updates the secret and name of the app with this key.
     func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord

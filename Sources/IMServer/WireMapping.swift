@@ -42,6 +42,11 @@ public func groupConversationKey(_ groupId: String) -> String {
     "g|\(groupId)"
 }
 
+/// The log key of an ultra group channel: each channel is a conversation of its own.
+public func ultraGroupConversationKey(_ groupId: String, _ channelId: String) -> String {
+    "u|\(groupId)|\(channelId)"
+}
+
 /// The log key of a system conversation: one sender (a system account) and one recipient, or
 /// `StoredMessage.everyone` for a broadcast.
 public func systemConversationKey(sender: String, recipient: String) -> String {

@@ -168,6 +168,9 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v6-chatrooms") { db in
             try Self.createChatroomTables(db)
         }
+        migrator.registerMigration("v7-ultragroups") { db in
+            try Self.createUltraGroupTables(db)
+        }
         return migrator
     }
 
@@ -194,7 +197,7 @@ public final class SQLiteStore: IMStore {
 
     // MARK: messages
 
-    private static let columns = """
+    static let columns = """
         seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid, sent_time, flags,
         client_msg_id, push_content, push_data, disable_notification, can_include_expansion, expansion, channel_id,
         include_sender, audience, receipt_requested
@@ -205,8 +208,8 @@ public final class SQLiteStore: IMStore {
             let insert = try db.cachedStatement(sql: """
                 INSERT INTO messages (app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
                     sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
-                    can_include_expansion, expansion, channel_id, include_sender, audience, expansion_times)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    can_include_expansion, expansion, channel_id, include_sender, audience, expansion_times, mentioned)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let existing = try db.cachedStatement(sql: """
                 SELECT \(Self.columns) FROM messages WHERE app_id = ? AND sender_id = ? AND client_msg_id = ?
@@ -229,6 +232,7 @@ public final class SQLiteStore: IMStore {
                     message.flags.rawValue, message.isInHistory, message.clientMessageId, message.pushContent,
                     message.pushData, message.disableNotification, message.canIncludeExpansion, expansion,
                     message.channelId, message.includeSender, Self.audience(message.directedUserIds), expansionTimes,
+                    Self.mentioned(message.mentions),
                 ])
                 message.seq = UInt64(db.lastInsertedRowID)
                 outcomes.append(.stored(message))
@@ -334,9 +338,11 @@ public final class SQLiteStore: IMStore {
             let rows: [StoredMessage]
             if let viewer {
                 // The viewer's own deletions: a cleared conversation's older part, and single messages.
-                let cleared = try Int64.fetchOne(db.cachedStatement(sql: """
+                let clearedThrough = try Int64.fetchOne(db.cachedStatement(sql: """
                     SELECT cleared_through FROM cleared_conversations WHERE app_id = ? AND user_id = ? AND conv_key = ?
                     """), arguments: [appId, viewer.userId, conversationKey]) ?? Int64.min
+                // Messages past the retention count as cleared.
+                let cleared = max(clearedThrough, viewer.minSentTime == Int64.min ? Int64.min : viewer.minSentTime - 1)
                 rows = try Self.messages(db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages
                     WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND seq > ? AND sent_time > ?

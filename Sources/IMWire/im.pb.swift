@@ -79,6 +79,15 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// ExpansionUpdate -> empty: set and remove key-value extensions of a message.
   case updateExpansion // = 14
 
+  /// 15-18: ultra groups (no offline messages: a client reads each channel's state, then pulls history).
+  case ultraGroupSummary // = 15
+
+  /// last message, unread and mention counts, and the messages modified since a time.
+  case ultraGroupRead // = 16
+
+  /// ModifyMessageRequest -> Message: replace the content of one's own ultra group message.
+  case modifyMessage // = 17
+
   /// 30-39: conversation state (do-not-disturb, quiet hours, pin, tags) kept by the server. Every
   /// change is answered with a ConversationStateDelta holding the rows it changed; the user's other
   /// sessions are sent CONVERSATION_STATE_CHANGED and pull with CONVERSATION_STATE_SYNC.
@@ -140,6 +149,12 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// ChatroomEvent: destroyed, kicked, muted and other room events
   case chatroomEvent // = 62
+
+  /// 63-64: ultra group pushes.
+  case messageModified // = 63
+
+  /// UltraGroupEvent: channels, user groups, membership and read changes.
+  case ultraGroupEvent // = 64
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -163,6 +178,9 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 12: self = .deleteRemoteMessages
     case 13: self = .clearRemoteHistory
     case 14: self = .updateExpansion
+    case 15: self = .ultraGroupSummary
+    case 16: self = .ultraGroupRead
+    case 17: self = .modifyMessage
     case 20: self = .message
     case 21: self = .kicked
     case 22: self = .readReceipts
@@ -183,6 +201,8 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 60: self = .chatroomMessages
     case 61: self = .chatroomEntriesChanged
     case 62: self = .chatroomEvent
+    case 63: self = .messageModified
+    case 64: self = .ultraGroupEvent
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -204,6 +224,9 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .deleteRemoteMessages: return 12
     case .clearRemoteHistory: return 13
     case .updateExpansion: return 14
+    case .ultraGroupSummary: return 15
+    case .ultraGroupRead: return 16
+    case .modifyMessage: return 17
     case .message: return 20
     case .kicked: return 21
     case .readReceipts: return 22
@@ -224,6 +247,8 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .chatroomMessages: return 60
     case .chatroomEntriesChanged: return 61
     case .chatroomEvent: return 62
+    case .messageModified: return 63
+    case .ultraGroupEvent: return 64
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -245,6 +270,9 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .deleteRemoteMessages,
     .clearRemoteHistory,
     .updateExpansion,
+    .ultraGroupSummary,
+    .ultraGroupRead,
+    .modifyMessage,
     .conversationStateSync,
     .setConversationNotification,
     .setConversationTop,
@@ -265,6 +293,8 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .chatroomMessages,
     .chatroomEntriesChanged,
     .chatroomEvent,
+    .messageModified,
+    .ultraGroupEvent,
   ]
 
 }
@@ -427,6 +457,102 @@ public nonisolated enum Im_ChatroomEventKind: SwiftProtobuf.Enum, Swift.CaseIter
     .chatroomGloballyMuted,
     .chatroomGloballyUnmuted,
     .chatroomLeftForOtherRoom,
+  ]
+
+}
+
+public nonisolated enum Im_UltraGroupEventKind: SwiftProtobuf.Enum, Swift.CaseIterable {
+  public typealias RawValue = Int
+  case ultraGroupEventUnspecified // = 0
+
+  /// one of the user's devices read channel_id up to read_time
+  case ultraGroupReadSync // = 1
+
+  /// channel_id was created, changed type or changed its private list
+  case ultraGroupChannelChanged // = 2
+
+  /// channel_id is gone
+  case ultraGroupChannelDeleted // = 3
+
+  /// this user no longer sees private channel_id
+  case ultraGroupChannelHidden // = 4
+
+  /// this user joined user_group_ids
+  case ultraGroupUserGroupsAdded // = 5
+
+  /// this user left user_group_ids (or they were deleted)
+  case ultraGroupUserGroupsRemoved // = 6
+
+  /// user_group_ids were bound to channel_id
+  case ultraGroupChannelBound // = 7
+
+  /// user_group_ids were unbound from channel_id
+  case ultraGroupChannelUnbound // = 8
+
+  /// this user joined group_id
+  case ultraGroupJoined // = 9
+
+  /// this user left group_id (quit or removed)
+  case ultraGroupLeft // = 10
+
+  /// group_id was dismissed
+  case ultraGroupDismissed // = 11
+  case UNRECOGNIZED(Int)
+
+  public init() {
+    self = .ultraGroupEventUnspecified
+  }
+
+  public init?(rawValue: Int) {
+    switch rawValue {
+    case 0: self = .ultraGroupEventUnspecified
+    case 1: self = .ultraGroupReadSync
+    case 2: self = .ultraGroupChannelChanged
+    case 3: self = .ultraGroupChannelDeleted
+    case 4: self = .ultraGroupChannelHidden
+    case 5: self = .ultraGroupUserGroupsAdded
+    case 6: self = .ultraGroupUserGroupsRemoved
+    case 7: self = .ultraGroupChannelBound
+    case 8: self = .ultraGroupChannelUnbound
+    case 9: self = .ultraGroupJoined
+    case 10: self = .ultraGroupLeft
+    case 11: self = .ultraGroupDismissed
+    default: self = .UNRECOGNIZED(rawValue)
+    }
+  }
+
+  public var rawValue: Int {
+    switch self {
+    case .ultraGroupEventUnspecified: return 0
+    case .ultraGroupReadSync: return 1
+    case .ultraGroupChannelChanged: return 2
+    case .ultraGroupChannelDeleted: return 3
+    case .ultraGroupChannelHidden: return 4
+    case .ultraGroupUserGroupsAdded: return 5
+    case .ultraGroupUserGroupsRemoved: return 6
+    case .ultraGroupChannelBound: return 7
+    case .ultraGroupChannelUnbound: return 8
+    case .ultraGroupJoined: return 9
+    case .ultraGroupLeft: return 10
+    case .ultraGroupDismissed: return 11
+    case .UNRECOGNIZED(let i): return i
+    }
+  }
+
+  // The compiler won't synthesize support with the UNRECOGNIZED case.
+  public static let allCases: [Im_UltraGroupEventKind] = [
+    .ultraGroupEventUnspecified,
+    .ultraGroupReadSync,
+    .ultraGroupChannelChanged,
+    .ultraGroupChannelDeleted,
+    .ultraGroupChannelHidden,
+    .ultraGroupUserGroupsAdded,
+    .ultraGroupUserGroupsRemoved,
+    .ultraGroupChannelBound,
+    .ultraGroupChannelUnbound,
+    .ultraGroupJoined,
+    .ultraGroupLeft,
+    .ultraGroupDismissed,
   ]
 
 }
@@ -1666,12 +1792,134 @@ public nonisolated struct Im_ChatroomEvent: Sendable {
   public init() {}
 }
 
+public nonisolated struct Im_UltraGroupSummaryRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Modifications after this server time (ms) are listed; 0 for none (a device that has no messages).
+  public var modifiedSince: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_UltraGroupChannelState: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var groupID: String = String()
+
+  public var channelID: String = String()
+
+  /// 0 public, 1 private
+  public var channelType: Int32 = 0
+
+  /// the newest message of the channel this user may see (absent: none)
+  public var lastMessage: Im_Message {
+    get {_lastMessage ?? Im_Message()}
+    set {_lastMessage = newValue}
+  }
+  /// Returns true if `lastMessage` has been explicitly set.
+  public var hasLastMessage: Bool {self._lastMessage != nil}
+  /// Clears the value of `lastMessage`. Subsequent reads from it will return its default value.
+  public mutating func clearLastMessage() {self._lastMessage = nil}
+
+  /// the user read the channel up to this time (ms)
+  public var readTime: Int64 = 0
+
+  /// counted messages from others after read_time
+  public var unreadCount: Int32 = 0
+
+  /// of those, the ones that mention this user or everyone
+  public var mentionedCount: Int32 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+
+  fileprivate var _lastMessage: Im_Message? = nil
+}
+
+public nonisolated struct Im_UltraGroupSummary: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var channels: [Im_UltraGroupChannelState] = []
+
+  /// messages modified after modified_since, newest first (at most 500)
+  public var modified: [Im_Message] = []
+
+  /// the next modified_since
+  public var serverTime: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_UltraGroupReadRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var groupID: String = String()
+
+  public var channelID: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_ModifyMessageRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var messageUid: String = String()
+
+  /// the new content JSON; the object name stays
+  public var content: Data = Data()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_UltraGroupEvent: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var kind: Im_UltraGroupEventKind = .ultraGroupEventUnspecified
+
+  public var groupID: String = String()
+
+  public var channelID: String = String()
+
+  public var channelType: Int32 = 0
+
+  public var userGroupIds: [String] = []
+
+  public var readTime: Int64 = 0
+
+  public var time: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "im"
 
 nonisolated extension Im_Op: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{2}\u{6}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{2}\u{8}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{1}ULTRA_GROUP_SUMMARY\0\u{1}ULTRA_GROUP_READ\0\u{1}MODIFY_MESSAGE\0\u{2}\u{3}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{2}\u{8}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0\u{1}MESSAGE_MODIFIED\0\u{1}ULTRA_GROUP_EVENT\0")
 }
 
 nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
@@ -1680,6 +1928,10 @@ nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
 
 nonisolated extension Im_ChatroomEventKind: SwiftProtobuf._ProtoNameProviding {
   public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0CHATROOM_EVENT_UNSPECIFIED\0\u{1}CHATROOM_DESTROYED_MANUALLY\0\u{1}CHATROOM_DESTROYED_AUTOMATICALLY\0\u{1}CHATROOM_KICKED\0\u{1}CHATROOM_UNBANNED\0\u{1}CHATROOM_MUTED\0\u{1}CHATROOM_UNMUTED\0\u{1}CHATROOM_ROOM_MUTED\0\u{1}CHATROOM_ROOM_UNMUTED\0\u{1}CHATROOM_MUTE_WHITELIST_ADDED\0\u{1}CHATROOM_MUTE_WHITELIST_REMOVED\0\u{1}CHATROOM_GLOBALLY_MUTED\0\u{1}CHATROOM_GLOBALLY_UNMUTED\0\u{1}CHATROOM_LEFT_FOR_OTHER_ROOM\0")
+}
+
+nonisolated extension Im_UltraGroupEventKind: SwiftProtobuf._ProtoNameProviding {
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0ULTRA_GROUP_EVENT_UNSPECIFIED\0\u{1}ULTRA_GROUP_READ_SYNC\0\u{1}ULTRA_GROUP_CHANNEL_CHANGED\0\u{1}ULTRA_GROUP_CHANNEL_DELETED\0\u{1}ULTRA_GROUP_CHANNEL_HIDDEN\0\u{1}ULTRA_GROUP_USER_GROUPS_ADDED\0\u{1}ULTRA_GROUP_USER_GROUPS_REMOVED\0\u{1}ULTRA_GROUP_CHANNEL_BOUND\0\u{1}ULTRA_GROUP_CHANNEL_UNBOUND\0\u{1}ULTRA_GROUP_JOINED\0\u{1}ULTRA_GROUP_LEFT\0\u{1}ULTRA_GROUP_DISMISSED\0")
 }
 
 nonisolated extension Im_Frame: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
@@ -4212,6 +4464,270 @@ nonisolated extension Im_ChatroomEvent: SwiftProtobuf.Message, SwiftProtobuf._Me
     if lhs.userIds != rhs.userIds {return false}
     if lhs.durationMinutes != rhs.durationMinutes {return false}
     if lhs.extra != rhs.extra {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_UltraGroupSummaryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UltraGroupSummaryRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}modified_since\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt64Field(value: &self.modifiedSince) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.modifiedSince != 0 {
+      try visitor.visitSingularInt64Field(value: self.modifiedSince, fieldNumber: 1)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_UltraGroupSummaryRequest, rhs: Im_UltraGroupSummaryRequest) -> Bool {
+    if lhs.modifiedSince != rhs.modifiedSince {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_UltraGroupChannelState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UltraGroupChannelState"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}group_id\0\u{3}channel_id\0\u{3}channel_type\0\u{4}\u{2}last_message\0\u{3}read_time\0\u{3}unread_count\0\u{3}mentioned_count\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.groupID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 3: try { try decoder.decodeSingularInt32Field(value: &self.channelType) }()
+      case 5: try { try decoder.decodeSingularMessageField(value: &self._lastMessage) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.readTime) }()
+      case 7: try { try decoder.decodeSingularInt32Field(value: &self.unreadCount) }()
+      case 8: try { try decoder.decodeSingularInt32Field(value: &self.mentionedCount) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    // The use of inline closures is to circumvent an issue where the compiler
+    // allocates stack space for every if/case branch local when no optimizations
+    // are enabled. https://github.com/apple/swift-protobuf/issues/1034 and
+    // https://github.com/apple/swift-protobuf/issues/1182
+    if !self.groupID.isEmpty {
+      try visitor.visitSingularStringField(value: self.groupID, fieldNumber: 1)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 2)
+    }
+    if self.channelType != 0 {
+      try visitor.visitSingularInt32Field(value: self.channelType, fieldNumber: 3)
+    }
+    try { if let v = self._lastMessage {
+      try visitor.visitSingularMessageField(value: v, fieldNumber: 5)
+    } }()
+    if self.readTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.readTime, fieldNumber: 6)
+    }
+    if self.unreadCount != 0 {
+      try visitor.visitSingularInt32Field(value: self.unreadCount, fieldNumber: 7)
+    }
+    if self.mentionedCount != 0 {
+      try visitor.visitSingularInt32Field(value: self.mentionedCount, fieldNumber: 8)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_UltraGroupChannelState, rhs: Im_UltraGroupChannelState) -> Bool {
+    if lhs.groupID != rhs.groupID {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.channelType != rhs.channelType {return false}
+    if lhs._lastMessage != rhs._lastMessage {return false}
+    if lhs.readTime != rhs.readTime {return false}
+    if lhs.unreadCount != rhs.unreadCount {return false}
+    if lhs.mentionedCount != rhs.mentionedCount {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UltraGroupSummary"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}channels\0\u{1}modified\0\u{3}server_time\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeRepeatedMessageField(value: &self.channels) }()
+      case 2: try { try decoder.decodeRepeatedMessageField(value: &self.modified) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.channels.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.channels, fieldNumber: 1)
+    }
+    if !self.modified.isEmpty {
+      try visitor.visitRepeatedMessageField(value: self.modified, fieldNumber: 2)
+    }
+    if self.serverTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.serverTime, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_UltraGroupSummary, rhs: Im_UltraGroupSummary) -> Bool {
+    if lhs.channels != rhs.channels {return false}
+    if lhs.modified != rhs.modified {return false}
+    if lhs.serverTime != rhs.serverTime {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_UltraGroupReadRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UltraGroupReadRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}group_id\0\u{3}channel_id\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.groupID) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.groupID.isEmpty {
+      try visitor.visitSingularStringField(value: self.groupID, fieldNumber: 1)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_UltraGroupReadRequest, rhs: Im_UltraGroupReadRequest) -> Bool {
+    if lhs.groupID != rhs.groupID {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_ModifyMessageRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".ModifyMessageRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}message_uid\0\u{1}content\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
+      case 2: try { try decoder.decodeSingularBytesField(value: &self.content) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.messageUid.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageUid, fieldNumber: 1)
+    }
+    if !self.content.isEmpty {
+      try visitor.visitSingularBytesField(value: self.content, fieldNumber: 2)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_ModifyMessageRequest, rhs: Im_ModifyMessageRequest) -> Bool {
+    if lhs.messageUid != rhs.messageUid {return false}
+    if lhs.content != rhs.content {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_UltraGroupEvent: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".UltraGroupEvent"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{3}group_id\0\u{3}channel_id\0\u{3}channel_type\0\u{3}user_group_ids\0\u{3}read_time\0\u{1}time\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularEnumField(value: &self.kind) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.groupID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 4: try { try decoder.decodeSingularInt32Field(value: &self.channelType) }()
+      case 5: try { try decoder.decodeRepeatedStringField(value: &self.userGroupIds) }()
+      case 6: try { try decoder.decodeSingularInt64Field(value: &self.readTime) }()
+      case 7: try { try decoder.decodeSingularInt64Field(value: &self.time) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.kind != .ultraGroupEventUnspecified {
+      try visitor.visitSingularEnumField(value: self.kind, fieldNumber: 1)
+    }
+    if !self.groupID.isEmpty {
+      try visitor.visitSingularStringField(value: self.groupID, fieldNumber: 2)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 3)
+    }
+    if self.channelType != 0 {
+      try visitor.visitSingularInt32Field(value: self.channelType, fieldNumber: 4)
+    }
+    if !self.userGroupIds.isEmpty {
+      try visitor.visitRepeatedStringField(value: self.userGroupIds, fieldNumber: 5)
+    }
+    if self.readTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.readTime, fieldNumber: 6)
+    }
+    if self.time != 0 {
+      try visitor.visitSingularInt64Field(value: self.time, fieldNumber: 7)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_UltraGroupEvent, rhs: Im_UltraGroupEvent) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.groupID != rhs.groupID {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.channelType != rhs.channelType {return false}
+    if lhs.userGroupIds != rhs.userGroupIds {return false}
+    if lhs.readTime != rhs.readTime {return false}
+    if lhs.time != rhs.time {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
