@@ -55,6 +55,9 @@ public actor IMClient {
     let chatroomKVEvents = Broadcaster<ChatRoomKVEvent>()
     /// The chatrooms this device is in, rejoined after each reconnect.
     var joinedChatrooms: [String: JoinedChatroom] = [:]
+    let ultraGroupEventBroadcaster = Broadcaster<UltraGroupEvent>()
+    let modificationEvents = Broadcaster<Message>()
+    let ultraGroupSyncEvents = Broadcaster<UltraGroupSyncResult>()
 
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?
@@ -353,8 +356,14 @@ public actor IMClient {
             if syncing {
                 heldPushes.append(wire)
             } else {
-                receive([wire], offline: false, hasPackage: false, watermark: wire.seq > 0 ? wire.seq : nil)
+                receive([wire], offline: false, hasPackage: false, watermark: Self.syncWatermark(of: wire))
             }
+        case .messageModified:
+            guard let wire = try? frame.body(Im_Message.self) else { return }
+            applyModified([wire])
+        case .ultraGroupEvent:
+            guard let event = try? frame.body(Im_UltraGroupEvent.self) else { return }
+            ultraGroupEvent(event)
         case .readReceipts:
             guard let receipts = try? frame.body(Im_ReadReceipts.self) else { return }
             // Live reads do not move the receipt watermark: the next connect's receipt sync
@@ -405,11 +414,12 @@ public actor IMClient {
             heldPushes = []
             let watermark = try store.watermark()
             syncEvents.yield(())
-            for wire in held where wire.seq == 0 || wire.seq > watermark {
-                receive([wire], offline: false, hasPackage: false, watermark: wire.seq > 0 ? wire.seq : nil)
+            for wire in held where Self.syncWatermark(of: wire) == nil || wire.seq > watermark {
+                receive([wire], offline: false, hasPackage: false, watermark: Self.syncWatermark(of: wire))
             }
             try await syncReadReceipts(generation: generation)
             await syncConversationState(generation: generation)
+            await catchUpUltraGroups(generation: generation)
         } catch {
             options.logger.debug("offline sync stopped", metadata: ["error": "\(error)"])
         }
@@ -444,6 +454,12 @@ public actor IMClient {
         } catch {
             options.logger.error("could not store read receipts", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// The offline-sync position a live message proves this device has reached; nil for messages
+    /// that never come through offline sync (ultra group messages are pulled per channel).
+    static func syncWatermark(of wire: Im_Message) -> UInt64? {
+        wire.seq > 0 && wire.conversationType != Int32(ConversationType.ultraGroup.rawValue) ? wire.seq : nil
     }
 
     /// Stores what is new and emits it.
@@ -506,12 +522,12 @@ public actor IMClient {
     ///   - canIncludeExpansion: the message may carry extensions (fixed once sent).
     ///   - expansion: extensions sent with the message (at most 20; needs `canIncludeExpansion`).
     public func sendMessage(
-        _ conversationType: ConversationType, targetId: String, content: some MessageContent,
+        _ conversationType: ConversationType, targetId: String, channelId: String = "", content: some MessageContent,
         pushContent: String? = nil, pushData: String? = nil,
         canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
         attached: @Sendable (Message) -> Void = { _ in }
     ) async throws -> Message {
-        try await send(conversationType, targetId: targetId, directedUserIds: [], content: content,
+        try await send(conversationType, targetId: targetId, channelId: channelId, directedUserIds: [], content: content,
                        pushContent: pushContent, pushData: pushData, canIncludeExpansion: canIncludeExpansion,
                        expansion: expansion, attached: attached)
     }
@@ -523,22 +539,22 @@ public actor IMClient {
     ///   to the group, 33003 when a listed user is not a member.
     @discardableResult
     public func sendDirectionalMessage(
-        _ conversationType: ConversationType, targetId: String, toUserIds: [String], content: some MessageContent,
+        _ conversationType: ConversationType, targetId: String, channelId: String = "", toUserIds: [String], content: some MessageContent,
         pushContent: String? = nil, pushData: String? = nil,
         attached: @Sendable (Message) -> Void = { _ in }
     ) async throws -> Message {
-        guard conversationType == .group else {
+        guard conversationType == .group || conversationType == .ultraGroup else {
             throw IMError(.invalidParameter, "directional messages are sent to groups, not to \(conversationType) conversations")
         }
         guard !toUserIds.isEmpty, toUserIds.count <= GroupLimits.maxDirectedUsers, toUserIds.allSatisfy(UserID.isValid) else {
             throw IMError(.invalidParameter, "toUserIds must list 1 to \(GroupLimits.maxDirectedUsers) valid user ids")
         }
-        return try await send(conversationType, targetId: targetId, directedUserIds: toUserIds, content: content,
+        return try await send(conversationType, targetId: targetId, channelId: channelId, directedUserIds: toUserIds, content: content,
                               pushContent: pushContent, pushData: pushData, attached: attached)
     }
 
     func send(
-        _ conversationType: ConversationType, targetId: String, directedUserIds: [String], content: some MessageContent,
+        _ conversationType: ConversationType, targetId: String, channelId: String = "", directedUserIds: [String], content: some MessageContent,
         pushContent: String?, pushData: String?, canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
         attached: @Sendable (Message) -> Void
     ) async throws -> Message {
@@ -559,9 +575,10 @@ public actor IMClient {
         guard UserID.isValid(targetId) else {
             throw IMError(.invalidParameter, "targetId '\(targetId)' is not a valid id")
         }
+        let channel = try Self.channel(channelId, of: conversationType)
         let now = options.clock.nowMilliseconds()
         var message = Message(
-            messageId: 0, conversationType: conversationType, targetId: targetId, channelId: "",
+            messageId: 0, conversationType: conversationType, targetId: targetId, channelId: channel,
             senderUserId: store.userId, direction: .send, objectName: type(of: content).objectName, contentData: data,
             content: content, flags: type(of: content).persistentFlag, sentStatus: .sending, isRead: true,
             sentTime: now, receivedTime: now, messageUId: "", clientMessageId: UUID().uuidString,
@@ -692,8 +709,8 @@ public actor IMClient {
     /// Marks a conversation read: its unread count and mention flag go to zero (RongCloud's
     /// `clearMessagesUnreadStatus`). Returns false if there is no such conversation.
     @discardableResult
-    public func clearMessagesUnreadStatus(_ type: ConversationType, targetId: String) throws -> Bool {
-        try openStore().clearUnread(type: type, targetId: targetId, channelId: "")
+    public func clearMessagesUnreadStatus(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Bool {
+        try openStore().clearUnread(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
     }
 
     /// A message of the local database by its id.
@@ -714,14 +731,14 @@ public actor IMClient {
         try openStore().conversations(types: types, count: count, startTime: startTime)
     }
 
-    public func getConversation(_ type: ConversationType, targetId: String) throws -> Conversation? {
-        try openStore().conversation(type: type, targetId: targetId, channelId: "")
+    public func getConversation(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Conversation? {
+        try openStore().conversation(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
     }
 
     /// Removes a conversation from the local list (its messages stay); no server effect.
     @discardableResult
-    public func removeConversation(_ type: ConversationType, targetId: String) throws -> Bool {
-        try openStore().removeConversation(type: type, targetId: targetId, channelId: "")
+    public func removeConversation(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Bool {
+        try openStore().removeConversation(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
     }
 
     /// Removes every local conversation of these types.
@@ -733,16 +750,20 @@ public actor IMClient {
 
     /// Local history: up to `count` (at most 20) messages older than `oldestMessageId`, newest
     /// first; pass -1 to start from the newest.
-    public func getHistoryMessages(_ type: ConversationType, targetId: String, oldestMessageId: Int64 = -1, count: Int = 20) throws -> [Message] {
+    public func getHistoryMessages(_ type: ConversationType, targetId: String, channelId: String = "", oldestMessageId: Int64 = -1,
+                                   count: Int = 20) throws -> [Message] {
         let limit = min(max(count, 1), MessageLimits.localHistoryMaxCount)
-        return try openStore().history(type: type, targetId: targetId, channelId: "", oldestMessageId: oldestMessageId, count: limit)
+        return try openStore().history(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type),
+                                       oldestMessageId: oldestMessageId, count: limit)
     }
 
     /// Cloud history from the server: `count` (1-100) messages before `recordTime` (descending;
     /// 0 = from the newest) or after it (ascending), and whether more remain.
     public func getRemoteHistoryMessages(
-        _ type: ConversationType, targetId: String, recordTime: Int64 = 0, count: Int = 20, order: HistoryOrder = .descending
+        _ type: ConversationType, targetId: String, channelId: String = "", recordTime: Int64 = 0, count: Int = 20,
+        order: HistoryOrder = .descending
     ) async throws -> (messages: [Message], isRemaining: Bool) {
+        let channel = try Self.channel(channelId, of: type)
         let store = try openStore()
         guard MessageLimits.historyCountRange.contains(count) else {
             throw IMError(.invalidParameter, "count must be 1...100, got \(count)")
@@ -753,6 +774,7 @@ public actor IMClient {
         var request = Im_HistoryRequest()
         request.conversationType = Int32(type.rawValue)
         request.targetID = targetId
+        request.channelID = channel
         request.recordTime = recordTime
         request.count = Int32(count)
         request.order = Int32(order.rawValue)

@@ -176,8 +176,8 @@ final class LocalStore: Sendable {
                     try insert(message, db)
                     message.messageId = db.lastInsertedRowID
                     let counted = message.direction == .receive && message.flags.contains(.isCounted)
-                    // A mention of this user (or of everyone) in a group marks the conversation.
-                    let mentioned = counted && message.conversationType == .group
+                    // A mention of this user (or of everyone) in a group or ultra group channel marks the conversation.
+                    let mentioned = counted && (message.conversationType == .group || message.conversationType == .ultraGroup)
                         && MentionedInfo.of(content: message.contentData)?.mentions(userId) == true
                     try touchConversation(message, counted: counted, mentioned: mentioned, db)
                 }

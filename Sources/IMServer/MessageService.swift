@@ -278,16 +278,14 @@ public final class MessageService: Sendable {
         }
         let key: String
         var channelId = request.channelID
-        var mentions = MessageMentions()
+        var mentions: MentionedInfo?
         switch type {
         case .group: key = groupConversationKey(request.targetID)
         case .chatroom: key = request.targetID
         case .ultraGroup:
             channelId = UltraGroupLimits.effectiveChannel(request.channelID)
             key = ultraGroupConversationKey(request.targetID, channelId)
-            if let object = try? JSONDecoder().decode([String: JSONValue].self, from: request.content) {
-                mentions = MessageMentions(content: object)
-            }
+            mentions = MentionedInfo.of(content: request.content)
         default: key = privateConversationKey(session.userId, request.targetID)
         }
         var message = StoredMessage(

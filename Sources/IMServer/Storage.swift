@@ -50,7 +50,7 @@ public struct StoredMessage: Sendable, Equatable {
     public var receiptRequested: Bool
     /// Who an ultra group message mentions (its content's `mentionedInfo`), kept so that mention
     /// counts are computed by the store.
-    public var mentions: MessageMentions = MessageMentions()
+    public var mentions: MentionedInfo?
 
     public init(
         seq: UInt64 = 0, appId: Int64, conversationType: ConversationType, conversationKey: String,

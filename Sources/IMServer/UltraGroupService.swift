@@ -342,7 +342,7 @@ public final class UltraGroupService: Sendable {
         guard content.count <= MessageLimits.maxContentBytes else {
             throw IMError(.messageTooLarge, "message content is \(content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes)")
         }
-        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: content) else {
+        guard (try? JSONSerialization.jsonObject(with: content)) is [String: Any] else {
             throw IMError(.invalidParameter, "message content must be a JSON object")
         }
         guard var message = try await store.message(appId: appId, uid: uid), message.conversationType == .ultraGroup else {
@@ -355,7 +355,7 @@ public final class UltraGroupService: Sendable {
             throw IMError(.messageNotModifiable, "message \(uid) is \(message.objectName == RecallNotificationMessage.objectName ? "recalled" : "not kept in history"): it cannot be modified")
         }
         _ = try await rosters.checkReader(appId: appId, groupId: message.targetId, channelId: message.channelId, userId: userId)
-        let mentions = MessageMentions(content: object)
+        let mentions = MentionedInfo.of(content: content)
         try await store.modifyMessage(appId: appId, uid: uid, content: content, mentions: mentions, modifiedTime: clock.nowMilliseconds())
         message.content = content
         message.mentions = mentions
@@ -378,10 +378,7 @@ public final class UltraGroupService: Sendable {
             let roster = try await roster(appId: message.appId, groupId: groupId)
             guard roster.channels[channelId] != nil else { throw Self.channelNotFound(groupId, channelId) }
         }
-        var mentions = MessageMentions()
-        if let object = try? JSONDecoder().decode([String: JSONValue].self, from: message.content) {
-            mentions = MessageMentions(content: object)
-        }
+        let mentions = MentionedInfo.of(content: message.content)
         var sent: [StoredMessage] = []
         for groupId in groupIds {
             var copy = message

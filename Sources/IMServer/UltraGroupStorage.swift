@@ -211,7 +211,7 @@ public protocol UltraGroupStore: Sendable {
                              minSentTime: Int64) async throws -> [UltraGroupChannelSummary]
     /// Replaces the content of a message (a modification), keeping its uid, time and object name,
     /// and stamps it with `modifiedTime`.
-    func modifyMessage(appId: Int64, uid: String, content: Data, mentions: MessageMentions, modifiedTime: Int64) async throws
+    func modifyMessage(appId: Int64, uid: String, content: Data, mentions: MentionedInfo?, modifiedTime: Int64) async throws
     /// Messages of these conversations modified after `since`, newest modification first.
     func modifiedMessages(appId: Int64, conversationKeys: [String], since: Int64, limit: Int) async throws -> [StoredMessage]
 }

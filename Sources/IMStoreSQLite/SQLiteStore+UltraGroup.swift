@@ -66,8 +66,10 @@ extension SQLiteStore {
 
     /// The `mentioned` column: `*` for everyone and the user ids, between newlines (found with
     /// `instr`, like `audience`); NULL when nothing is mentioned.
-    static func mentioned(_ mentions: MessageMentions) -> String? {
-        mentions.isEmpty ? nil : audience((mentions.everyone ? ["*"] : []) + mentions.userIds)
+    static func mentioned(_ mentions: MentionedInfo?) -> String? {
+        guard let mentions else { return nil }
+        let entries = (mentions.type == .all ? ["*"] : []) + mentions.userIdList
+        return entries.isEmpty ? nil : audience(entries)
     }
 
     private static func lastSeq(_ db: Database) throws -> Int64 {
@@ -443,7 +445,7 @@ extension SQLiteStore {
 
     // MARK: modification
 
-    public func modifyMessage(appId: Int64, uid: String, content: Data, mentions: MessageMentions, modifiedTime: Int64) async throws {
+    public func modifyMessage(appId: Int64, uid: String, content: Data, mentions: MentionedInfo?, modifiedTime: Int64) async throws {
         try await pool.write { db in
             try db.execute(sql: "UPDATE messages SET content = ?, mentioned = ?, modified_time = ? WHERE uid = ? AND app_id = ?",
                            arguments: [content, Self.mentioned(mentions), modifiedTime, uid, appId])

@@ -1,0 +1,250 @@
+import Foundation
+import IMCore
+import IMWire
+
+/// Something that changed in an ultra group for this user (RongCloud's ultra group channel, user
+/// group and read-status listeners).
+public struct UltraGroupEvent: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// Another device of this user read `channelId` up to `readTime`; its unread count is zero here too.
+        case readSynced
+        /// This user now sees `channelId`, or it changed type.
+        case channelChanged
+        /// `channelId` was deleted.
+        case channelDeleted
+        /// This user no longer sees private `channelId`.
+        case channelHidden
+        /// This user was added to `userGroupIds`.
+        case userGroupsAdded
+        /// This user left `userGroupIds` (or they were deleted).
+        case userGroupsRemoved
+        /// `userGroupIds` were bound to `channelId`.
+        case channelBound
+        /// `userGroupIds` were unbound from `channelId`.
+        case channelUnbound
+        /// This user joined the ultra group.
+        case joined
+        /// This user left the ultra group, or was removed.
+        case left
+        /// The ultra group was dismissed.
+        case dismissed
+    }
+
+    public var kind: Kind
+    public var targetId: String
+    public var channelId: String
+    public var channelType: UltraGroupChannelType
+    public var userGroupIds: [String]
+    public var readTime: Int64
+}
+
+/// What one catch-up of the ultra groups did (after each connect, or `syncUltraGroups()`).
+public struct UltraGroupSyncResult: Sendable, Equatable {
+    /// Channels this user sees.
+    public var channels: Int
+    /// Messages pulled from channel history into the local database.
+    public var fetched: Int
+    /// Local messages whose content was modified meanwhile.
+    public var modified: Int
+}
+
+/// Ultra groups (RongCloud's `ConversationType_ULTRAGROUP`): the pair (targetId, channelId) names a
+/// conversation; a message without a channel id goes to `RCDefault`. There are no offline messages:
+/// after each connect the client reads every channel's state from the server (last message, unread
+/// and mention counts), pulls the messages it lacks from the channels that moved, and applies the
+/// modifications it missed.
+extension IMClient {
+    /// Channel events: read status from other devices, channel and user group changes, joins, leaves.
+    public nonisolated func ultraGroupEvents() -> AsyncStream<UltraGroupEvent> {
+        ultraGroupEventBroadcaster.stream()
+    }
+
+    /// Messages whose content their sender modified (RongCloud's `onMessagesModified`), live and
+    /// found at a catch-up; each carries the new content.
+    public nonisolated func messageModifications() -> AsyncStream<Message> {
+        modificationEvents.stream()
+    }
+
+    /// An event after each ultra group catch-up (RongCloud's ultra group sync-completed callback).
+    public nonisolated func ultraGroupSyncCompleted() -> AsyncStream<UltraGroupSyncResult> {
+        ultraGroupSyncEvents.stream()
+    }
+
+    /// Messages pulled per channel at a catch-up, at most: the newest page for a channel this
+    /// device never saw, up to ten pages of 100 after the newest local message otherwise. Older
+    /// messages are read with `getRemoteHistoryMessages`.
+    static let catchUpPages = 10
+
+    /// The channel a conversation of `type` uses: `RCDefault` for an ultra group without one, none
+    /// elsewhere (33003 when one is given).
+    static func channel(_ channelId: String, of type: ConversationType) throws -> String {
+        if type == .ultraGroup {
+            guard channelId.isEmpty || UltraGroupLimits.isValidChannelId(channelId) else {
+                throw IMError(.invalidParameter, "channelId '\(channelId)' is invalid: use 1 to \(UltraGroupLimits.maxChannelIdLength) letters and digits")
+            }
+            return UltraGroupLimits.effectiveChannel(channelId)
+        }
+        guard channelId.isEmpty else {
+            throw IMError(.invalidParameter, "only ultra group conversations have channels; pass no channelId for \(type) conversations")
+        }
+        return ""
+    }
+
+    /// Reads every channel's state from the server, pulls the messages this device lacks, sets the
+    /// server's unread and mention counts, and applies modifications made meanwhile. Runs after
+    /// each connect by itself.
+    @discardableResult
+    public func syncUltraGroups() async throws -> UltraGroupSyncResult {
+        let connection = try connected()
+        let store = try openStore()
+        var request = Im_UltraGroupSummaryRequest()
+        request.modifiedSince = Int64(try store.meta("ultra_modified_since"))
+        let summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
+            .body(Im_UltraGroupSummary.self)
+        var fetched = 0
+        for state in summary.channels {
+            let local = try store.latestSentTime(type: .ultraGroup, targetId: state.groupID, channelId: state.channelID)
+            if state.hasLastMessage, state.lastMessage.sentTime > (local ?? Int64.min) {
+                fetched += try await fetchMissing(state, after: local, connection: connection, store: store)
+            }
+            try store.setCounts(type: .ultraGroup, targetId: state.groupID, channelId: state.channelID,
+                                unread: Int(state.unreadCount), mentioned: Int(state.mentionedCount))
+        }
+        let modified = applyModified(summary.modified)
+        try store.setMeta("ultra_modified_since", UInt64(max(summary.serverTime, 0)))
+        let result = UltraGroupSyncResult(channels: summary.channels.count, fetched: fetched, modified: modified)
+        ultraGroupSyncEvents.yield(result)
+        return result
+    }
+
+    /// Pulls a channel's messages newer than `after` (or its newest page when this device has none).
+    private func fetchMissing(_ state: Im_UltraGroupChannelState, after: Int64?, connection: WireConnection,
+                              store: LocalStore) async throws -> Int {
+        var request = Im_HistoryRequest()
+        request.conversationType = Int32(ConversationType.ultraGroup.rawValue)
+        request.targetID = state.groupID
+        request.channelID = state.channelID
+        request.count = Int32(UltraGroupLimits.maxHistoryCount)
+        var stored = 0
+        var recordTime = after ?? 0
+        for _ in 0..<(after == nil ? 1 : Self.catchUpPages) {
+            request.recordTime = recordTime
+            request.order = after == nil ? Int32(HistoryOrder.descending.rawValue) : Int32(HistoryOrder.ascending.rawValue)
+            if after == nil { request.count = 20 }
+            let reply = try await connection.request(.history, request, timeout: options.requestTimeout).body(Im_HistoryReply.self)
+            let now = options.clock.nowMilliseconds()
+            let messages = reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }
+            stored += try store.storeFetched(messages).count
+            guard after != nil, reply.isRemaining, let newest = reply.messages.map(\.sentTime).max() else { break }
+            recordTime = newest
+        }
+        return stored
+    }
+
+    /// Applies new contents of modified messages to the local copies and emits the changed ones.
+    @discardableResult
+    func applyModified(_ wires: [Im_Message]) -> Int {
+        guard let store, !wires.isEmpty else { return 0 }
+        let now = options.clock.nowMilliseconds()
+        do {
+            let changed = try store.replaceContents(wires.map { message(from: $0, me: store.userId, receivedAt: now) })
+            changed.forEach(modificationEvents.yield)
+            return changed.count
+        } catch {
+            options.logger.error("could not store modified messages", metadata: ["error": "\(error)"])
+            return 0
+        }
+    }
+
+    /// Runs the catch-up after a connect; a failure is logged and retried at the next connect.
+    func catchUpUltraGroups(generation: Int) async {
+        guard generation == self.generation, connection != nil else { return }
+        do {
+            try await syncUltraGroups()
+        } catch {
+            options.logger.debug("ultra group catch-up stopped", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func ultraGroupEvent(_ wire: Im_UltraGroupEvent) {
+        let kind: UltraGroupEvent.Kind
+        switch wire.kind {
+        case .ultraGroupReadSync: kind = .readSynced
+        case .ultraGroupChannelChanged: kind = .channelChanged
+        case .ultraGroupChannelDeleted: kind = .channelDeleted
+        case .ultraGroupChannelHidden: kind = .channelHidden
+        case .ultraGroupUserGroupsAdded: kind = .userGroupsAdded
+        case .ultraGroupUserGroupsRemoved: kind = .userGroupsRemoved
+        case .ultraGroupChannelBound: kind = .channelBound
+        case .ultraGroupChannelUnbound: kind = .channelUnbound
+        case .ultraGroupJoined: kind = .joined
+        case .ultraGroupLeft: kind = .left
+        case .ultraGroupDismissed: kind = .dismissed
+        default: return
+        }
+        if kind == .readSynced {
+            _ = try? store?.clearUnread(type: .ultraGroup, targetId: wire.groupID, channelId: wire.channelID)
+        }
+        ultraGroupEventBroadcaster.yield(UltraGroupEvent(
+            kind: kind, targetId: wire.groupID, channelId: wire.channelID,
+            channelType: UltraGroupChannelType(rawValue: Int(wire.channelType)) ?? .publicChannel,
+            userGroupIds: wire.userGroupIds, readTime: wire.readTime))
+    }
+
+    /// Marks every message of a channel read, here, on the server and on this user's other devices
+    /// (RongCloud's `syncUltraGroupReadStatus`).
+    public func syncUltraGroupReadStatus(targetId: String, channelId: String = "") async throws {
+        let channel = try Self.channel(channelId, of: .ultraGroup)
+        var request = Im_UltraGroupReadRequest()
+        request.groupID = targetId
+        request.channelID = channel
+        _ = try await connected().request(.ultraGroupRead, request, timeout: options.requestTimeout)
+        _ = try openStore().clearUnread(type: .ultraGroup, targetId: targetId, channelId: channel)
+    }
+
+    /// Replaces the content of one of this user's ultra group messages (RongCloud's
+    /// `modifyUltraGroupMessage`): same uid and time, the content's type unchanged. Every member
+    /// online and this user's other devices get it now, the others at their next catch-up.
+    ///
+    /// - Throws: 20116 for another user's message, a message that is not an ultra group message or
+    ///   not kept in history; 33003 when the new content is of another type.
+    @discardableResult
+    public func modifyUltraGroupMessage(messageUId: String, content: some MessageContent) async throws -> Message {
+        let store = try openStore()
+        if let local = try store.message(uid: messageUId), local.objectName != type(of: content).objectName {
+            throw IMError(.invalidParameter, "message \(messageUId) is \(local.objectName); its content can only be replaced by another \(local.objectName)")
+        }
+        var request = Im_ModifyMessageRequest()
+        request.messageUid = messageUId
+        do {
+            request.content = try content.encode()
+        } catch {
+            throw IMError(.invalidParameter, "the message content could not be encoded: \(error)")
+        }
+        let wire = try await connected().request(.modifyMessage, request, timeout: options.requestTimeout).body(Im_Message.self)
+        let modified = message(from: wire, me: store.userId, receivedAt: options.clock.nowMilliseconds())
+        return try store.replaceContents([modified]).first ?? modified
+    }
+
+    /// Unread messages of an ultra group, over its channels.
+    public func getUltraGroupUnreadCount(targetId: String) throws -> Int {
+        try openStore().unreadSums(type: .ultraGroup, targetId: targetId).unread
+    }
+
+    /// Unread messages of an ultra group that mention this user or everyone.
+    public func getUltraGroupUnreadMentionedCount(targetId: String) throws -> Int {
+        try openStore().unreadSums(type: .ultraGroup, targetId: targetId).mentioned
+    }
+
+    /// Unread mentions over every ultra group.
+    public func getUltraGroupAllUnreadMentionedCount() throws -> Int {
+        try openStore().unreadSums(type: .ultraGroup, targetId: nil).mentioned
+    }
+
+    /// The local conversations of every channel of an ultra group (RongCloud's
+    /// `getConversationListForAllChannel`), pinned first, then newest first.
+    public func getConversationsForAllChannels(targetId: String) throws -> [Conversation] {
+        try openStore().conversations(types: [.ultraGroup], count: UltraGroupLimits.maxChannelsPerGroup * 2, startTime: 0)
+            .filter { $0.targetId == targetId }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import GRDB
+import IMCore
+
+/// Ultra group channels on this device: messages pulled from channel history, the server's unread
+/// and mention counts, and modified contents.
+extension LocalStore {
+    /// The sentTime of the newest message stored for a channel, if any.
+    func latestSentTime(type: ConversationType, targetId: String, channelId: String) throws -> Int64? {
+        try pool.read { db in
+            try Int64.fetchOne(db, sql: """
+                SELECT MAX(sent_time) FROM messages WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND uid IS NOT NULL
+                """, arguments: [type.rawValue, targetId, channelId])
+        }
+    }
+
+    /// Stores messages read from channel history that this device lacks. They do not count as
+    /// unread here: the server's counts are applied with `setCounts`. Returns the stored ones.
+    func storeFetched(_ messages: [Message]) throws -> [Message] {
+        try pool.write { db in
+            var stored: [Message] = []
+            for var message in messages where message.flags.contains(.isPersisted) {
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM messages WHERE uid = ?", arguments: [message.messageUId]) == true { continue }
+                message.isRead = message.direction == .send
+                try insert(message, db)
+                message.messageId = db.lastInsertedRowID
+                try touchConversation(message, counted: false, db)
+                stored.append(message)
+            }
+            return stored
+        }
+    }
+
+    /// Sets a conversation's unread and mention counts to the server's.
+    func setCounts(type: ConversationType, targetId: String, channelId: String, unread: Int, mentioned: Int) throws {
+        try pool.write { db in
+            try db.execute(sql: """
+                UPDATE conversations SET unread_count = ?, mentioned_count = ? WHERE conv_type = ? AND target_id = ? AND channel_id = ?
+                """, arguments: [unread, mentioned, type.rawValue, targetId, channelId])
+            if unread == 0 {
+                try db.execute(sql: "UPDATE messages SET is_read = 1 WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND is_read = 0",
+                               arguments: [type.rawValue, targetId, channelId])
+            }
+        }
+    }
+
+    /// Replaces the content of stored messages by uid; returns the messages that changed.
+    func replaceContents(_ messages: [Message]) throws -> [Message] {
+        try pool.write { db in
+            var changed: [Message] = []
+            for message in messages {
+                try db.execute(sql: "UPDATE messages SET content = ? WHERE uid = ? AND content <> ?",
+                               arguments: [message.contentData, message.messageUId, message.contentData])
+                guard db.changesCount > 0,
+                      let row = try Row.fetchOne(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE uid = ?",
+                                                 arguments: [message.messageUId]) else { continue }
+                changed.append(self.message(row))
+            }
+            return changed
+        }
+    }
+
+    /// Unread and mention counts summed over conversations of a type, optionally of one target.
+    func unreadSums(type: ConversationType, targetId: String?) throws -> (unread: Int, mentioned: Int) {
+        try pool.read { db in
+            var sql = "SELECT COALESCE(SUM(unread_count), 0), COALESCE(SUM(mentioned_count), 0) FROM conversations WHERE conv_type = ?"
+            var arguments: [any DatabaseValueConvertible] = [type.rawValue]
+            if let targetId {
+                sql += " AND target_id = ?"
+                arguments.append(targetId)
+            }
+            let row = try Row.fetchOne(db, sql: sql, arguments: StatementArguments(arguments))
+            return (row?[0] ?? 0, row?[1] ?? 0)
+        }
+    }
+
+    func setMeta(_ key: String, _ value: UInt64) throws {
+        try pool.write { db in
+            try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                           arguments: [key, String(value)])
+        }
+    }
+}
