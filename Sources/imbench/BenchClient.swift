@@ -179,8 +179,8 @@ final class BenchClient: ChannelInboundHandler {
         case .chat(let peer):
             request.conversationType = 1
             request.targetID = peer
-        case .groupMember(let group, sender: true):
-            request.conversationType = 3
+        case .groupMember(let group, sender: true, let ultra):
+            request.conversationType = ultra ? 10 : 3
             request.targetID = group
         case .chatroomMember(let room, let publisher?, let publishers):
             request.conversationType = 4
@@ -451,9 +451,9 @@ final class BenchClient: ChannelInboundHandler {
         if driver.inWindow(now) { driver.stats.count(.pushesArrivingInWindow) }
         watermark = max(watermark, message.seq)
         guard let sentAt = Self.sendTime(message.clientMessageID), driver.inWindow(sentAt) else { return }
-        if message.conversationType == 3 {
-            // Every online member but the sender gets each group message once; the sending session
-            // gets its reply instead.
+        if message.conversationType == 3 || message.conversationType == 10 {
+            // Every online member but the sender gets each group (or ultra group) message once; the
+            // sending session gets its reply instead.
             if message.senderUserID == spec.userId {
                 driver.stats.count(.ownMessagePushed)
                 return

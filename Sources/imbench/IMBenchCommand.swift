@@ -12,7 +12,7 @@ struct IMBenchCommand: AsyncParsableCommand {
             opens its connections in worker processes and prints and writes what it measured. \
             `imbench --quick` runs every scenario small, as a smoke check. See BENCHMARKS.md.
             """,
-        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Chatroom.self, Seed.self, Quick.self, WorkerCommandLine.self])
+        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, UltraGroup.self, Chatroom.self, Seed.self, Quick.self, WorkerCommandLine.self])
 
     @Flag(help: "Run every scenario small (a smoke check for CI; under a minute, no timing checks). Same as `imbench quick`.")
     var quick = false
@@ -126,6 +126,27 @@ struct Group: AsyncParsableCommand {
     }
 }
 
+struct UltraGroup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ultragroup",
+        abstract: "One ultra group (SEEDED membership), a share of its members online, senders at a target rate into its default channel: ack latency, deliveries per second and delivery latency.")
+
+    @Option(help: "Members of the ultra group, written into the store before the server starts.") var members = 100_000
+    @Option(help: "Share of the members that are online, one connection each.") var onlineFraction = 0.05
+    @Option(help: "Online members that send, sharing the rate (default: every online member).") var senders: Int?
+    @Option(help: "Messages per second, all senders together (each is delivered to every other online member).") var rate = 20.0
+    @Option(help: "Seconds of load before measuring.") var warmup = 5.0
+    @Option(help: "Seconds measured.") var duration = 30.0
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.group(
+            .init(members: members, onlineFraction: onlineFraction, senders: senders, rate: rate,
+                  warmup: warmup, duration: duration, ultra: true), options: options)
+        try report(result, options: options)
+    }
+}
+
 struct Chatroom: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "One chatroom, every member online and joined, publishers at a target rate: publications delivered in full per second, delivery and publish-to-last-recipient latency.",
@@ -193,6 +214,9 @@ struct Quick: AsyncParsableCommand {
         results.last?.printSummary()
         results.append(try await Scenarios.chatroom(
             .init(members: 200, publishers: 20, rate: 10, warmup: 1, duration: 3, quick: true), options: two))
+        results.last?.printSummary()
+        results.append(try await Scenarios.group(
+            .init(members: 2_000, onlineFraction: 0.05, rate: 20, warmup: 1, duration: 3, quick: true, ultra: true), options: two))
         results.last?.printSummary()
         let file = try writeResults(results, to: options.output, name: "quick")
         let failed = results.filter { $0.status == "failed" }.map(\.scenario)

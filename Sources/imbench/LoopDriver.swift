@@ -58,7 +58,7 @@ final class LoopDriver {
         let client = BenchClient(spec: spec, index: index, driver: self)
         clients.append(client)
         switch spec.role {
-        case .chat, .groupMember(_, sender: true), .chatroomMember(_, publisher: _?, _): chatters.append(client)
+        case .chat, .groupMember(_, sender: true, _), .chatroomMember(_, publisher: _?, _): chatters.append(client)
         case .history: readers.append(client)
         default: break
         }

@@ -1,5 +1,7 @@
 import Foundation
 import IMCore
+import IMServer
+import IMStoreSQLite
 
 /// The scenarios. Each starts (or points at) a server, creates its users through the Server API,
 /// opens its connections in worker processes, runs its load for a bounded time and returns what it
@@ -319,6 +321,9 @@ enum Scenarios {
         var warmup = 5.0
         var duration = 30.0
         var quick = false
+        /// An ultra group (messages to its default channel) instead of a group. Its membership is
+        /// seeded into the store before the server starts, one transaction per 10,000 members.
+        var ultra = false
     }
 
     static let groupId = "imbench-group"
@@ -329,7 +334,7 @@ enum Scenarios {
     /// committed reply), deliveries per second, and delivery latency (send → push read by each
     /// member), and counts deliveries missing or received twice.
     static func group(_ p: GroupParameters, options: CommonOptions) async throws -> ScenarioResult {
-        var result = ScenarioResult(scenario: "group")
+        var result = ScenarioResult(scenario: p.ultra ? "ultragroup" : "group")
         result.quick = p.quick
         let online = Int((Double(p.members) * p.onlineFraction).rounded())
         guard p.members >= 2, (2...p.members).contains(online) else {
@@ -345,33 +350,41 @@ enum Scenarios {
         let raiseSendLimit = perSender >= 4 && options.url == nil
             && !options.serverArguments.contains(where: { $0.contains("client-sends-per-second") })
         var environment: [String: String] = [:]
-        if p.members > GroupLimits.defaultMaxMembers { environment["IMSERVER_MAX_GROUP_MEMBERS"] = "\(p.members)" }
-        let harness = try await Harness.start("group", options: options,
+        if !p.ultra && p.members > GroupLimits.defaultMaxMembers { environment["IMSERVER_MAX_GROUP_MEMBERS"] = "\(p.members)" }
+        let members = (0..<p.members).map { "g\($0)" }
+        var seedSeconds = 0.0
+        let harness = try await Harness.start(p.ultra ? "ultragroup" : "group", options: options,
                                               serverArguments: raiseSendLimit ? ["--client-sends-per-second", "1000000"] : [],
-                                              serverEnvironment: environment)
+                                              serverEnvironment: environment) { dataDir in
+            guard p.ultra else { return }
+            let started = monotonicNanos()
+            try await seedUltraGroup(dataDir: dataDir, members: members, options: options)
+            seedSeconds = Double(monotonicNanos() - started) / 1e9
+        }
         do {
-            let members = (0..<p.members).map { "g\($0)" }
             let onlineUsers = Array(members.prefix(online))
-            note("group: registering \(online) online members (the other \(p.members - online) members are only listed in the group)")
+            note("\(result.scenario): registering \(online) online members (the other \(p.members - online) members are only listed in the group)")
             let tokens = try await harness.api.tokens(for: onlineUsers)
-            note("group: creating group \(groupId) with \(p.members) members")
             let setupStart = monotonicNanos()
-            try await harness.api.createGroup(groupId, name: "imbench", members: members)
-            let listed = try await harness.api.groupMemberCount(groupId)
-            guard listed == p.members else {
-                throw BenchError("group \(groupId) was created with \(p.members) members but the server lists \(listed)")
+            if !p.ultra {
+                note("group: creating group \(groupId) with \(p.members) members")
+                try await harness.api.createGroup(groupId, name: "imbench", members: members)
+                let listed = try await harness.api.groupMemberCount(groupId)
+                guard listed == p.members else {
+                    throw BenchError("group \(groupId) was created with \(p.members) members but the server lists \(listed)")
+                }
             }
-            let createSeconds = Double(monotonicNanos() - setupStart) / 1e9
+            let createSeconds = p.ultra ? seedSeconds : Double(monotonicNanos() - setupStart) / 1e9
             let clients = onlineUsers.indices.map { index in
                 ClientSpec(userId: onlineUsers[index], token: tokens[index],
-                           role: .groupMember(group: groupId, sender: index < senders))
+                           role: .groupMember(group: groupId, sender: index < senders, ultra: p.ultra))
             }
             let baseline = harness.sampleServer()
             // Two workers at least: every message comes back as a push to each online member, and
             // one generator thread reading them would be a limit of its own.
             let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(chatRatePerClient: perSender), minimumWorkers: 2)
             let (connected, failed) = try await pool.waitReady()
-            note("group: \(connected) members connected (\(failed) failed) in \(pool.count) worker(s); \(senders) of them send \(fmt(p.rate, 0)) msg/s together for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
+            note("\(result.scenario): \(connected) members connected (\(failed) failed) in \(pool.count) worker(s); \(senders) of them send \(fmt(p.rate, 0)) msg/s together for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
             let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
             await pool.exit()
             await harness.finish()
@@ -386,6 +399,9 @@ enum Scenarios {
             result.take(stats)
             if raiseSendLimit {
                 result.notes.append("\(fmt(perSender, 1)) messages/s per sender is close to the server's per-client limit (5/s); the server imbench started allows 1,000,000 sends/s per client (--client-sends-per-second)")
+            }
+            if p.ultra {
+                result.notes.append("SEEDED: the ultra group's \(p.members) members were written into the store through SQLiteStore before the server started (\(fmt(seedSeconds, 1)) s), not through the Server API; messages go to its default channel RCDefault")
             }
             if !environment.isEmpty && options.url == nil {
                 result.notes.append("the server imbench started allows \(p.members) members per group (IMSERVER_MAX_GROUP_MEMBERS; default \(GroupLimits.defaultMaxMembers))")
@@ -421,6 +437,32 @@ enum Scenarios {
         } catch {
             await harness.finish()
             throw error
+        }
+    }
+
+    /// SEEDING: ultra group `groupId` with these members (the first is its owner), written through
+    /// `SQLiteStore` into a server's data directory before the server starts.
+    static func seedUltraGroup(dataDir: String, members: [String], options: CommonOptions) async throws {
+        let store = try SQLiteStore(directory: dataDir)
+        let now = SystemClock().nowMilliseconds()
+        let app = try await store.upsertApp(appKey: options.appKey, appSecret: options.appSecret, name: "imbench", now: now)
+        note("ultragroup: SEEDING ultra group \(groupId) with \(members.count) members through SQLiteStore (not a measurement)")
+        guard case .joined = try await store.createUltraGroup(appId: app.id, groupId: groupId, name: "imbench", ownerId: members[0], now: now,
+                                                              maxGroupsPerUser: UltraGroupLimits.maxGroupsPerUser) else {
+            throw BenchError("seeding ultra group \(groupId) failed")
+        }
+        var start = 1
+        while start < members.count {
+            let chunk = Array(members[start..<min(members.count, start + 10_000)])
+            guard case .joined = try await store.joinUltraGroup(appId: app.id, groupId: groupId, userIds: chunk, now: now,
+                                                                maxGroupsPerUser: UltraGroupLimits.maxGroupsPerUser) else {
+                throw BenchError("seeding members \(start)… of ultra group \(groupId) failed")
+            }
+            start += chunk.count
+        }
+        let listed = try await store.ultraGroupRoster(appId: app.id, groupId: groupId)?.members.count ?? 0
+        guard listed == members.count else {
+            throw BenchError("ultra group \(groupId) was seeded with \(members.count) members but the store lists \(listed)")
         }
     }
 

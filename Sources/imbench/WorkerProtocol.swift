@@ -9,9 +9,10 @@ enum ClientRole: Codable, Sendable, Equatable {
     case chat(peer: String)
     /// Pages backwards through the private conversation with `peer` at the per-client history rate.
     case history(peer: String)
-    /// An online member of the group `group`: receives every member's messages there and, if
-    /// `sender`, sends group messages at the worker's per-client chat rate.
-    case groupMember(group: String, sender: Bool)
+    /// An online member of the group `group` (an ultra group's default channel when `ultra`):
+    /// receives every member's messages there and, if `sender`, sends to it at the worker's
+    /// per-client chat rate.
+    case groupMember(group: String, sender: Bool, ultra: Bool)
     /// A member of the chatroom `room`: joins it (JOIN_CHATROOM, no history) once synced, receives
     /// its CHATROOM_MESSAGES and, if `publisher` (0..<publishers) is set, sends chatroom messages at
     /// the worker's per-client chat rate. Publisher p's n-th message is number n × publishers + p,
