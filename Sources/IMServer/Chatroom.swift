@@ -79,6 +79,13 @@ final class ChatroomRoom: @unchecked Sendable {
     var lastSentTime: Int64 = 0
     var pending: [Push] = []
     var delivering = false
+    /// Pushes published for delivery, in room order, each at a position; `head` is the latest
+    /// position. Every online seat's session has a cursor: the position written to it so far.
+    var log: [(position: UInt64, push: Push)] = []
+    var head: UInt64 = 0
+    var cursors: [String: UInt64] = [:]
+    /// Where the delivery sweep goes on in `onlineSessions`.
+    var sweepIndex = 0
 
     init(key: Key, name: String, now: Int64, idleDestroyMinutes: Int) {
         self.key = key
@@ -97,13 +104,16 @@ final class ChatroomRoom: @unchecked Sendable {
         return sessions
     }
 
+    /// A session takes a seat: it gets what is published from now on.
     func seatOnline(_ session: ClientSession) {
         online[session.id] = session
+        cursors[session.id] = head
         onlineCache = nil
     }
 
     func seatOffline(sessionId: String) {
         if online.removeValue(forKey: sessionId) != nil { onlineCache = nil }
+        cursors[sessionId] = nil
     }
 
     /// Removes a device's seat, and the member with its last seat. Returns whether the user has no
