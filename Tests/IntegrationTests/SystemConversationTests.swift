@@ -161,8 +161,15 @@ struct SystemConversationTests {
         #expect(try await limited.core.store.history(appId: limited.app.id, conversationKey: "s|notice|x1", recordTime: 0, count: 1,
                                                      ascending: false, viewer: nil).messages.isEmpty)
 
+        // The message object may also come as JSON text.
+        let (asText, asTextBody) = try await server.api.post("/push.json", json: [
+            "fromuserid": "notice", "audience": ["tag": ["a"]],
+            "message": #"{"objectName":"RC:TxtMsg","content":"{\"content\":\"as text\"}"}"#,
+        ])
+        #expect(asText == 200, "\(asTextBody)")
         try await Self.publish(server, to: ["bob"], "marker")
-        #expect(await bobInbox.wait(for: 1).map { $0.message.content(as: TextMessage.self)?.content } == ["marker"], "nothing else reached bob")
+        #expect(await bobInbox.wait(for: 2).map { $0.message.content(as: TextMessage.self)?.content } == ["as text", "marker"],
+                "nothing else reached bob")
         await bob.disconnect()
     }
 

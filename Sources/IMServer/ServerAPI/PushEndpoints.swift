@@ -43,10 +43,10 @@ extension ServerAPI {
               let object = try JSONSerialization.jsonObject(with: body) as? [String: Any] else {
             throw APIError.badParameter("the body must be a JSON object")
         }
-        guard let audience = object["audience"] as? [String: Any] else {
+        guard let audience = Self.object(object["audience"]) else {
             throw APIError.badParameter("audience must be an object: {tag[], tag_or[], userid[], is_to_all}")
         }
-        guard let message = object["message"] as? [String: Any] else {
+        guard let message = Self.object(object["message"]) else {
             throw APIError(.apiServiceNotEnabled, HTTPResponse.Status(code: 430),
                            "push-only notifications are not available: this server has no push service (APNs/FCM) yet. Add message{content, objectName} and fromuserid to send a stored system message instead")
         }
@@ -124,11 +124,18 @@ extension ServerAPI {
             throw APIError.badParameter("message.content must be a JSON object, e.g. {\"content\":\"hello\"} for RC:TxtMsg")
         }
         _ = try Self.flag(message["disableUpdateLastMsg"], "message.disableUpdateLastMsg")
-        let alert = (object["notification"] as? [String: Any])?["alert"] as? String
+        let alert = Self.object(object["notification"])?["alert"] as? String
         return StoredMessage(
             appId: call.app.id, conversationType: .system, conversationKey: "", targetId: "", senderId: sender,
             objectName: objectName, content: content, flags: [.isPersisted, .isCounted], pushContent: alert ?? "",
             includeSender: false)
+    }
+
+    /// A JSON object, given as one or as its text; nil when absent or null.
+    static func object(_ value: Any?) -> [String: Any]? {
+        if let object = value as? [String: Any] { return object }
+        guard let text = value as? String, let data = text.data(using: .utf8) else { return nil }
+        return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
     }
 
     /// A JSON boolean (true/false, 1/0, or their text); nil when absent.
