@@ -19,6 +19,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let apiParameterTooLong = ErrorCode(1005)
     public static let apiAppLocked = ErrorCode(1006)
     public static let apiRateLimited = ErrorCode(1008)
+    /// 「服务未开通」 (HTTP 430): the feature behind the endpoint is not available to the app
+    /// (spec/server-api.md §5.2), e.g. push-only notifications on a server without a push service.
+    public static let apiServiceNotEnabled = ErrorCode(1009)
 
     // Sending.
     public static let rejectedByBlacklist = ErrorCode(405)
@@ -114,6 +117,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// 「批量处理指定标签的会话个数超限」: at most 1000 conversations per batch tag call.
     public static let tagConversationsExceeded = ErrorCode(34013)
     public static let messageTypeNotRegistered = ErrorCode(34021)
+    /// 「系统会话不支持发送该消息」 (RongCloud's `RC_CONVERSATION_NOT_SUPPORT_MESSAGE`, SDK 5.6.2 and
+    /// later): a client sending into a system conversation, which users cannot reply to.
+    public static let systemConversationNotWritable = ErrorCode(20109)
     /// The message was sent without `canIncludeExpansion`: it cannot carry extensions.
     public static let messageNotExpandable = ErrorCode(34008)
     /// An extension update could not reach the server (network).

@@ -159,6 +159,9 @@ public protocol DirectoryStore: Sendable {
     /// Replaces each user's push tags.
     func setUserTags(appId: Int64, userIds: [String], tags: [String]) async throws
     func userTags(appId: Int64, userIds: [String]) async throws -> [String: [String]]
+    /// The users (sorted) who carry every tag of `allOf` and at least one of `anyOf`; an empty list
+    /// is no condition, and both empty match nobody.
+    func users(appId: Int64, withAllTags allOf: [String], anyTag anyOf: [String]) async throws -> [String]
 
     /// Creates the group (or renames an existing one; adding members to a dismissed one starts it
     /// again without its former members and history) and adds the members, all or none. New members sync only messages committed after they join; their

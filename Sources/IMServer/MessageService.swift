@@ -219,6 +219,9 @@ public final class MessageService: Sendable {
         }
         // A read status may be about a system conversation; it goes to the user's own devices.
         let readStatus = request.objectName == SyncReadStatusMessage.objectName
+        if type == .system && !readStatus {
+            throw IMError(.systemConversationNotWritable, "system conversations cannot be replied to: only the app server writes to them, through the Server API (/message/system/publish.json, /message/broadcast.json, /push.json)")
+        }
         guard type == .private || type == .group || type == .chatroom || type == .ultraGroup || (readStatus && type == .system) else {
             throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1), group (3), chatroom (4) and ultra group (10) conversations are supported")
         }

@@ -15,6 +15,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var appSecret: String?
     /// Days an offline message waits for its recipient (1-7).
     public var offlineRetentionDays: Int = MessageLimits.defaultOfflineRetentionDays
+    /// Days an offline system message (Server API system publish, `/push.json`, broadcast) waits
+    /// for its recipient (1-7), set apart from private and group messages as RongCloud does.
+    public var systemOfflineRetentionDays: Int = MessageLimits.defaultOfflineRetentionDays
     /// Client heartbeat interval; a connection silent for three intervals is dropped.
     public var heartbeatIntervalSeconds: Int = 30
     /// Messages one client connection may send per second before getting 20604.
@@ -85,6 +88,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         guard MessageLimits.offlineRetentionDayRange.contains(offlineRetentionDays) else {
             throw fail("offlineRetentionDays must be 1...7, got \(offlineRetentionDays)")
         }
+        guard MessageLimits.offlineRetentionDayRange.contains(systemOfflineRetentionDays) else {
+            throw fail("systemOfflineRetentionDays must be 1...7 (days an offline system message is kept), got \(systemOfflineRetentionDays)")
+        }
         guard heartbeatIntervalSeconds >= 1 else { throw fail("heartbeatIntervalSeconds must be at least 1") }
         guard clientSendsPerSecond >= 1 else { throw fail("clientSendsPerSecond must be at least 1") }
         guard (1...1000).contains(syncPageSize) else { throw fail("syncPageSize must be 1...1000, got \(syncPageSize)") }
@@ -120,6 +126,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = environment["IMSERVER_APP_KEY"] { appKey = value }
         if let value = environment["IMSERVER_APP_SECRET"] { appSecret = value }
         if let value = try int("IMSERVER_OFFLINE_RETENTION_DAYS") { offlineRetentionDays = value }
+        if let value = try int("IMSERVER_SYSTEM_OFFLINE_RETENTION_DAYS") { systemOfflineRetentionDays = value }
         if let value = try int("IMSERVER_HEARTBEAT_INTERVAL_SECONDS") { heartbeatIntervalSeconds = value }
         if let value = try int("IMSERVER_CLIENT_SENDS_PER_SECOND") { clientSendsPerSecond = value }
         if let value = environment["IMSERVER_LOG_LEVEL"] { logLevel = value }
@@ -159,7 +166,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case host, port, dataDir, appKey, appSecret, offlineRetentionDays, heartbeatIntervalSeconds,
+        case host, port, dataDir, appKey, appSecret, offlineRetentionDays, systemOfflineRetentionDays, heartbeatIntervalSeconds,
              clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedFramesPerConnection,
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
              apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory, recallWindowSeconds,
@@ -177,6 +184,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         appKey = try c.decodeIfPresent(String.self, forKey: .appKey)
         appSecret = try c.decodeIfPresent(String.self, forKey: .appSecret)
         offlineRetentionDays = try c.decodeIfPresent(Int.self, forKey: .offlineRetentionDays) ?? d.offlineRetentionDays
+        systemOfflineRetentionDays = try c.decodeIfPresent(Int.self, forKey: .systemOfflineRetentionDays) ?? d.systemOfflineRetentionDays
         heartbeatIntervalSeconds = try c.decodeIfPresent(Int.self, forKey: .heartbeatIntervalSeconds) ?? d.heartbeatIntervalSeconds
         clientSendsPerSecond = try c.decodeIfPresent(Int.self, forKey: .clientSendsPerSecond) ?? d.clientSendsPerSecond
         syncPageSize = try c.decodeIfPresent(Int.self, forKey: .syncPageSize) ?? d.syncPageSize

@@ -19,14 +19,22 @@ public final class SyncService: Sendable {
     /// One page of the messages a session has not seen: everything the user received or sent, and
     /// what their groups got after they joined, with a seq above the client's watermark and younger
     /// than the offline retention.
+    ///
+    /// System messages have a retention of their own (`systemOfflineRetentionDays`): the store reads
+    /// from the older of the two limits and the messages past their own are left out of the page
+    /// (its watermark still covers them, so they are never offered again).
     func page(_ request: Im_SyncRequest, for session: ClientSession) async throws -> Im_SyncReply {
         let limit = request.limit > 0 ? min(Int(request.limit), config.syncPageSize) : config.syncPageSize
-        let oldest = clock.nowMilliseconds() - Int64(config.offlineRetentionDays) * 86_400_000
+        let now = clock.nowMilliseconds()
+        let oldest = now - Int64(config.offlineRetentionDays) * 86_400_000
+        let oldestSystem = now - Int64(config.systemOfflineRetentionDays) * 86_400_000
         let page = try await store.syncPage(appId: session.appId, userId: session.userId,
-                                            after: request.since, minSentTime: oldest, limit: limit)
+                                            after: request.since, minSentTime: min(oldest, oldestSystem), limit: limit)
         var reply = Im_SyncReply()
         reply.morePackages = page.hasMore
-        reply.messages = page.messages.map(\.wire)
+        reply.messages = page.messages
+            .filter { $0.sentTime >= ($0.conversationType == .system ? oldestSystem : oldest) }
+            .map(\.wire)
         reply.watermark = max(page.watermark, request.since)
         return reply
     }
@@ -34,8 +42,8 @@ public final class SyncService: Sendable {
     /// A page of one conversation's cloud history.
     func history(_ request: Im_HistoryRequest, for session: ClientSession) async throws -> Im_HistoryReply {
         let type = ConversationType(rawValue: Int(request.conversationType))
-        guard type == .private || type == .group else {
-            throw IMError(.invalidParameter, "remote history is available for private (1) and group (3) conversations on this server")
+        guard type == .private || type == .group || type == .system else {
+            throw IMError(.invalidParameter, "remote history is available for private (1), group (3) and system (6) conversations on this server")
         }
         guard UserID.isValid(request.targetID) else {
             throw IMError(.invalidParameter, "targetId '\(request.targetID)' is not a valid \(type == .group ? "group" : "user") id")
@@ -58,6 +66,8 @@ public final class SyncService: Sendable {
                 appId: session.appId, conversationKey: groupConversationKey(request.targetID), recordTime: request.recordTime,
                 count: Int(request.count), ascending: request.order == 1,
                 viewer: HistoryViewer(userId: session.userId, afterSeq: member.historyAfterSeq))
+        } else if type == .system {
+            page = try await systemHistory(request, for: session)
         } else {
             page = try await store.history(
                 appId: session.appId, conversationKey: privateConversationKey(session.userId, request.targetID),
@@ -68,5 +78,24 @@ public final class SyncService: Sendable {
         reply.messages = page.messages.map(\.wire)
         reply.isRemaining = page.hasMore
         return reply
+    }
+
+    /// A system conversation's history: what the account sent to this user and its broadcasts to
+    /// everyone, two logs read alike and merged by time.
+    private func systemHistory(_ request: Im_HistoryRequest, for session: ClientSession) async throws -> HistoryPage {
+        let viewer = HistoryViewer(userId: session.userId, afterSeq: 0)
+        let ascending = request.order == 1
+        var pages: [HistoryPage] = []
+        for recipient in [session.userId, StoredMessage.everyone] {
+            pages.append(try await store.history(
+                appId: session.appId, conversationKey: systemConversationKey(sender: request.targetID, recipient: recipient),
+                recordTime: request.recordTime, count: Int(request.count), ascending: ascending, viewer: viewer))
+        }
+        let merged = (pages[0].messages + pages[1].messages).sorted {
+            ascending ? ($0.sentTime, $0.seq) < ($1.sentTime, $1.seq) : ($0.sentTime, $0.seq) > ($1.sentTime, $1.seq)
+        }
+        let count = Int(request.count)
+        return HistoryPage(messages: Array(merged.prefix(count)),
+                           hasMore: merged.count > count || pages.contains { $0.hasMore })
     }
 }

@@ -120,6 +120,29 @@ extension SQLiteStore {
         }
     }
 
+    public func users(appId: Int64, withAllTags allOf: [String], anyTag anyOf: [String]) async throws -> [String] {
+        let all = Array(Set(allOf)), any = Array(Set(anyOf))
+        guard !all.isEmpty || !any.isEmpty else { return [] }
+        return try await pool.read { db in
+            // Both read the (app_id, tag, user_id) index of v8-system-messages.
+            func marks(_ list: [String]) -> String { list.map { _ in "?" }.joined(separator: ",") }
+            var matched: Set<String>?
+            if !all.isEmpty {
+                matched = Set(try String.fetchAll(db, sql: """
+                    SELECT user_id FROM user_tags WHERE app_id = ? AND tag IN (\(marks(all)))
+                    GROUP BY user_id HAVING COUNT(*) = ?
+                    """, arguments: StatementArguments([appId] as [any DatabaseValueConvertible] + all + [all.count])))
+            }
+            if !any.isEmpty {
+                let either = Set(try String.fetchAll(db, sql: """
+                    SELECT DISTINCT user_id FROM user_tags WHERE app_id = ? AND tag IN (\(marks(any)))
+                    """, arguments: StatementArguments([appId] as [any DatabaseValueConvertible] + any)))
+                matched = matched.map { $0.intersection(either) } ?? either
+            }
+            return (matched ?? []).sorted()
+        }
+    }
+
     // MARK: groups
 
     public func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int,

@@ -171,6 +171,10 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v7-ultragroups") { db in
             try Self.createUltraGroupTables(db)
         }
+        migrator.registerMigration("v8-system-messages") { db in
+            // Tag-targeted system messages (/push.json) look users up by tag.
+            try db.execute(sql: "CREATE INDEX user_tags_by_tag ON user_tags (app_id, tag, user_id)")
+        }
         return migrator
     }
 

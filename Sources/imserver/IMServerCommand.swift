@@ -52,6 +52,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Days offline messages wait for their recipient, 1-7 (default 7).")
     var offlineRetentionDays: Int?
 
+    @Option(help: "Days offline system messages wait for their recipient, 1-7 (default 7; env IMSERVER_SYSTEM_OFFLINE_RETENTION_DAYS).")
+    var systemOfflineRetentionDays: Int?
+
     @Option(help: "Client heartbeat interval in seconds; silent connections are dropped after 3 (default 30).")
     var heartbeatIntervalSeconds: Int?
 
@@ -68,6 +71,7 @@ struct Serve: AsyncParsableCommand {
         if let appKey { config.appKey = appKey }
         if let appSecret { config.appSecret = appSecret }
         if let offlineRetentionDays { config.offlineRetentionDays = offlineRetentionDays }
+        if let systemOfflineRetentionDays { config.systemOfflineRetentionDays = systemOfflineRetentionDays }
         if let heartbeatIntervalSeconds { config.heartbeatIntervalSeconds = heartbeatIntervalSeconds }
         if let clientSendsPerSecond { config.clientSendsPerSecond = clientSendsPerSecond }
         if let logLevel { config.logLevel = logLevel }

@@ -271,10 +271,7 @@ extension ServerAPI {
             return [:]
         }
         let message = try message(call, type: .system, content: Data(call.required("content").utf8), status: false)
-        try core.apiLimits.admit(appId: call.app.id, cost: 1, rules: [
-            APIRateLimiter.Rule(name: "broadcasts", limit: APIRateLimits.broadcastsPerHour, windowMilliseconds: 3_600_000),
-            APIRateLimiter.Rule(name: "broadcasts", limit: APIRateLimits.broadcastsPerDay, windowMilliseconds: 86_400_000),
-        ])
+        try core.apiLimits.admit(appId: call.app.id, cost: 1, rules: broadcastRules)
         let sent = try await core.messages.broadcast(message)
         return ["messageUID": sent.uid, "id": sent.uid]
     }

@@ -15,7 +15,7 @@ struct ServerAPI: Sendable {
     /// Every endpoint this server answers, in documentation order.
     var endpoints: [APIEndpoint] {
         userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + chatroomEndpoints + moderationEndpoints
-            + conversationEndpoints
+            + conversationEndpoints + pushEndpoints
     }
 
     func register(on router: Router<Context>) {
@@ -44,9 +44,8 @@ struct ServerAPI: Sendable {
         ("/message/discussion/publish.json", "discussions were retired by RongCloud; use groups"),
         ("/message/online/broadcast.json", "online broadcast arrives with push"),
         ("/message/ultragroup/publish.json", "ultra groups arrive in a later release"),
-        ("/push.json", "push arrives in a later release"),
-        ("/push/user.json", "push arrives in a later release"),
-        ("/push/custom.json", "push arrives in a later release"),
+        ("/push/user.json", "push notifications need a push service (APNs/FCM), which arrives in a later release"),
+        ("/push/custom.json", "push notifications need a push service (APNs/FCM), which arrives in a later release"),
     ]
 
     private func call(_ request: Request, _ endpoint: APIEndpoint) async -> Response {
