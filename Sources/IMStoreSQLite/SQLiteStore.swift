@@ -171,6 +171,9 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v7-ultragroups") { db in
             try Self.createUltraGroupTables(db)
         }
+        migrator.registerMigration("v8-ultragroup-unpush-levels") { db in
+            try Self.createUltraGroupUnpushLevels(db)
+        }
         return migrator
     }
 
