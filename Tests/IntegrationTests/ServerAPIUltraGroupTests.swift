@@ -300,6 +300,9 @@ struct ServerAPIUltraGroupTests {
             "fromUserId": "ann", "toGroupIds": ["g1"], "objectName": "RC:TxtMsg", "content": "{\"content\":\"x\"}", "busChannel": "bad-id",
         ])) == 24403)
         #expect(code(try await api.post("/message/ultragroup/publish.json", json: ["fromUserId": "ann", "toGroupIds": ["g1"], "objectName": "RC:TxtMsg"])) == 1002)
+        #expect(code(try await api.post("/message/ultragroup/publish.json", json: [
+            "fromUserId": "ann", "toGroupIds": ["g1"], "objectName": "RC:TxtMsg", "content": "{\"content\":\"x\"}", "isMentioned": 1,
+        ])) == 1002, "an @ message without mentionedInfo")
         for group in ["g1", "g2"] {
             let count = try await server.core.store.conversationMessages(
                 appId: server.app.id, conversationKey: ultraGroupConversationKey(group, "RCDefault"), start: 0, end: Int64.max,

@@ -602,12 +602,7 @@ extension ServerAPI {
             throw IMError(.ultraGroupParameterInvalid, "toGroupIds '\(bad.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         message.directedUserIds = try ultraGroupUsers(call, "toUserIds")
-        if try call.bool("isMentioned") == true {
-            let object = try? JSONSerialization.jsonObject(with: content) as? [String: Any]
-            guard let mention = object?["mentionedInfo"] as? [String: Any], let type = mention["type"] as? Int, type == 1 || type == 2 else {
-                throw APIError.badParameter("isMentioned needs mentionedInfo in content: {\"type\":1} for everyone or {\"type\":2,\"userIdList\":[...]}")
-            }
-        }
+        try checkMentioned(call, content: content)
         try core.apiLimits.admit(appId: call.app.id, cost: groupIds.count, rules: [
             APIRateLimiter.Rule(name: "ultra group messages", limit: core.config.ultraGroupPublishPerSecond, windowMilliseconds: 1000),
         ])
