@@ -244,7 +244,6 @@ extension IMClient {
     /// The local conversations of every channel of an ultra group (RongCloud's
     /// `getConversationListForAllChannel`), pinned first, then newest first.
     public func getConversationsForAllChannels(targetId: String) throws -> [Conversation] {
-        try openStore().conversations(types: [.ultraGroup], count: UltraGroupLimits.maxChannelsPerGroup * 2, startTime: 0)
-            .filter { $0.targetId == targetId }
+        try openStore().conversations(types: [.ultraGroup], count: UltraGroupLimits.maxChannelsPerGroup, startTime: 0, targetId: targetId)
     }
 }

@@ -279,7 +279,9 @@ final class LocalStore: Sendable {
         m.object_name, m.sender_id, c.mentioned_count, c.notification_level
         """
 
-    func conversations(types: [ConversationType], count: Int, startTime: Int64) throws -> [Conversation] {
+    /// Conversations of these types (of one target when `targetId` is given), pinned first, then
+    /// newest first.
+    func conversations(types: [ConversationType], count: Int, startTime: Int64, targetId: String? = nil) throws -> [Conversation] {
         guard !types.isEmpty, count > 0 else { return [] }
         return try pool.read { db in
             let marks = types.map { _ in "?" }.joined(separator: ",")
@@ -288,6 +290,10 @@ final class LocalStore: Sendable {
             if startTime > 0 {
                 filter = "AND c.sort_time < ?"
                 arguments.append(startTime)
+            }
+            if let targetId {
+                filter += " AND c.target_id = ?"
+                arguments.append(targetId)
             }
             arguments.append(count)
             return try Row.fetchAll(db, sql: """

@@ -16,9 +16,11 @@ public final class MessageLifecycleService: Sendable {
     private let chatrooms: ChatroomService
     private let clock: any WallClock
     private let config: ServerConfig
+    private let ultraGroups: UltraGroupRosters
 
     init(store: any IMStore, log: MessageLog, messages: MessageService, rosters: GroupRosters, chatrooms: ChatroomService, clock: any WallClock,
-         config: ServerConfig) {
+         config: ServerConfig, ultraGroups: UltraGroupRosters) {
+        self.ultraGroups = ultraGroups
         self.chatrooms = chatrooms
         self.store = store
         self.log = log
@@ -122,16 +124,21 @@ public final class MessageLifecycleService: Sendable {
         guard let original = try await store.message(appId: appId, uid: uid) else {
             throw IMError(.invalidParameter, "no message \(uid): extensions are set on sent messages by their messageUId")
         }
-        guard original.conversationType == .private || original.conversationType == .group else {
-            throw IMError(.messageNotExpandable, "message \(uid) is a \(original.conversationType) message; only one-to-one and group messages carry extensions")
+        guard [.private, .group, .ultraGroup].contains(original.conversationType) else {
+            throw IMError(.messageNotExpandable, "message \(uid) is a \(original.conversationType) message; only one-to-one, group and ultra group messages carry extensions")
         }
         // The change goes to the same audience as the message.
         var change = StoredMessage(
             appId: appId, conversationType: original.conversationType, conversationKey: original.conversationKey,
             targetId: original.targetId, senderId: operatorId, objectName: ExpansionChangeMessage.objectName,
-            content: Data(), flags: .none, includeSender: notifyOperator)
-        if original.conversationType == .group {
-            _ = try await rosters.checkMember(appId: appId, groupId: original.targetId, userId: operatorId)
+            content: Data(), flags: .none, channelId: original.channelId, includeSender: notifyOperator)
+        if original.conversationType == .group || original.conversationType == .ultraGroup {
+            if original.conversationType == .ultraGroup {
+                // Whoever sees the channel may extend its messages; the change goes to the channel's audience.
+                _ = try await ultraGroups.checkReader(appId: appId, groupId: original.targetId, channelId: original.channelId, userId: operatorId)
+            } else {
+                _ = try await rosters.checkMember(appId: appId, groupId: original.targetId, userId: operatorId)
+            }
             guard original.isVisible(to: operatorId) else {
                 throw IMError(.invalidParameter, "message \(uid) is a directional message not addressed to \(operatorId)")
             }

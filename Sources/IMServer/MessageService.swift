@@ -168,7 +168,7 @@ public final class MessageService: Sendable {
     /// directional group message, to its members), online now or at their next sync.
     func recall(appId: Int64, operatorId: String, type: ConversationType, targetId: String, uid: String,
                 sentTime: Int64?, isAdmin: Bool, delete: Bool, extra: String?, pushContent: String = "",
-                window: Int64? = nil, origin: String = "") async throws -> RecallOutcome {
+                window: Int64? = nil, origin: String = "", channelId: String = "") async throws -> RecallOutcome {
         guard let original = try await log.storedMessage(appId: appId, uid: uid),
               original.conversationType == type,
               original.objectName != RecallNotificationMessage.objectName, original.isInHistory,
@@ -179,6 +179,7 @@ public final class MessageService: Sendable {
         switch type {
         case .system: expectedKey = systemConversationKey(sender: operatorId, recipient: targetId)
         case .group: expectedKey = groupConversationKey(targetId)
+        case .ultraGroup: expectedKey = ultraGroupConversationKey(targetId, UltraGroupLimits.effectiveChannel(channelId))
         default: expectedKey = privateConversationKey(operatorId, targetId)
         }
         guard isAdmin || (original.senderId == operatorId && original.conversationKey == expectedKey) else {
@@ -203,7 +204,7 @@ public final class MessageService: Sendable {
             appId: appId, conversationType: type, conversationKey: original.conversationKey,
             targetId: original.targetId, senderId: original.senderId, objectName: RecallCommandMessage.objectName,
             content: try command.encode(), flags: .none, pushContent: pushContent,
-            includeSender: true, directedUserIds: original.directedUserIds)
+            channelId: original.channelId, includeSender: true, directedUserIds: original.directedUserIds)
         return RecallOutcome(command: try await log.append(recall, origin: origin).message, notification: notification, recallTime: now)
     }
 

@@ -201,6 +201,11 @@ public protocol UltraGroupStore: Sendable {
     func setUltraGroupChannelMuted(appId: Int64, groupId: String, channelId: String, muted: Bool) async throws
     /// Adds users to (or removes them from) the mute whitelist of a channel ("" for the whole group).
     func setUltraGroupMuteWhitelist(appId: Int64, groupId: String, channelId: String, userIds: [String], add: Bool) async throws
+    /// Sets the group's default do-not-disturb level of a channel ("" for the whole group), which
+    /// a member's own level overrides; 0 (not set) removes it.
+    func setUltraGroupUnpushLevel(appId: Int64, groupId: String, channelId: String, level: Int) async throws
+    /// The group's default do-not-disturb level of a channel ("" for the whole group); 0 when not set.
+    func ultraGroupUnpushLevel(appId: Int64, groupId: String, channelId: String) async throws -> Int
 
     /// Records that the user has read a channel up to `time` (ms); an earlier time than the one
     /// kept changes nothing.

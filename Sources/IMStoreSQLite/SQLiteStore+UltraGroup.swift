@@ -153,7 +153,8 @@ extension SQLiteStore {
             guard try Self.groupExists(db, appId, groupId) else { return false }
             for table in ["ultra_groups", "ultra_group_members", "ultra_group_channels", "ultra_group_channel_members",
                           "ultra_group_user_groups", "ultra_group_user_group_members", "ultra_group_channel_bindings",
-                          "ultra_group_mutes", "ultra_group_muted_channels", "ultra_group_mute_whitelist", "ultra_group_reads"] {
+                          "ultra_group_mutes", "ultra_group_muted_channels", "ultra_group_mute_whitelist", "ultra_group_reads",
+                          "ultra_group_unpush_levels"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ? AND group_id = ?", arguments: [appId, groupId])
             }
             return true
@@ -266,7 +267,8 @@ extension SQLiteStore {
         try await pool.write { db in
             guard try Self.channelExists(db, appId, groupId, channelId) else { return false }
             for table in ["ultra_group_channels", "ultra_group_channel_members", "ultra_group_channel_bindings",
-                          "ultra_group_mutes", "ultra_group_muted_channels", "ultra_group_mute_whitelist", "ultra_group_reads"] {
+                          "ultra_group_mutes", "ultra_group_muted_channels", "ultra_group_mute_whitelist", "ultra_group_reads",
+                          "ultra_group_unpush_levels"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ? AND group_id = ? AND channel_id = ?",
                                arguments: [appId, groupId, channelId])
             }

@@ -175,6 +175,9 @@ public final class SQLiteStore: IMStore {
             // Tag-targeted system messages (/push.json) look users up by tag.
             try db.execute(sql: "CREATE INDEX user_tags_by_tag ON user_tags (app_id, tag, user_id)")
         }
+        migrator.registerMigration("v9-ultragroup-unpush-levels") { db in
+            try Self.createUltraGroupUnpushLevels(db)
+        }
         return migrator
     }
 

@@ -89,9 +89,9 @@ struct ServerAPIEncodingTests {
         #expect(try await raw(server, "//user/checkOnline.json", headers: headers, body: "userId=u").0 == 200)
         let (badJSON, badBody, _) = try await raw(server, "/user/tag/set.json", headers: headers, body: "{not json", contentType: "application/json")
         #expect(badJSON == 400 && badBody["code"] as? Int == 1002)
-        let (later, laterBody, _) = try await raw(server, "/message/ultragroup/publish.json", headers: headers, body: "fromUserId=u")
+        let (later, laterBody, _) = try await raw(server, "/message/discussion/publish.json", headers: headers, body: "fromUserId=u")
         #expect(later == 404 && laterBody["code"] as? Int == 404)
-        #expect((laterBody["errorMessage"] as? String)?.contains("ultra groups") == true)
+        #expect((laterBody["errorMessage"] as? String)?.contains("retired") == true)
         let (unknown, _, text) = try await raw(server, "/nothing/here", headers: [:], body: "")
         #expect(unknown == 404 && text.hasPrefix("{"))
         #expect((try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["code"] as? Int == 404)
@@ -125,7 +125,7 @@ struct ServerAPIEncodingTests {
         let document = try #require(try JSONSerialization.jsonObject(with: served) as? [String: Any])
         let paths = try #require(document["paths"] as? [String: Any])
         for path in ["/user/getToken.json", "/message/private/publish.json", "/group/create.json", "/sensitiveword/add.json", "/v3/message/private/query.json",
-                     "/chatroom/create.json", "/message/chatroom/publish.json"] {
+                     "/chatroom/create.json", "/message/chatroom/publish.json", "/ultragroup/create.json", "/message/ultragroup/publish.json"] {
             #expect(paths[path] != nil, "\(path)")
         }
     }

@@ -49,17 +49,21 @@ extension ServerAPI {
             for id in message.directedUserIds where !UserID.isValid(id) {
                 throw APIError.badParameter("toUserId '\(id)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
             }
-            if try call.bool("isMentioned") == true {
-                let object = try? JSONSerialization.jsonObject(with: content) as? [String: Any]
-                guard let mention = object?["mentionedInfo"] as? [String: Any], let type = mention["type"] as? Int, type == 1 || type == 2 else {
-                    throw APIError.badParameter("isMentioned=1 needs mentionedInfo in content: {\"type\":1} for everyone or {\"type\":2,\"userIdList\":[...]}")
-                }
-            }
+            try checkMentioned(call, content: content)
             try core.apiLimits.admit(appId: call.app.id, cost: groupIds.count, rules: [
                 APIRateLimiter.Rule(name: "group messages", limit: core.config.groupPublishPerSecond, windowMilliseconds: 1000),
             ])
         }
         let sent = try await core.groups.publish(message, to: groupIds)
         return ["messageUIDs": sent.map { ["groupId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]
+    }
+
+    /// With `isMentioned=1`, the content must carry `mentionedInfo` (1002 otherwise).
+    func checkMentioned(_ call: APICall, content: Data) throws {
+        guard try call.bool("isMentioned") == true else { return }
+        let object = try? JSONSerialization.jsonObject(with: content) as? [String: Any]
+        guard let mention = object?["mentionedInfo"] as? [String: Any], let type = mention["type"] as? Int, type == 1 || type == 2 else {
+            throw APIError.badParameter("isMentioned=1 needs mentionedInfo in content: {\"type\":1} for everyone or {\"type\":2,\"userIdList\":[...]}")
+        }
     }
 }

@@ -22,11 +22,7 @@ extension ServerAPI {
                 summary: "Sets extension keys of a message sent with expansion on; the conversation's members get an RC:MsgExMsg.",
                 params: target + [.json("extraKeyVal", required: true, "object of keys to set: at most 100 per call, 300 per message; keys of A-Z a-z 0-9 + = - _ up to 32, values up to 4096")]
             ) { call in
-                let object = try? JSONSerialization.jsonObject(with: Data(call.required("extraKeyVal").utf8)) as? [String: Any]
-                guard let object, object.values.allSatisfy({ $0 is String }) else {
-                    throw APIError.badParameter("extraKeyVal must be a JSON object of string values, e.g. {\"k\":\"v\"}")
-                }
-                try await updateExpansion(call, set: object.compactMapValues { $0 as? String }, remove: [])
+                try await updateExpansion(call, set: try Self.expansionValues(call), remove: [])
                 return [:]
             },
             APIEndpoint(
@@ -34,11 +30,7 @@ extension ServerAPI {
                 summary: "Removes extension keys of a message; the conversation's members get an RC:MsgExMsg.",
                 params: target + [.json("extraKey", required: true, "array of keys to remove, at most 100")]
             ) { call in
-                let keys = try? JSONSerialization.jsonObject(with: Data(call.required("extraKey").utf8)) as? [Any]
-                guard let keys, keys.allSatisfy({ $0 is String }) else {
-                    throw APIError.badParameter("extraKey must be a JSON array of keys, e.g. [\"k1\",\"k2\"]")
-                }
-                try await updateExpansion(call, set: [:], remove: keys.compactMap { $0 as? String })
+                try await updateExpansion(call, set: [:], remove: try Self.expansionKeys(call))
                 return [:]
             },
             APIEndpoint(
@@ -48,20 +40,8 @@ extension ServerAPI {
                     .string("msgUID", required: true, "the message's messageUID"),
                     .integer("pageNo", "page, from 1"),
                 ],
-                response: [APIField("extraContent", "object", "{key: {v: value, ts: time set in ms}}")]
-            ) { call in
-                let page = Int(try call.int("pageNo") ?? 1)
-                guard page >= 1 else { throw APIError.badParameter("pageNo starts at 1, got \(page)") }
-                guard let entries = try await core.store.expansion(appId: call.app.id, uid: call.required("msgUID")) else {
-                    throw APIError.badParameter("no message \(call.required("msgUID"))")
-                }
-                let keys = entries.keys.sorted().dropFirst((page - 1) * Self.expansionQueryPage).prefix(Self.expansionQueryPage)
-                var content: [String: any Sendable] = [:]
-                for key in keys {
-                    content[key] = ["v": entries[key]!.value, "ts": entries[key]!.time] as [String: any Sendable]
-                }
-                return ["extraContent": content]
-            },
+                response: Self.expansionQueryResponse,
+                handler: queryExpansion),
             APIEndpoint(
                 path: "/conversation/message/history/clean.json", tag: "conversation",
                 summary: "Removes a user's history of one conversation up to a time, for good: their cloud history and offline sync no longer hold it; the other side keeps theirs.",
@@ -84,6 +64,41 @@ extension ServerAPI {
                 return [:]
             },
         ]
+    }
+
+    static let expansionQueryResponse = [APIField("extraContent", "object", "{key: {v: value, ts: time set in ms}}")]
+
+    /// The keys and values of `extraKeyVal`, a JSON object of strings.
+    static func expansionValues(_ call: APICall) throws -> [String: String] {
+        let object = try? JSONSerialization.jsonObject(with: Data(call.required("extraKeyVal").utf8)) as? [String: Any]
+        guard let object, object.values.allSatisfy({ $0 is String }) else {
+            throw APIError.badParameter("extraKeyVal must be a JSON object of string values, e.g. {\"k\":\"v\"}")
+        }
+        return object.compactMapValues { $0 as? String }
+    }
+
+    /// The keys of `extraKey`, a JSON array of strings.
+    static func expansionKeys(_ call: APICall) throws -> [String] {
+        let keys = try? JSONSerialization.jsonObject(with: Data(call.required("extraKey").utf8)) as? [Any]
+        guard let keys, keys.allSatisfy({ $0 is String }) else {
+            throw APIError.badParameter("extraKey must be a JSON array of keys, e.g. [\"k1\",\"k2\"]")
+        }
+        return keys.compactMap { $0 as? String }
+    }
+
+    /// One page (`pageNo`, from 1) of the extensions of the message `msgUID`, in key order.
+    func queryExpansion(_ call: APICall) async throws -> [String: any Sendable] {
+        let page = Int(try call.int("pageNo") ?? 1)
+        guard page >= 1 else { throw APIError.badParameter("pageNo starts at 1, got \(page)") }
+        guard let entries = try await core.store.expansion(appId: call.app.id, uid: call.required("msgUID")) else {
+            throw APIError.badParameter("no message \(call.required("msgUID"))")
+        }
+        let keys = entries.keys.sorted().dropFirst((page - 1) * Self.expansionQueryPage).prefix(Self.expansionQueryPage)
+        var content: [String: any Sendable] = [:]
+        for key in keys {
+            content[key] = ["v": entries[key]!.value, "ts": entries[key]!.time] as [String: any Sendable]
+        }
+        return ["extraContent": content]
     }
 
     private func updateExpansion(_ call: APICall, set: [String: String], remove: [String]) async throws {

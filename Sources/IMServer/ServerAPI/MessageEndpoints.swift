@@ -109,15 +109,15 @@ extension ServerAPI {
                 summary: "Recalls a message: everyone in the conversation, online now or at their next sync, sees a recall notification (RC:RcNtf) in its place. In a chatroom, the members online are told and the room's latest messages (and history, when kept) hold the notification.",
                 params: [
                     .string("fromUserId", required: true, "the message's sender"),
-                    .integer("conversationType", required: true, "1 private, 3 group, 4 chatroom, 6 system"),
-                    .string("targetId", required: true, "the conversation's other user, the group or the chatroom"),
+                    .integer("conversationType", required: true, "1 private, 3 group, 4 chatroom, 6 system, 10 ultra group"),
+                    .string("targetId", required: true, "the conversation's other user, the group, the chatroom or the ultra group"),
                     .string("messageUID", required: true, "uid of the message to recall"),
                     .integer("sentTime", "the message's sentTime, ms"),
                     .boolean("isAdmin", "recall as an administrator (any sender)"),
                     .boolean("isDelete", "delete instead of leaving a notification"),
                     .boolean("disablePush", "no push notification"),
                     .string("extra", "extra text carried by the notification"),
-                    .string("busChannel", "channel id"),
+                    .string("busChannel", "an ultra group message's channel (none: RCDefault)"),
                 ],
                 handler: recall),
             APIEndpoint(
@@ -278,8 +278,8 @@ extension ServerAPI {
 
     private func recall(_ call: APICall) async throws -> [String: any Sendable] {
         let rawType = try call.int("conversationType") ?? 0
-        guard let type = ConversationType(rawValue: Int(rawType)), [.private, .group, .chatroom, .system].contains(type) else {
-            throw APIError.badParameter("conversationType must be 1 (private), 3 (group), 4 (chatroom) or 6 (system) on this server, got \(rawType)")
+        guard let type = ConversationType(rawValue: Int(rawType)), [.private, .group, .chatroom, .system, .ultraGroup].contains(type) else {
+            throw APIError.badParameter("conversationType must be 1 (private), 3 (group), 4 (chatroom), 6 (system) or 10 (ultra group), got \(rawType)")
         }
         if type == .chatroom {
             // isDelete is not told apart in a chatroom: the room's copy becomes the notification either way.
@@ -292,7 +292,7 @@ extension ServerAPI {
         _ = try await core.messages.recall(
             appId: call.app.id, operatorId: call.required("fromUserId"), type: type, targetId: call.required("targetId"),
             uid: call.required("messageUID"), sentTime: try call.int("sentTime"), isAdmin: try call.bool("isAdmin") ?? false,
-            delete: try call.bool("isDelete") ?? false, extra: call.string("extra"))
+            delete: try call.bool("isDelete") ?? false, extra: call.string("extra"), channelId: call.string("busChannel") ?? "")
         return [:]
     }
 

@@ -15,7 +15,7 @@ struct ServerAPI: Sendable {
     /// Every endpoint this server answers, in documentation order.
     var endpoints: [APIEndpoint] {
         userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + chatroomEndpoints + moderationEndpoints
-            + conversationEndpoints + pushEndpoints
+            + conversationEndpoints + pushEndpoints + ultraGroupEndpoints
     }
 
     func register(on router: Router<Context>) {
@@ -43,7 +43,6 @@ struct ServerAPI: Sendable {
     static let laterEndpoints: [(String, String)] = [
         ("/message/discussion/publish.json", "discussions were retired by RongCloud; use groups"),
         ("/message/online/broadcast.json", "online broadcast arrives with push"),
-        ("/message/ultragroup/publish.json", "ultra groups arrive in a later release"),
         ("/push/user.json", "push notifications need a push service (APNs/FCM), which arrives in a later release"),
         ("/push/custom.json", "push notifications need a push service (APNs/FCM), which arrives in a later release"),
     ]
