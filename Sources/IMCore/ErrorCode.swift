@@ -60,6 +60,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let notInPrivateChannel = ErrorCode(24416)
     /// 「该接口不支持超级群会话」: the call does not take ultra group conversations.
     public static let ultraGroupNotSupported = ErrorCode(34022)
+    /// 「发送的消息中包含敏感词」: the content has a word the app blocks (a modification is refused;
+    /// a sent message is answered as sent and delivered to nobody, as RongCloud does).
+    public static let blockedBySensitiveWord = ErrorCode(21501)
     /// 「消息不支持修改」: only the sender's own ultra group messages kept in history can be modified.
     public static let messageNotModifiable = ErrorCode(20116)
 

@@ -99,46 +99,79 @@ extension IMClient {
         let store = try openStore()
         var request = Im_UltraGroupSummaryRequest()
         request.modifiedSince = Int64(try store.meta("ultra_modified_since"))
-        let summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
+        var summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
             .body(Im_UltraGroupSummary.self)
         var fetched = 0
         for state in summary.channels {
-            let local = try store.latestSentTime(type: .ultraGroup, targetId: state.groupID, channelId: state.channelID)
-            if state.hasLastMessage, state.lastMessage.sentTime > (local ?? Int64.min) {
-                fetched += try await fetchMissing(state, after: local, connection: connection, store: store)
+            let key = "\(state.groupID)|\(state.channelID)"
+            let through = try store.ultraGroupThrough(groupId: state.groupID, channelId: state.channelID)
+            if state.lastSentTime > 0, state.lastSentTime > (through ?? Int64.min) {
+                let (count, reached) = try await fetchMissing(state, after: through, connection: connection, store: store)
+                fetched += count
+                try store.setUltraGroupThrough(groupId: state.groupID, channelId: state.channelID, time: reached)
+            } else if state.lastSentTime > 0, through == nil {
+                try store.setUltraGroupThrough(groupId: state.groupID, channelId: state.channelID, time: state.lastSentTime)
             }
+            ultraCaughtUp.insert(key)
             try store.setCounts(type: .ultraGroup, targetId: state.groupID, channelId: state.channelID,
                                 unread: Int(state.unreadCount), mentioned: Int(state.mentionedCount))
         }
-        let modified = applyModified(summary.modified)
+        var modified = applyModified(summary.modified)
+        // Modifications come oldest first, a page at a time.
+        while summary.moreModified {
+            try store.setMeta("ultra_modified_since", UInt64(max(summary.serverTime, 0)))
+            request.modifiedSince = summary.serverTime
+            summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
+                .body(Im_UltraGroupSummary.self)
+            modified += applyModified(summary.modified)
+        }
         try store.setMeta("ultra_modified_since", UInt64(max(summary.serverTime, 0)))
         let result = UltraGroupSyncResult(channels: summary.channels.count, fetched: fetched, modified: modified)
         ultraGroupSyncEvents.yield(result)
         return result
     }
 
-    /// Pulls a channel's messages newer than `after` (or its newest page when this device has none).
+    /// Pulls a channel's messages after `after` (or its newest page when this device never caught
+    /// up with it). Returns how many were new here and the time this device now holds everything
+    /// through.
     private func fetchMissing(_ state: Im_UltraGroupChannelState, after: Int64?, connection: WireConnection,
-                              store: LocalStore) async throws -> Int {
+                              store: LocalStore) async throws -> (stored: Int, through: Int64) {
         var request = Im_HistoryRequest()
         request.conversationType = Int32(ConversationType.ultraGroup.rawValue)
         request.targetID = state.groupID
         request.channelID = state.channelID
-        request.count = Int32(UltraGroupLimits.maxHistoryCount)
-        var stored = 0
-        var recordTime = after ?? 0
-        for _ in 0..<(after == nil ? 1 : Self.catchUpPages) {
-            request.recordTime = recordTime
-            request.order = after == nil ? Int32(HistoryOrder.descending.rawValue) : Int32(HistoryOrder.ascending.rawValue)
-            if after == nil { request.count = 20 }
+        guard let after else {
+            request.count = 20
+            request.order = Int32(HistoryOrder.descending.rawValue)
             let reply = try await connection.request(.history, request, timeout: options.requestTimeout).body(Im_HistoryReply.self)
             let now = options.clock.nowMilliseconds()
-            let messages = reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }
-            stored += try store.storeFetched(messages).count
-            guard after != nil, reply.isRemaining, let newest = reply.messages.map(\.sentTime).max() else { break }
-            recordTime = newest
+            let stored = try store.storeFetched(reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }).count
+            return (stored, state.lastSentTime)
         }
-        return stored
+        request.count = Int32(UltraGroupLimits.maxHistoryCount)
+        request.order = Int32(HistoryOrder.ascending.rawValue)
+        var stored = 0
+        var through = after
+        for _ in 0..<Self.catchUpPages {
+            request.recordTime = through
+            let reply = try await connection.request(.history, request, timeout: options.requestTimeout).body(Im_HistoryReply.self)
+            let now = options.clock.nowMilliseconds()
+            stored += try store.storeFetched(reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }).count
+            guard reply.isRemaining, let newest = reply.messages.map(\.sentTime).max() else {
+                return (stored, max(through, state.lastSentTime))
+            }
+            through = newest
+        }
+        return (stored, through)
+    }
+
+    /// Live messages of channels this connection has caught up move their caught-up time.
+    func advanceUltraGroupThrough(_ messages: [Message]) {
+        guard let store, !ultraCaughtUp.isEmpty else { return }
+        for message in messages where message.conversationType == .ultraGroup
+            && ultraCaughtUp.contains("\(message.targetId)|\(message.channelId)") {
+            try? store.setUltraGroupThrough(groupId: message.targetId, channelId: message.channelId, time: message.sentTime)
+        }
     }
 
     /// Applies new contents of modified messages to the local copies and emits the changed ones.

@@ -58,6 +58,9 @@ public actor IMClient {
     let ultraGroupEventBroadcaster = Broadcaster<UltraGroupEvent>()
     let modificationEvents = Broadcaster<Message>()
     let ultraGroupSyncEvents = Broadcaster<UltraGroupSyncResult>()
+    /// Ultra group channels ("group|channel") this connection has caught up: from then on their
+    /// live messages arrive in order, so they advance the channel's caught-up time.
+    var ultraCaughtUp: Set<String> = []
 
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?
@@ -175,6 +178,7 @@ public actor IMClient {
         connection = nil
         syncing = false
         heldPushes = []
+        ultraCaughtUp = []
         // Leaving on purpose leaves the chatrooms too; only a lost connection rejoins them.
         for roomId in joinedChatrooms.keys.sorted() {
             forgetChatroom(roomId)
@@ -290,6 +294,7 @@ public actor IMClient {
             throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
         }
         self.connection = connection
+        ultraCaughtUp = []
         if reply.heartbeatIntervalMs > 0 { heartbeatInterval = .milliseconds(Int64(reply.heartbeatIntervalMs)) }
         setStatus(.connected)
         startHeartbeat(generation: generation)
@@ -338,6 +343,7 @@ public actor IMClient {
         heartbeat?.cancel()
         syncing = false
         heldPushes = []
+        ultraCaughtUp = []
         chatroomsDisconnected()
         guard wantsConnection else { return }
         let next = self.generation
@@ -479,6 +485,7 @@ public actor IMClient {
                                          messageUId: request.messageUId))
         }
         let fresh = changes.fresh
+        if !offline { advanceUltraGroupThrough(fresh) }
         for (index, message) in fresh.enumerated() {
             messageEvents.yield(ReceivedMessage(message: message, left: fresh.count - index - 1, offline: offline, hasPackage: hasPackage))
         }

@@ -5,12 +5,16 @@ import IMCore
 /// Ultra group channels on this device: messages pulled from channel history, the server's unread
 /// and mention counts, and modified contents.
 extension LocalStore {
-    /// The sentTime of the newest message stored for a channel, if any.
-    func latestSentTime(type: ConversationType, targetId: String, channelId: String) throws -> Int64? {
-        try pool.read { db in
-            try Int64.fetchOne(db, sql: """
-                SELECT MAX(sent_time) FROM messages WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND uid IS NOT NULL
-                """, arguments: [type.rawValue, targetId, channelId])
+    /// The time up to which this device holds every message of an ultra group channel (nil: it
+    /// never caught up with the channel). Live messages stored before a catch-up do not move it.
+    func ultraGroupThrough(groupId: String, channelId: String) throws -> Int64? {
+        let value = try meta("ultra_through|\(groupId)|\(channelId)")
+        return value == 0 ? nil : Int64(value)
+    }
+
+    func setUltraGroupThrough(groupId: String, channelId: String, time: Int64) throws {
+        try pool.write { db in
+            try Self.raise("ultra_through|\(groupId)|\(channelId)", to: UInt64(max(time, 1)), db)
         }
     }
 

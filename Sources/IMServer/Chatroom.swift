@@ -43,8 +43,8 @@ final class ChatroomRoom: @unchecked Sendable {
         case message(StoredMessage, origin: String, stored: CommitSignal?)
         /// An encoded push for the room's members online when it goes out.
         case roomFrame([UInt8])
-        /// An encoded push for the listed sessions only.
-        case frame([UInt8], to: [ClientSession])
+        /// An encoded push for the listed sessions only (by session id).
+        case frame([UInt8], to: Set<String>)
     }
 
     struct SeatKey: Hashable {
@@ -104,10 +104,11 @@ final class ChatroomRoom: @unchecked Sendable {
         return sessions
     }
 
-    /// A session takes a seat: it gets what is published from now on.
+    /// A session takes a seat: it gets what is published from now on (a session already seated,
+    /// joining again, keeps its place: what it has not been written yet still comes).
     func seatOnline(_ session: ClientSession) {
         online[session.id] = session
-        cursors[session.id] = head
+        if cursors[session.id] == nil { cursors[session.id] = head }
         onlineCache = nil
     }
 

@@ -304,7 +304,7 @@ extension ChatroomService {
             }
             // Kicked devices hear it now (they are out of the room's queue); the members in turn.
             for session in kicked { session.send(frame) }
-            if notify { queue(.frame(frame, to: room.onlineSessions), in: room) }
+            if notify { queue(.frame(frame, to: Set(room.onlineSessions.map(\.id))), in: room) }
         }
     }
 }

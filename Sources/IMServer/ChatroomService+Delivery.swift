@@ -133,38 +133,51 @@ extension ChatroomService {
     /// with the same cursor unless the session sent one of the messages, is a sender left out
     /// (`includeSender` off), or is the target of a push for listed sessions.
     private func write(_ step: SweepStep, room: ChatroomRoom, into frames: inout SessionOutbound.Batch) {
-        var shared: [UInt64: (frames: [OutboundFrame], special: Set<String>, excludedUsers: Set<String>)] = [:]
+        struct Range {
+            var items: ArraySlice<(position: UInt64, push: ChatroomRoom.Push)>
+            /// Sessions that sent one of the messages, and senders left out of their own messages.
+            var origins = Set<String>()
+            var excludedUsers = Set<String>()
+            /// The pushes for listed sessions, by position.
+            var targeted: [(position: UInt64, sessions: Set<String>)] = []
+            /// Encoded frames by the positions of the listed pushes a session is among.
+            var encoded: [[UInt64]: [OutboundFrame]] = [:]
+        }
+        var ranges: [UInt64: Range] = [:]
         for (session, cursor) in step.sessions {
-            let items = step.items.drop { $0.position <= cursor }
-            if shared[cursor] == nil {
-                var special = Set<String>()
-                var excludedUsers = Set<String>()
-                for (_, push) in items {
+            if ranges[cursor] == nil {
+                var range = Range(items: step.items.drop { $0.position <= cursor })
+                for (position, push) in range.items {
                     switch push {
                     case .message(let message, let origin, _):
-                        special.insert(origin)
-                        if !message.includeSender { excludedUsers.insert(message.senderId) }
+                        range.origins.insert(origin)
+                        if !message.includeSender { range.excludedUsers.insert(message.senderId) }
                     case .frame(_, let sessions):
-                        for target in sessions { special.insert(target.id) }
+                        range.targeted.append((position, sessions))
                     case .roomFrame:
                         break
                     }
                 }
-                shared[cursor] = (encodedFrames(items, room: room, for: nil).map(OutboundFrame.init), special, excludedUsers)
+                ranges[cursor] = range
             }
-            let group = shared[cursor]!
-            if group.special.contains(session.id) || group.excludedUsers.contains(session.userId) {
-                for frame in encodedFrames(items, room: room, for: session) { frames.add(OutboundFrame(frame), for: session) }
-            } else {
-                for frame in group.frames { frames.add(frame, for: session) }
+            if ranges[cursor]!.origins.contains(session.id) || ranges[cursor]!.excludedUsers.contains(session.userId) {
+                for frame in encodedFrames(ranges[cursor]!.items, room: room, for: session) { frames.add(OutboundFrame(frame), for: session) }
+                continue
             }
+            // Sessions among the same listed pushes share one encoding.
+            let listed = ranges[cursor]!.targeted.filter { $0.sessions.contains(session.id) }.map(\.position)
+            if ranges[cursor]!.encoded[listed] == nil {
+                ranges[cursor]!.encoded[listed] = encodedFrames(ranges[cursor]!.items, room: room, for: nil, listedIn: Set(listed))
+                    .map(OutboundFrame.init)
+            }
+            for frame in ranges[cursor]!.encoded[listed]! { frames.add(frame, for: session) }
         }
     }
 
-    /// The encoded frames of these pushes for one session (nil: any member who sent none of them
-    /// and is the target of no listed push).
+    /// The encoded frames of these pushes for one session, or (`session` nil) for any session that
+    /// sent none of the messages and is among the listed pushes at `listedIn`.
     private func encodedFrames(_ items: ArraySlice<(position: UInt64, push: ChatroomRoom.Push)>, room: ChatroomRoom,
-                        for session: ClientSession?) -> [[UInt8]] {
+                               for session: ClientSession?, listedIn: Set<UInt64> = []) -> [[UInt8]] {
         var result: [[UInt8]] = []
         var batch: [Im_Message] = []
         var bytes = 0
@@ -177,7 +190,7 @@ extension ChatroomService {
             batch = []
             bytes = 0
         }
-        for (_, push) in items {
+        for (position, push) in items {
             switch push {
             case .message(let message, let origin, _):
                 if let session {
@@ -192,7 +205,11 @@ extension ChatroomService {
                 flush()
                 result.append(frame)
             case .frame(let frame, let sessions):
-                guard let session, sessions.contains(where: { $0 === session }) else { continue }
+                if let session {
+                    guard sessions.contains(session.id) else { continue }
+                } else {
+                    guard listedIn.contains(position) else { continue }
+                }
                 flush()
                 result.append(frame)
             }

@@ -48,6 +48,9 @@ final class RosterCache<Record: CachedRoster>: Sendable {
         /// not cached.
         var changesUnderWay: [Key: Int] = [:]
         var generation: [Key: UInt64] = [:]
+        /// Store reads under way, with the generation they started at: readers of the same
+        /// generation share one (a group of 100,000 members is read once, not once per caller).
+        var loading: [Key: (generation: UInt64, task: Task<Record?, any Error>)] = [:]
     }
 
     private let registry: SessionRegistry
@@ -64,10 +67,28 @@ final class RosterCache<Record: CachedRoster>: Sendable {
     /// The group's record (nil if there is none), from the cache or the store.
     func record(appId: Int64, id: String) async throws -> Record? {
         let key = Key(appId: appId, id: id)
-        let (cached, generation) = state.withLock { ($0.entries[key]?.record, $0.generation[key, default: 0]) }
+        let (cached, generation, task) = state.withLock { state -> (Record?, UInt64, Task<Record?, any Error>?) in
+            let generation = state.generation[key, default: 0]
+            if let cached = state.entries[key]?.record { return (cached, generation, nil) }
+            if let loading = state.loading[key], loading.generation == generation { return (nil, generation, loading.task) }
+            let task = Task { [load] in try await load(appId, id) }
+            state.loading[key] = (generation, task)
+            return (nil, generation, task)
+        }
         if let cached { return cached }
-        guard let record = try await load(appId, id) else { return nil }
+        let loaded: Record?
+        do {
+            loaded = try await task!.value
+        } catch {
+            state.withLock { state in if state.loading[key]?.generation == generation { state.loading[key] = nil } }
+            throw error
+        }
+        guard let record = loaded else {
+            state.withLock { state in if state.loading[key]?.generation == generation { state.loading[key] = nil } }
+            return nil
+        }
         state.withLock { state in
+            if state.loading[key]?.generation == generation { state.loading[key] = nil }
             guard state.changesUnderWay[key, default: 0] == 0, state.generation[key, default: 0] == generation,
                   state.entries[key] == nil else { return }
             if state.entries.count >= maxCached, let evicted = state.entries.keys.first {

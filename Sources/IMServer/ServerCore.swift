@@ -48,7 +48,8 @@ public final class ServerCore: Sendable {
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
         self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, chatrooms: chatrooms, clock: clock,
                                                  config: config, ultraGroups: ultraRosters)
-        self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, registry: registry, rosters: ultraRosters, messages: messages)
+        self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, registry: registry, rosters: ultraRosters, messages: messages,
+                                              words: sensitiveWords)
         self.conversationState = ConversationStateService(store: store, clock: clock, registry: registry, logger: logger)
     }
 

@@ -18,9 +18,11 @@ public final class UltraGroupService: Sendable {
     private let registry: SessionRegistry
     let rosters: UltraGroupRosters
     private let messages: MessageService
+    private let words: SensitiveWordFilter
 
     init(store: any IMStore, clock: any WallClock, config: ServerConfig, registry: SessionRegistry,
-         rosters: UltraGroupRosters, messages: MessageService) {
+         rosters: UltraGroupRosters, messages: MessageService, words: SensitiveWordFilter) {
+        self.words = words
         self.store = store
         self.clock = clock
         self.config = config
@@ -31,6 +33,9 @@ public final class UltraGroupService: Sendable {
 
     /// Modifications a summary lists at most.
     static let maxModifiedPerSummary = 500
+    /// Message bytes a summary carries at most (last messages, then modifications), well under the
+    /// 4 MB frame limit; the channels past it carry their last message's time only.
+    static let summaryBudgetBytes = 1024 * 1024
 
     // MARK: membership (Server API)
 
@@ -263,13 +268,16 @@ public final class UltraGroupService: Sendable {
         let floor = historyFloor()
         var reply = Im_UltraGroupSummary()
         reply.serverTime = now
+        var bytes = 0
         for summary in try await store.ultraGroupSummaries(appId: session.appId, userId: session.userId, channels: views, minSentTime: floor) {
             var state = Im_UltraGroupChannelState()
             state.groupID = summary.groupId
             state.channelID = summary.channelId
             state.channelType = Int32(summary.channelType.rawValue)
             if let last = summary.lastMessage {
-                state.lastMessage = last.wire
+                state.lastSentTime = last.sentTime
+                bytes += last.content.count + 256
+                if bytes <= Self.summaryBudgetBytes { state.lastMessage = last.wire }
             }
             state.readTime = summary.readTime
             state.unreadCount = Int32(summary.unreadCount)
@@ -277,12 +285,29 @@ public final class UltraGroupService: Sendable {
             reply.channels.append(state)
         }
         if request.modifiedSince > 0 {
+            // Oldest first, whole milliseconds, within what is left of the byte budget; the client
+            // asks again from `serverTime` while `moreModified`.
             let modified = try await store.modifiedMessages(appId: session.appId, conversationKeys: Array(afterSeq.keys),
                                                             since: request.modifiedSince, limit: Self.maxModifiedPerSummary)
-            reply.modified = modified.filter { message in
-                message.sentTime >= floor && message.seq > afterSeq[message.conversationKey, default: UInt64.max]
-                    && message.isVisible(to: session.userId)
-            }.map(\.wire)
+            var through = request.modifiedSince
+            var index = 0
+            while index < modified.count {
+                let time = modified[index].modifiedTime
+                let sameTime = modified[index...].prefix { $0.modifiedTime == time }
+                let size = sameTime.reduce(0) { $0 + $1.message.content.count + 256 }
+                if bytes + size > Self.summaryBudgetBytes && through > request.modifiedSince { break }
+                bytes += size
+                for (_, message) in sameTime where message.sentTime >= floor
+                    && message.seq > afterSeq[message.conversationKey, default: UInt64.max] && message.isVisible(to: session.userId) {
+                    reply.modified.append(message.wire)
+                }
+                through = time
+                index += sameTime.count
+            }
+            if index < modified.count || modified.count >= Self.maxModifiedPerSummary {
+                reply.moreModified = true
+                reply.serverTime = through
+            }
         }
         return reply
     }
@@ -355,6 +380,13 @@ public final class UltraGroupService: Sendable {
             throw IMError(.messageNotModifiable, "message \(uid) is \(message.objectName == RecallNotificationMessage.objectName ? "recalled" : "not kept in history"): it cannot be modified")
         }
         _ = try await rosters.checkReader(appId: appId, groupId: message.targetId, channelId: message.channelId, userId: userId)
+        var content = content
+        switch try await words.apply(appId: appId, objectName: message.objectName, content: content) {
+        case .block:
+            throw IMError(.blockedBySensitiveWord, "the new content contains a word this app blocks: the message keeps its content")
+        case .deliver(let filtered):
+            content = filtered
+        }
         let mentions = MentionedInfo.of(content: content)
         try await store.modifyMessage(appId: appId, uid: uid, content: content, mentions: mentions, modifiedTime: clock.nowMilliseconds())
         message.content = content

@@ -217,6 +217,9 @@ public protocol UltraGroupStore: Sendable {
     /// Replaces the content of a message (a modification), keeping its uid, time and object name,
     /// and stamps it with `modifiedTime`.
     func modifyMessage(appId: Int64, uid: String, content: Data, mentions: MentionedInfo?, modifiedTime: Int64) async throws
-    /// Messages of these conversations modified after `since`, newest modification first.
-    func modifiedMessages(appId: Int64, conversationKeys: [String], since: Int64, limit: Int) async throws -> [StoredMessage]
+    /// Messages of these conversations modified after `since`, oldest modification first, each with
+    /// its modification time: the first `limit`, and any others modified in the same millisecond as
+    /// the last of them (so a next page can start after that time).
+    func modifiedMessages(appId: Int64, conversationKeys: [String], since: Int64, limit: Int) async throws
+        -> [(modifiedTime: Int64, message: StoredMessage)]
 }

@@ -410,9 +410,11 @@ extension SQLiteStore {
                 SELECT read_time FROM ultra_group_reads WHERE app_id = ? AND user_id = ? AND group_id = ? AND channel_id = ?
                 """)
             // The newest message the user may see: kept in history, and not hidden by a deletion of theirs.
+            // Directional messages count only for their listed members (and their sender).
             let last = try db.cachedStatement(sql: """
                 SELECT \(Self.columns) FROM messages
                 WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND seq > ? AND sent_time >= ?
+                    AND (audience IS NULL OR sender_id = ? OR instr(audience, ?) > 0)
                     AND NOT EXISTS (SELECT 1 FROM hidden_messages h WHERE h.app_id = messages.app_id AND h.user_id = ? AND h.uid = messages.uid)
                 ORDER BY sent_time DESC LIMIT 1
                 """)
@@ -420,19 +422,21 @@ extension SQLiteStore {
                 SELECT COUNT(*), COALESCE(SUM(mentioned IS NOT NULL AND (instr(mentioned, ?) > 0 OR instr(mentioned, ?) > 0)), 0)
                 FROM messages
                 WHERE app_id = ? AND conv_key = ? AND sent_time > ? AND seq > ? AND (flags & ?) <> 0 AND sender_id <> ?
+                    AND (audience IS NULL OR instr(audience, ?) > 0)
                 """)
             var summaries: [UltraGroupChannelSummary] = []
             summaries.reserveCapacity(channels.count)
             for channel in channels {
                 let key = ultraGroupConversationKey(channel.groupId, channel.channelId)
                 let read = try Int64.fetchOne(readTime, arguments: [appId, userId, channel.groupId, channel.channelId]) ?? 0
-                let message = try Self.messages(last, arguments: [appId, key, Int64(channel.afterSeq), minSentTime, userId]).first
+                let message = try Self.messages(last, arguments: [appId, key, Int64(channel.afterSeq), minSentTime, userId,
+                                                                  Self.audienceEntry(userId), userId]).first
                 var unread = 0
                 var mentioned = 0
                 if let message, message.sentTime > read {
                     let row = try Row.fetchOne(counts, arguments: [
                         Self.audienceEntry(userId), Self.audienceEntry("*"), appId, key, max(read, minSentTime - 1),
-                        Int64(channel.afterSeq), Int64(PersistentFlag.isCounted.rawValue), userId,
+                        Int64(channel.afterSeq), Int64(PersistentFlag.isCounted.rawValue), userId, Self.audienceEntry(userId),
                     ])
                     unread = row?[0] ?? 0
                     mentioned = row?[1] ?? 0
@@ -454,21 +458,25 @@ extension SQLiteStore {
         }
     }
 
-    public func modifiedMessages(appId: Int64, conversationKeys: [String], since: Int64, limit: Int) async throws -> [StoredMessage] {
-        guard !conversationKeys.isEmpty else { return [] }
+    public func modifiedMessages(appId: Int64, conversationKeys: [String], since: Int64, limit: Int) async throws
+        -> [(modifiedTime: Int64, message: StoredMessage)] {
+        guard !conversationKeys.isEmpty, limit > 0 else { return [] }
         return try await pool.read { db in
             let statement = try db.cachedStatement(sql: """
                 SELECT \(Self.columns), modified_time FROM messages
-                WHERE app_id = ? AND conv_key = ? AND modified_time > ? ORDER BY modified_time DESC LIMIT ?
+                WHERE app_id = ? AND conv_key = ? AND modified_time > ? ORDER BY modified_time LIMIT ?
                 """)
-            var found: [(time: Int64, message: StoredMessage)] = []
+            var found: [(modifiedTime: Int64, message: StoredMessage)] = []
             for key in conversationKeys {
-                let rows = try Row.fetchCursor(statement, arguments: [appId, key, since, limit])
-                while let row = try rows.next() {
-                    found.append((row[21], try Self.message(row)))
-                }
+                let rows = try Row.fetchCursor(statement, arguments: [appId, key, since, limit + 1])
+                while let row = try rows.next() { found.append((row[21], try Self.message(row))) }
             }
-            return found.sorted { $0.time > $1.time }.prefix(limit).map(\.message)
+            found.sort { ($0.modifiedTime, $0.message.seq) < ($1.modifiedTime, $1.message.seq) }
+            guard found.count > limit else { return found }
+            // Whole milliseconds only: the next page starts after the last one returned. Each key
+            // read limit + 1 rows, so every row of that millisecond up to the limit is here.
+            let last = found[limit - 1].modifiedTime
+            return Array(found.prefix { $0.modifiedTime <= last })
         }
     }
 }

@@ -1817,7 +1817,7 @@ public nonisolated struct Im_UltraGroupChannelState: Sendable {
   /// 0 public, 1 private
   public var channelType: Int32 = 0
 
-  /// the newest message of the channel this user may see (absent: none)
+  /// the newest message of the channel this user may see (absent: none, or left
   public var lastMessage: Im_Message {
     get {_lastMessage ?? Im_Message()}
     set {_lastMessage = newValue}
@@ -1827,7 +1827,7 @@ public nonisolated struct Im_UltraGroupChannelState: Sendable {
   /// Clears the value of `lastMessage`. Subsequent reads from it will return its default value.
   public mutating func clearLastMessage() {self._lastMessage = nil}
 
-  /// the user read the channel up to this time (ms)
+  /// out once the summary carries 1 MB of messages: see last_sent_time)
   public var readTime: Int64 = 0
 
   /// counted messages from others after read_time
@@ -1835,6 +1835,9 @@ public nonisolated struct Im_UltraGroupChannelState: Sendable {
 
   /// of those, the ones that mention this user or everyone
   public var mentionedCount: Int32 = 0
+
+  /// the sentTime of that newest message; 0 for none
+  public var lastSentTime: Int64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1850,11 +1853,14 @@ public nonisolated struct Im_UltraGroupSummary: Sendable {
 
   public var channels: [Im_UltraGroupChannelState] = []
 
-  /// messages modified after modified_since, newest first (at most 500)
+  /// messages modified after modified_since, oldest modification first (at most 500)
   public var modified: [Im_Message] = []
 
   /// the next modified_since
   public var serverTime: Int64 = 0
+
+  /// more modifications follow: ask again with modified_since = server_time
+  public var moreModified: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -4501,7 +4507,7 @@ nonisolated extension Im_UltraGroupSummaryRequest: SwiftProtobuf.Message, SwiftP
 
 nonisolated extension Im_UltraGroupChannelState: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".UltraGroupChannelState"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}group_id\0\u{3}channel_id\0\u{3}channel_type\0\u{4}\u{2}last_message\0\u{3}read_time\0\u{3}unread_count\0\u{3}mentioned_count\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}group_id\0\u{3}channel_id\0\u{3}channel_type\0\u{4}\u{2}last_message\0\u{3}read_time\0\u{3}unread_count\0\u{3}mentioned_count\0\u{3}last_sent_time\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4516,6 +4522,7 @@ nonisolated extension Im_UltraGroupChannelState: SwiftProtobuf.Message, SwiftPro
       case 6: try { try decoder.decodeSingularInt64Field(value: &self.readTime) }()
       case 7: try { try decoder.decodeSingularInt32Field(value: &self.unreadCount) }()
       case 8: try { try decoder.decodeSingularInt32Field(value: &self.mentionedCount) }()
+      case 9: try { try decoder.decodeSingularInt64Field(value: &self.lastSentTime) }()
       default: break
       }
     }
@@ -4547,6 +4554,9 @@ nonisolated extension Im_UltraGroupChannelState: SwiftProtobuf.Message, SwiftPro
     if self.mentionedCount != 0 {
       try visitor.visitSingularInt32Field(value: self.mentionedCount, fieldNumber: 8)
     }
+    if self.lastSentTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.lastSentTime, fieldNumber: 9)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4558,6 +4568,7 @@ nonisolated extension Im_UltraGroupChannelState: SwiftProtobuf.Message, SwiftPro
     if lhs.readTime != rhs.readTime {return false}
     if lhs.unreadCount != rhs.unreadCount {return false}
     if lhs.mentionedCount != rhs.mentionedCount {return false}
+    if lhs.lastSentTime != rhs.lastSentTime {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4565,7 +4576,7 @@ nonisolated extension Im_UltraGroupChannelState: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".UltraGroupSummary"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}channels\0\u{1}modified\0\u{3}server_time\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}channels\0\u{1}modified\0\u{3}server_time\0\u{3}more_modified\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4576,6 +4587,7 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
       case 1: try { try decoder.decodeRepeatedMessageField(value: &self.channels) }()
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.modified) }()
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.moreModified) }()
       default: break
       }
     }
@@ -4591,6 +4603,9 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
     if self.serverTime != 0 {
       try visitor.visitSingularInt64Field(value: self.serverTime, fieldNumber: 3)
     }
+    if self.moreModified != false {
+      try visitor.visitSingularBoolField(value: self.moreModified, fieldNumber: 4)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4598,6 +4613,7 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.channels != rhs.channels {return false}
     if lhs.modified != rhs.modified {return false}
     if lhs.serverTime != rhs.serverTime {return false}
+    if lhs.moreModified != rhs.moreModified {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

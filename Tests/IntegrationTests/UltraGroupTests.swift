@@ -2,6 +2,7 @@ import Foundation
 import IMCore
 @testable import IMLib
 import IMServer
+import IMWire
 import Testing
 
 @Suite("Ultra groups end to end")
@@ -175,13 +176,19 @@ struct UltraGroupTests {
         #expect(await carolChanges.wait(for: 1).first.map(Self.text) == "typo")
         #expect(try await carol.getHistoryMessages(.ultraGroup, targetId: "ug3").compactMap(Self.text) == ["typo"])
 
+        // A blocked word is refused (21501) and the message keeps its content; a replaced one is replaced.
+        _ = try await server.api.post("/sensitiveword/add.json", form: ["word": "forbidden"])
+        _ = try await server.api.post("/sensitiveword/add.json", form: ["word": "darn", "replaceWord": "***"])
+        #expect(await failureCode { _ = try await alice.modifyUltraGroupMessage(messageUId: sent.messageUId, content: TextMessage(content: "forbidden")) } == 21501)
+        #expect(Self.text(try await alice.modifyUltraGroupMessage(messageUId: sent.messageUId, content: TextMessage(content: "darn typo"))) == "*** typo")
+
         // Only the sender, only ultra group messages, only the same content type.
         #expect(await failureCode { _ = try await bob.modifyUltraGroupMessage(messageUId: sent.messageUId, content: TextMessage(content: "mine")) } == 20116)
         let privateMessage = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "dm"))
         #expect(await failureCode { _ = try await alice.modifyUltraGroupMessage(messageUId: privateMessage.messageUId, content: TextMessage(content: "x")) } == 20116)
         #expect(await failureCode { _ = try await alice.modifyUltraGroupMessage(messageUId: sent.messageUId, content: CommandMessage(name: "n", data: "d")) } == 33003)
         let stored = try #require(try await server.core.store.message(appId: server.app.id, uid: sent.messageUId))
-        #expect(try JSONDecoder().decode(TextMessage.self, from: stored.content).content == "typo")
+        #expect(try JSONDecoder().decode(TextMessage.self, from: stored.content).content == "*** typo")
     }
 
     @Test("unread and mention counts per channel come from the server; reading one channel clears it on every device and leaves the others")
@@ -252,5 +259,47 @@ struct UltraGroupTests {
         }
         #expect(await failureCode { try await service.createChannel(appId: appId, groupId: "limits", channelId: "c50", type: .publicChannel) } == 24413)
         #expect(try await service.roster(appId: appId, groupId: "limits").channels.count == UltraGroupLimits.maxChannelsPerGroup)
+    }
+
+    @Test("a catch-up pulls what a device missed even when a newer message reached it first, and never shows others' directional messages")
+    func catchUpGapAndDirectional() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        try await Self.group(server, "ug6", ["alice", "bob", "carol"])
+        let (alice, _) = try await Self.member(server, "alice")
+        let (carol, _) = try await Self.member(server, "carol")
+        _ = try await Self.send(alice, "ug6", "", "seen")
+        try await waitUntil { try await carol.getHistoryMessages(.ultraGroup, targetId: "ug6").count == 1 }
+        await carol.disconnect()
+        _ = try await Self.send(alice, "ug6", "", "missed 1")
+        _ = try await Self.send(alice, "ug6", "", "missed 2")
+        let newest = try await Self.send(alice, "ug6", "", "newest")
+        // The newest reaches the device before its catch-up does (as a push released after the
+        // offline sync would).
+        var wire = Im_Message()
+        wire.conversationType = Int32(ConversationType.ultraGroup.rawValue)
+        wire.targetID = "ug6"
+        wire.channelID = UltraGroupLimits.defaultChannelId
+        wire.senderUserID = "alice"
+        wire.objectName = TextMessage.objectName
+        wire.content = newest.contentData
+        wire.messageUid = newest.messageUId
+        wire.sentTime = newest.sentTime
+        wire.flags = PersistentFlag.persistedAndCounted.rawValue
+        await carol.receive([wire], offline: false, hasPackage: false, watermark: nil)
+        let caughtUp = EventRecorder(carol.ultraGroupSyncCompleted())
+        try await carol.connect(token: try await server.token("carol"))
+        #expect(try #require(await caughtUp.wait(for: 1).first).fetched == 2)
+        #expect(try await carol.getHistoryMessages(.ultraGroup, targetId: "ug6").compactMap(Self.text) == ["newest", "missed 2", "missed 1", "seen"])
+
+        // A directional message to bob is neither carol's last message nor counted for her.
+        let (bob, _) = try await Self.member(server, "bob")
+        _ = try await alice.sendDirectionalMessage(.ultraGroup, targetId: "ug6", toUserIds: ["bob"], content: TextMessage(content: "just bob"))
+        try await waitUntil { try await bob.getHistoryMessages(.ultraGroup, targetId: "ug6").first.map(Self.text) == "just bob" }
+        let before = try #require(try await carol.getConversation(.ultraGroup, targetId: "ug6"))
+        #expect(try await carol.syncUltraGroups().fetched == 0)
+        let after = try #require(try await carol.getConversation(.ultraGroup, targetId: "ug6"))
+        #expect(after.unreadMessageCount == before.unreadMessageCount && after.latestMessageId == before.latestMessageId)
+        #expect(try await carol.getHistoryMessages(.ultraGroup, targetId: "ug6").compactMap(Self.text).contains("just bob") == false)
     }
 }
