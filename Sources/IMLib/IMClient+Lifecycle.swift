@@ -46,14 +46,15 @@ extension IMClient {
     public func recallMessage(_ message: Message, pushContent: String? = nil) async throws -> Message {
         let store = try openStore()
         guard message.direction == .send, !message.messageUId.isEmpty,
-              [.private, .group, .chatroom].contains(message.conversationType) else {
-            throw IMError(.recallParameterInvalid, "only this user's sent one-to-one, group and chatroom messages can be recalled, and only once the server has them (messageUId set)")
+              [.private, .group, .chatroom, .ultraGroup].contains(message.conversationType) else {
+            throw IMError(.recallParameterInvalid, "only this user's sent one-to-one, group, chatroom and ultra group messages can be recalled, and only once the server has them (messageUId set)")
         }
         var request = Im_RecallRequest()
         request.conversationType = Int32(message.conversationType.rawValue)
         request.targetID = message.targetId
         request.messageUid = message.messageUId
         request.sentTime = message.sentTime
+        request.channelID = message.channelId
         request.pushContent = pushContent ?? ""
         let reply = try await connected().request(.recallMessage, request, timeout: options.requestTimeout).body(Im_RecallReply.self)
         let notification = (try? JSONDecoder().decode(RecallNotificationMessage.self, from: reply.notification))

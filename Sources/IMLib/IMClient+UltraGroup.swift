@@ -175,14 +175,29 @@ extension IMClient {
     }
 
     /// Applies new contents of modified messages to the local copies and emits the changed ones.
+    /// A message recalled while this device was away comes as a modification to `RC:RcNtf`: it is
+    /// recalled here as if the recall command had arrived.
     @discardableResult
     func applyModified(_ wires: [Im_Message]) -> Int {
         guard let store, !wires.isEmpty else { return 0 }
         let now = options.clock.nowMilliseconds()
         do {
-            let changed = try store.replaceContents(wires.map { message(from: $0, me: store.userId, receivedAt: now) })
+            var edits: [Message] = []
+            var count = 0
+            for wire in wires {
+                if wire.objectName == RecallNotificationMessage.objectName {
+                    if let notification = try? JSONDecoder().decode(RecallNotificationMessage.self, from: wire.content),
+                       let recalled = try store.recallLocally(uid: wire.messageUid, notification: notification) {
+                        recallEvents.yield(recalled)
+                        count += 1
+                    }
+                } else {
+                    edits.append(message(from: wire, me: store.userId, receivedAt: now))
+                }
+            }
+            let changed = try store.replaceContents(edits)
             changed.forEach(modificationEvents.yield)
-            return changed.count
+            return count + changed.count
         } catch {
             options.logger.error("could not store modified messages", metadata: ["error": "\(error)"])
             return 0

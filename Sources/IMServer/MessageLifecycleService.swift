@@ -35,9 +35,9 @@ public final class MessageLifecycleService: Sendable {
     /// RECALL_MESSAGE: the sender recalls its own one-to-one or group message within the window.
     func recall(_ request: Im_RecallRequest, from session: ClientSession) async throws -> Im_RecallReply {
         // Bad recall parameters are 25101, RongCloud's code for them.
-        guard let type = ConversationType(rawValue: Int(request.conversationType)), type == .private || type == .group || type == .chatroom,
-              UserID.isValid(request.targetID) else {
-            throw IMError(.recallParameterInvalid, "recall one's own one-to-one (1), group (3) or chatroom (4) message with its targetId; got type \(request.conversationType), target '\(request.targetID)'")
+        guard let type = ConversationType(rawValue: Int(request.conversationType)),
+              type == .private || type == .group || type == .chatroom || type == .ultraGroup, UserID.isValid(request.targetID) else {
+            throw IMError(.recallParameterInvalid, "recall one's own one-to-one (1), group (3), chatroom (4) or ultra group (10) message with its targetId; got type \(request.conversationType), target '\(request.targetID)'")
         }
         let window = config.recallWindowSeconds > 0 ? Int64(config.recallWindowSeconds) * 1000 : nil
         if type == .chatroom {
@@ -51,7 +51,7 @@ public final class MessageLifecycleService: Sendable {
         let outcome = try await messages.recall(
             appId: session.appId, operatorId: session.userId, type: type, targetId: request.targetID, uid: request.messageUid,
             sentTime: request.sentTime == 0 ? nil : request.sentTime, isAdmin: false, delete: false, extra: nil,
-            pushContent: request.pushContent, window: window, origin: session.id)
+            pushContent: request.pushContent, window: window, origin: session.id, channelId: request.channelID)
         var reply = Im_RecallReply()
         reply.recallTime = outcome.recallTime
         reply.notification = outcome.notification ?? Data()

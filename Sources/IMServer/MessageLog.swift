@@ -54,6 +54,12 @@ public actor MessageLog {
         try await store.replaceMessage(appId: appId, uid: uid, objectName: objectName, content: content)
     }
 
+    /// Stamps an ultra group message as changed (its new content included), so that devices away
+    /// find it in their next channel summary.
+    nonisolated func markModified(appId: Int64, uid: String, content: Data, at time: Int64) async throws {
+        try await store.modifyMessage(appId: appId, uid: uid, content: content, mentions: nil, modifiedTime: time)
+    }
+
     nonisolated func deleteStoredMessage(appId: Int64, uid: String) async throws {
         try await store.deleteMessage(appId: appId, uid: uid)
     }

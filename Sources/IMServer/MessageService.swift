@@ -196,6 +196,8 @@ public final class MessageService: Sendable {
             let content = try RecallNotificationMessage(operatorId: operatorId, recallTime: now, originalObjectName: original.objectName,
                                                         isAdmin: isAdmin, isDelete: false, extra: extra).encode()
             try await log.replaceStoredMessage(appId: appId, uid: uid, objectName: RecallNotificationMessage.objectName, content: content)
+            // Ultra group devices away learn of it from their next summary (there is no offline sync).
+            if type == .ultraGroup { try await log.markModified(appId: appId, uid: uid, content: content, at: now) }
             notification = content
         }
         let command = RecallCommandMessage(messageUId: uid, conversationType: type.rawValue, targetId: original.targetId,

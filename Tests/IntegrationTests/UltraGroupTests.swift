@@ -302,4 +302,49 @@ struct UltraGroupTests {
         #expect(after.unreadMessageCount == before.unreadMessageCount && after.latestMessageId == before.latestMessageId)
         #expect(try await carol.getHistoryMessages(.ultraGroup, targetId: "ug6").compactMap(Self.text).contains("just bob") == false)
     }
+
+    @Test("recall and extensions work in a channel: members online get them at once, a device away finds the recall at its catch-up")
+    func recallAndExtensions() async throws {
+        let server = try await TestServer.start()
+        defer { Task { await server.stop() } }
+        try await Self.group(server, "ug7", ["alice", "bob", "carol"])
+        try await server.core.ultraGroups.createChannel(appId: server.app.id, groupId: "ug7", channelId: "news", type: .publicChannel)
+        let (alice, _) = try await Self.member(server, "alice")
+        let (bob, bobInbox) = try await Self.member(server, "bob")
+        let (carol, carolInbox) = try await Self.member(server, "carol")
+        let bobRecalls = EventRecorder(bob.recalledMessages())
+        let aliceExpansions = EventRecorder(alice.messageExpansionUpdates())
+
+        let sent = try await alice.sendMessage(.ultraGroup, targetId: "ug7", channelId: "news", content: TextMessage(content: "take me back"),
+                                               canIncludeExpansion: true)
+        #expect(await bobInbox.wait(for: 1).count == 1)
+        #expect(await carolInbox.wait(for: 1).count == 1)
+        try await bob.updateMessageExpansion(["vote": "yes"], messageUId: sent.messageUId)
+        let expansion = await aliceExpansions.wait(for: 1).first
+        if case .updated(let changes, let message)? = expansion {
+            #expect(changes == ["vote": "yes"] && message.channelId == "news")
+        } else {
+            Issue.record("alice got no extension update: \(String(describing: expansion))")
+        }
+        await carol.disconnect()
+
+        let recalled = try await alice.recallMessage(sent)
+        #expect(recalled.objectName == RecallNotificationMessage.objectName)
+        #expect(await bobRecalls.wait(for: 1).first?.messageUId == sent.messageUId)
+        let history = try await bob.getRemoteHistoryMessages(.ultraGroup, targetId: "ug7", channelId: "news", count: 5)
+        #expect(history.messages.map(\.objectName) == [RecallNotificationMessage.objectName])
+
+        // Carol's device still holds the original: its catch-up recalls it.
+        let carolRecalls = EventRecorder(carol.recalledMessages())
+        let caughtUp = EventRecorder(carol.ultraGroupSyncCompleted())
+        try await carol.connect(token: try await server.token("carol"))
+        #expect(try #require(await caughtUp.wait(for: 1).first).modified == 1)
+        #expect(await carolRecalls.wait(for: 1).first?.messageUId == sent.messageUId)
+        #expect(try await carol.getHistoryMessages(.ultraGroup, targetId: "ug7", channelId: "news").map(\.objectName) == [RecallNotificationMessage.objectName])
+        // Someone else's message is not theirs to recall.
+        let bobs = try await bob.sendMessage(.ultraGroup, targetId: "ug7", channelId: "news", content: TextMessage(content: "mine"))
+        var forged = bobs
+        forged.direction = .send
+        #expect(await failureCode { _ = try await alice.recallMessage(forged) } == 25101)
+    }
 }
