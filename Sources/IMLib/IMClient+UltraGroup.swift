@@ -114,7 +114,7 @@ extension IMClient {
             }
             ultraCaughtUp.insert(key)
             try store.setCounts(type: .ultraGroup, targetId: state.groupID, channelId: state.channelID,
-                                unread: Int(state.unreadCount), mentioned: Int(state.mentionedCount))
+                                unread: Int(state.unreadCount), mentioned: Int(state.mentionedCount), asOf: summary.countedAt)
         }
         var modified = applyModified(summary.modified)
         // Modifications come oldest first, a page at a time.

@@ -35,12 +35,19 @@ extension LocalStore {
         }
     }
 
-    /// Sets a conversation's unread and mention counts to the server's.
-    func setCounts(type: ConversationType, targetId: String, channelId: String, unread: Int, mentioned: Int) throws {
+    /// Sets a conversation's unread and mention counts to the server's as of `asOf` (server time),
+    /// plus the unread messages received here since then (live while the catch-up ran).
+    func setCounts(type: ConversationType, targetId: String, channelId: String, unread: Int, mentioned: Int, asOf: Int64) throws {
         try pool.write { db in
+            let later = try Data.fetchAll(db, sql: """
+                SELECT content FROM messages WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND direction = ?
+                    AND is_read = 0 AND (flags & ?) != 0 AND sent_time > ?
+                """, arguments: [type.rawValue, targetId, channelId, MessageDirection.receive.rawValue,
+                                 Int64(PersistentFlag.isCounted.rawValue), asOf])
+            let laterMentions = later.count(where: { MentionedInfo.of(content: $0)?.mentions(userId) == true })
             try db.execute(sql: """
                 UPDATE conversations SET unread_count = ?, mentioned_count = ? WHERE conv_type = ? AND target_id = ? AND channel_id = ?
-                """, arguments: [unread, mentioned, type.rawValue, targetId, channelId])
+                """, arguments: [unread + later.count, mentioned + laterMentions, type.rawValue, targetId, channelId])
             if unread == 0 {
                 try db.execute(sql: "UPDATE messages SET is_read = 1 WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND is_read = 0",
                                arguments: [type.rawValue, targetId, channelId])

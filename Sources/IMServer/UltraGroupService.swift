@@ -268,6 +268,7 @@ public final class UltraGroupService: Sendable {
         let floor = historyFloor()
         var reply = Im_UltraGroupSummary()
         reply.serverTime = now
+        reply.countedAt = now
         var bytes = 0
         for summary in try await store.ultraGroupSummaries(appId: session.appId, userId: session.userId, channels: views, minSentTime: floor) {
             var state = Im_UltraGroupChannelState()

@@ -1862,6 +1862,9 @@ public nonisolated struct Im_UltraGroupSummary: Sendable {
   /// more modifications follow: ask again with modified_since = server_time
   public var moreModified: Bool = false
 
+  /// the server time the channels' counts were taken at
+  public var countedAt: Int64 = 0
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -4576,7 +4579,7 @@ nonisolated extension Im_UltraGroupChannelState: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".UltraGroupSummary"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}channels\0\u{1}modified\0\u{3}server_time\0\u{3}more_modified\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}channels\0\u{1}modified\0\u{3}server_time\0\u{3}more_modified\0\u{3}counted_at\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4588,6 +4591,7 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
       case 2: try { try decoder.decodeRepeatedMessageField(value: &self.modified) }()
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self.moreModified) }()
+      case 5: try { try decoder.decodeSingularInt64Field(value: &self.countedAt) }()
       default: break
       }
     }
@@ -4606,6 +4610,9 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
     if self.moreModified != false {
       try visitor.visitSingularBoolField(value: self.moreModified, fieldNumber: 4)
     }
+    if self.countedAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.countedAt, fieldNumber: 5)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4614,6 +4621,7 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.modified != rhs.modified {return false}
     if lhs.serverTime != rhs.serverTime {return false}
     if lhs.moreModified != rhs.moreModified {return false}
+    if lhs.countedAt != rhs.countedAt {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
