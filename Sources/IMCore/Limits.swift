@@ -2,6 +2,12 @@
 public enum MessageLimits {
     /// 「消息大小超限，消息体最大 128 KB」 (spec/imlib-core.md Appendix A, 30016).
     public static let maxContentBytes = 128 * 1024
+    /// The most message bytes one frame of many messages carries (a chatroom push, join reply or
+    /// history page, an ultra group summary), well under the 4 MB frame limit: 50 messages of
+    /// 128 KB would not fit in one frame.
+    public static let frameBudgetBytes = 1024 * 1024
+    /// What a message costs in such a frame besides its content (ids, names, times), for budgeting.
+    public static let frameOverheadBytes = 256
     /// 「1 秒钟最多只允许发送 5 条消息」 (spec/imlib-core.md §9.10, 20604).
     public static let clientSendsPerSecond = 5
     /// Offline messages are kept 7 days by default, configurable 1 to 7 (spec/imlib-core.md §8.0).

@@ -24,8 +24,6 @@ public enum UltraGroupLimits {
     /// Users per join, quit, private-channel or user-group call: RongCloud names none for joins; a
     /// user group holds 100, so that is the batch size everywhere.
     public static let usersPerCall = 100
-    /// Channels a summary or history page names at most (50 channels × 100 groups per user).
-    public static let maxSummaryEntries = maxChannelsPerGroup * maxGroupsPerUser
     /// Messages per remote history page of a channel (as private and group history).
     public static let maxHistoryCount = 100
 

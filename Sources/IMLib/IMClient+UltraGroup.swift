@@ -119,13 +119,13 @@ extension IMClient {
         var modified = applyModified(summary.modified)
         // Modifications come oldest first, a page at a time.
         while summary.moreModified {
-            try store.setMeta("ultra_modified_since", UInt64(max(summary.serverTime, 0)))
+            try store.raise("ultra_modified_since", to: UInt64(max(summary.serverTime, 0)))
             request.modifiedSince = summary.serverTime
             summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
                 .body(Im_UltraGroupSummary.self)
             modified += applyModified(summary.modified)
         }
-        try store.setMeta("ultra_modified_since", UInt64(max(summary.serverTime, 0)))
+        try store.raise("ultra_modified_since", to: UInt64(max(summary.serverTime, 0)))
         let result = UltraGroupSyncResult(channels: summary.channels.count, fetched: fetched, modified: modified)
         ultraGroupSyncEvents.yield(result)
         return result

@@ -13,9 +13,12 @@ extension LocalStore {
     }
 
     func setUltraGroupThrough(groupId: String, channelId: String, time: Int64) throws {
-        try pool.write { db in
-            try Self.raise("ultra_through|\(groupId)|\(channelId)", to: UInt64(max(time, 1)), db)
-        }
+        try raise("ultra_through|\(groupId)|\(channelId)", to: UInt64(max(time, 1)))
+    }
+
+    /// Raises a value in `meta` (never lowers it).
+    func raise(_ key: String, to value: UInt64) throws {
+        try pool.write { db in try Self.raise(key, to: value, db) }
     }
 
     /// Stores messages read from channel history that this device lacks. They do not count as
@@ -82,13 +85,6 @@ extension LocalStore {
             }
             let row = try Row.fetchOne(db, sql: sql, arguments: StatementArguments(arguments))
             return (row?[0] ?? 0, row?[1] ?? 0)
-        }
-    }
-
-    func setMeta(_ key: String, _ value: UInt64) throws {
-        try pool.write { db in
-            try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                           arguments: [key, String(value)])
         }
     }
 }

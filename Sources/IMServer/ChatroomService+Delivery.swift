@@ -197,7 +197,7 @@ extension ChatroomService {
                     if origin == session.id { continue }
                     if !message.includeSender && message.senderId == session.userId { continue }
                 }
-                let size = message.content.count + 256
+                let size = message.content.count + MessageLimits.frameOverheadBytes
                 if bytes + size > Self.frameBudgetBytes { flush() }
                 batch.append(message.wire)
                 bytes += size

@@ -42,9 +42,7 @@ public final class ChatroomService: Sendable {
     }
 
     let state = Mutex(State())
-    /// The most message bytes one chatroom frame carries (a join reply, a history page, a round's
-    /// batch), well under the 4 MB frame limit: 50 messages of 128 KB would not fit in one frame.
-    static let frameBudgetBytes = 1024 * 1024
+    static let frameBudgetBytes = MessageLimits.frameBudgetBytes
     let store: any IMStore
     let clock: any WallClock
     let config: ServerConfig
@@ -147,7 +145,7 @@ public final class ChatroomService: Sendable {
         var bytes = 0
         var kept = 0
         for message in messages.reversed() {
-            bytes += message.content.count + 256
+            bytes += message.content.count + MessageLimits.frameOverheadBytes
             if bytes > frameBudgetBytes && kept > 0 { break }
             kept += 1
         }
@@ -400,7 +398,7 @@ public final class ChatroomService: Sendable {
         // A page of large messages is cut to the frame budget; syncTime then continues after the cut.
         var bytes = 0
         let messages = Array(page.prefix { message in
-            bytes += message.content.count + 256
+            bytes += message.content.count + MessageLimits.frameOverheadBytes
             return bytes <= Self.frameBudgetBytes || message.uid == page.first?.uid
         })
         var reply = Im_ChatroomHistoryReply()

@@ -1,8 +1,10 @@
 import IMCore
 
-/// The online members of an ultra group: each member's live sessions, and all of them flat with
-/// the members' joining seq (what a message to a public channel goes to).
+/// The online members of an ultra group: the roster they were derived from, each member's live
+/// sessions, and all of them flat with the members' joining seq (what a message to a public channel
+/// goes to).
 struct UltraGroupRecipients: Sendable {
+    var roster: UltraGroupRosterRecord
     var online: [String: [ClientSession]]
     var all: [(session: ClientSession, joinedSeq: UInt64)]
 }
@@ -11,7 +13,7 @@ extension UltraGroupRosterRecord: CachedRoster {
     var memberIds: Dictionary<String, Member>.Keys { members.keys }
 
     static func recipients(of roster: UltraGroupRosterRecord, online: [String: [ClientSession]]) -> UltraGroupRecipients {
-        UltraGroupRecipients(online: online, all: online.flatMap { userId, sessions in
+        UltraGroupRecipients(roster: roster, online: online, all: online.flatMap { userId, sessions in
             let joined = roster.members[userId]?.joinedSeq ?? UInt64.max
             return sessions.map { ($0, joined) }
         })
@@ -39,8 +41,8 @@ public final class UltraGroupRosters: Sendable {
     /// member for a public channel, the online members who see it for a private one.
     func onlineSessions(appId: Int64, groupId: String, channelId: String) async throws -> [(session: ClientSession, joinedSeq: UInt64)] {
         guard let recipients = try await cache.recipients(appId: appId, id: groupId),
-              let roster = try await cache.record(appId: appId, id: groupId),
-              let channel = roster.channels[channelId] else { return [] }
+              let channel = recipients.roster.channels[channelId] else { return [] }
+        let roster = recipients.roster
         guard let audience = roster.privateAudience(channel) else { return recipients.all }
         return audience.flatMap { userId in
             (recipients.online[userId] ?? []).map { ($0, roster.members[userId]?.joinedSeq ?? UInt64.max) }

@@ -32,10 +32,10 @@ public final class UltraGroupService: Sendable {
     }
 
     /// Modifications a summary lists at most.
-    static let maxModifiedPerSummary = 500
-    /// Message bytes a summary carries at most (last messages, then modifications), well under the
-    /// 4 MB frame limit; the channels past it carry their last message's time only.
-    static let summaryBudgetBytes = 1024 * 1024
+    public static let maxModifiedPerSummary = 500
+    /// Message bytes a summary carries at most (last messages, then modifications); the channels
+    /// past it carry their last message's time only.
+    static let summaryBudgetBytes = MessageLimits.frameBudgetBytes
 
     // MARK: membership (Server API)
 
@@ -277,7 +277,7 @@ public final class UltraGroupService: Sendable {
             state.channelType = Int32(summary.channelType.rawValue)
             if let last = summary.lastMessage {
                 state.lastSentTime = last.sentTime
-                bytes += last.content.count + 256
+                bytes += last.content.count + MessageLimits.frameOverheadBytes
                 if bytes <= Self.summaryBudgetBytes { state.lastMessage = last.wire }
             }
             state.readTime = summary.readTime
@@ -295,7 +295,7 @@ public final class UltraGroupService: Sendable {
             while index < modified.count {
                 let time = modified[index].modifiedTime
                 let sameTime = modified[index...].prefix { $0.modifiedTime == time }
-                let size = sameTime.reduce(0) { $0 + $1.message.content.count + 256 }
+                let size = sameTime.reduce(0) { $0 + $1.message.content.count + MessageLimits.frameOverheadBytes }
                 if bytes + size > Self.summaryBudgetBytes && through > request.modifiedSince { break }
                 bytes += size
                 for (_, message) in sameTime where message.sentTime >= floor

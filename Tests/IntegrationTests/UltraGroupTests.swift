@@ -347,4 +347,27 @@ struct UltraGroupTests {
         forged.direction = .send
         #expect(await failureCode { _ = try await alice.recallMessage(forged) } == 25101)
     }
+
+    @Test("a device away through more modifications than one summary lists gets them all, a page at a time")
+    func modificationPaging() async throws {
+        let server = try await TestServer.start { $0.clientSendsPerSecond = 100_000 }
+        defer { Task { await server.stop() } }
+        try await Self.group(server, "ug8", ["alice", "carol"])
+        let (alice, _) = try await Self.member(server, "alice")
+        let (carol, carolInbox) = try await Self.member(server, "carol")
+        let count = UltraGroupService.maxModifiedPerSummary + 20
+        var sent: [Message] = []
+        for index in 0..<count { sent.append(try await Self.send(alice, "ug8", "", "v1 \(index)")) }
+        #expect(await carolInbox.wait(for: count).count == count)
+        await carol.disconnect()
+        for message in sent {
+            _ = try await alice.modifyUltraGroupMessage(messageUId: message.messageUId, content: TextMessage(content: "v2"))
+        }
+        let caughtUp = EventRecorder(carol.ultraGroupSyncCompleted())
+        try await carol.connect(token: try await server.token("carol"))
+        #expect(try #require(await caughtUp.wait(for: 1).first).modified == count)
+        let local = try await carol.getHistoryMessages(.ultraGroup, targetId: "ug8", count: 20)
+        #expect(local.count == 20 && local.allSatisfy { Self.text($0) == "v2" })
+        #expect(try await carol.syncUltraGroups().modified == 0, "nothing is applied twice")
+    }
 }
