@@ -3,7 +3,6 @@ import IMCore
 import IMWire
 import NIOCore
 import NIOPosix
-import NIOWebSocket
 import SwiftProtobuf
 
 /// One simulated client: a WebSocket connection speaking imserver's wire protocol (protobuf
@@ -12,8 +11,9 @@ import SwiftProtobuf
 ///
 /// It lives on one event loop (its `LoopDriver`'s) and is touched only there.
 final class BenchClient: ChannelInboundHandler {
-    typealias InboundIn = WebSocketFrame
-    typealias OutboundOut = WebSocketFrame
+    /// The socket's bytes once the handshake is done; the client frames them itself.
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     enum State { case idle, opening, authenticating, syncing, joining, ready, closed }
 
@@ -24,6 +24,7 @@ final class BenchClient: ChannelInboundHandler {
     private(set) var state = State.idle
 
     private var context: ChannelHandlerContext?
+    private var frames = WebSocketFrameReader()
     /// Request id → (op, monotonic ns when written).
     private var pending: [UInt32: (op: Im_Op, at: UInt64)] = [:]
     private var nextRequestId: UInt32 = 0
@@ -296,72 +297,89 @@ final class BenchClient: ChannelInboundHandler {
             driver.stats.error("encode")
             return nil
         }
-        var buffer = context.channel.allocator.buffer(capacity: bytes.count)
-        buffer.writeBytes(bytes)
         pending[id] = (op, now)
-        let message = WebSocketFrame(fin: true, opcode: .binary, maskKey: .random(using: &random), data: buffer)
-        context.writeAndFlush(wrapOutboundOut(message), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(webSocketFrame(.binary, bytes, context)), promise: nil)
         return id
     }
 
+    /// A frame to the server, masked with a fresh key (RFC 6455 §5.3).
+    private func webSocketFrame(_ opcode: WebSocketFrameReader.Opcode, _ payload: some Collection<UInt8>,
+                                _ context: ChannelHandlerContext) -> ByteBuffer {
+        let key = random.next()
+        return WebSocketFrameReader.clientFrame(opcode, payload: payload,
+                                                maskKey: (UInt8(truncatingIfNeeded: key), UInt8(truncatingIfNeeded: key >> 8),
+                                                          UInt8(truncatingIfNeeded: key >> 16), UInt8(truncatingIfNeeded: key >> 24)),
+                                                allocator: context.channel.allocator)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let message = unwrapInboundIn(data)
-        switch message.opcode {
-        case .binary:
-            var data = message.unmaskedData
-            if let ownUserId = chatroomUserId {
-                // A room's pushes are read without decoding every message (ChatroomPushReader), and
-                // counted per frame: at 400,000 receipts a second the generator's own costs matter.
-                let now = monotonicNanos()
-                let driver = self.driver
-                var delivered = 0, duplicates = 0, own = 0
-                let outcome = data.withUnsafeReadableBytes { bytes in
-                    ChatroomPushReader.read(bytes, ownUserId: ownUserId) { item in
-                        // Only messages sent inside the window are counted.
-                        guard let (sentAt, number) = item.stamp, driver.inWindow(sentAt) else { return }
-                        // Every member but the sending session gets each message once; the sender
-                        // gets its reply instead.
-                        if item.fromSelf {
-                            own += 1
-                        } else if !firstReceipt(of: number) {
-                            duplicates += 1
-                        } else {
-                            delivered += 1
-                            driver.chatroomDeliveries.record(nanos: now &- sentAt)
-                            driver.chatroomReceipts.received(number, sentAt: sentAt, at: now)
-                        }
-                    }
-                }
-                switch outcome {
-                case .push(let messages):
-                    driver.stats.count(.chatroomFrames)
-                    driver.stats.count(.pushes, messages)
-                    if driver.inWindow(now) { driver.stats.count(.pushesArrivingInWindow, messages) }
-                    if delivered > 0 { driver.stats.count(.delivered, delivered) }
-                    if duplicates > 0 { driver.stats.count(.duplicateDeliveries, duplicates) }
-                    if own > 0 { driver.stats.count(.ownMessagePushed, own) }
-                    return
-                case .malformed:
-                    driver.stats.error("undecodable-chatroom-push")
-                    return
-                case .other:
+        do {
+            try frames.read(unwrapInboundIn(data)) { message in
+                switch message.opcode {
+                case .binary:
+                    readMessage(message.payload)
+                case .ping:
+                    context.writeAndFlush(wrapOutboundOut(webSocketFrame(.pong, message.payload.readableBytesView, context)), promise: nil)
+                case .close:
+                    close()
+                default:
                     break
                 }
             }
-            let bytes = data.readBytes(length: data.readableBytes) ?? []
-            guard let frame = try? Im_Frame(serializedBytes: bytes) else {
-                driver.stats.error("undecodable-frame")
-                return
-            }
-            received(frame)
-        case .ping:
-            let pong = WebSocketFrame(fin: true, opcode: .pong, maskKey: .random(using: &random), data: message.unmaskedData)
-            context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
-        case .connectionClose:
+        } catch {
+            driver.stats.error("websocket-framing")
             close()
-        default:
-            break
         }
+    }
+
+    /// One binary WebSocket message from the server: a protobuf `Frame`.
+    private func readMessage(_ message: ByteBuffer) {
+        var data = message
+        if let ownUserId = chatroomUserId {
+            // A room's pushes are read without decoding every message (ChatroomPushReader), and
+            // counted per frame: at 400,000 receipts a second the generator's own costs matter.
+            let now = monotonicNanos()
+            let driver = self.driver
+            var delivered = 0, duplicates = 0, own = 0
+            let outcome = data.withUnsafeReadableBytes { bytes in
+                ChatroomPushReader.read(bytes, ownUserId: ownUserId) { item in
+                    // Only messages sent inside the window are counted.
+                    guard let (sentAt, number) = item.stamp, driver.inWindow(sentAt) else { return }
+                    // Every member but the sending session gets each message once; the sender
+                    // gets its reply instead.
+                    if item.fromSelf {
+                        own += 1
+                    } else if !firstReceipt(of: number) {
+                        duplicates += 1
+                    } else {
+                        delivered += 1
+                        driver.chatroomDeliveries.record(nanos: now &- sentAt)
+                        driver.chatroomReceipts.received(number, sentAt: sentAt, at: now)
+                    }
+                }
+            }
+            switch outcome {
+            case .push(let messages):
+                driver.stats.count(.chatroomFrames)
+                driver.stats.count(.pushes, messages)
+                if driver.inWindow(now) { driver.stats.count(.pushesArrivingInWindow, messages) }
+                if delivered > 0 { driver.stats.count(.delivered, delivered) }
+                if duplicates > 0 { driver.stats.count(.duplicateDeliveries, duplicates) }
+                if own > 0 { driver.stats.count(.ownMessagePushed, own) }
+                return
+            case .malformed:
+                driver.stats.error("undecodable-chatroom-push")
+                return
+            case .other:
+                break
+            }
+        }
+        let bytes = data.readBytes(length: data.readableBytes) ?? []
+        guard let frame = try? Im_Frame(serializedBytes: bytes) else {
+            driver.stats.error("undecodable-frame")
+            return
+        }
+        received(frame)
     }
 
     private func received(_ frame: Im_Frame) {

@@ -1,12 +1,11 @@
 import Crypto
 import Foundation
 import NIOCore
-import NIOWebSocket
 
 /// The client side of the WebSocket opening handshake (RFC 6455 §4), the first handler of a
 /// benchmark connection: sends `GET /ws` with the upgrade headers, checks the `101` answer and its
-/// `Sec-WebSocket-Accept`, then replaces itself with NIO's frame decoder and encoder and tells the
-/// handlers after it (`webSocketOpened`). A connection that is refused is closed with an error.
+/// `Sec-WebSocket-Accept`, then tells the handler after it (`Opened`), which does the WebSocket framing
+/// itself (`WebSocketFrameReader`), and removes itself. A connection that is refused is closed with an error.
 final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -63,19 +62,8 @@ final class WebSocketHandshakeHandler: ChannelInboundHandler, RemovableChannelHa
             return
         }
         received = nil
-        do {
-            try context.pipeline.syncOperations.addHandlers(
-                [ByteToMessageHandler(WebSocketFrameDecoder(maxFrameSize: 4 * 1024 * 1024)),
-                 WebSocketFrameEncoder(),
-                 NIOWebSocketFrameAggregator(minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 4096,
-                                             maxAccumulatedFrameSize: 4 * 1024 * 1024)],
-                position: .after(self))
-        } catch {
-            fail(context, "cannot set up the WebSocket handlers: \(error)")
-            return
-        }
         context.fireUserInboundEventTriggered(Opened())
-        // Frames that came with the answer go to the decoder just added.
+        // Frames that came with the answer go on to the client.
         if buffer.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(buffer)) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
