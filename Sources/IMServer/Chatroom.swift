@@ -66,9 +66,16 @@ final class ChatroomRoom: @unchecked Sendable {
     /// `/chatroom/message/stopDistribution.json`: messages are accepted but not delivered.
     var distributionStopped = false
     var members: [String: Member] = [:]
-    /// Online seats, by session id: who a push goes to.
-    var online: [String: ClientSession] = [:]
-    private var onlineCache: [ClientSession]?
+    /// An online seat's session and its cursor: the position of the last push written to it.
+    struct Reader {
+        var session: ClientSession
+        var cursor: UInt64
+    }
+    /// The online seats' sessions, in the order the delivery sweep goes round them (a session that
+    /// leaves takes the last one's place): who a push goes to.
+    private(set) var readers: [Reader] = []
+    /// Where each online session is in `readers`, by session id.
+    private var readerSlots: [String: Int] = [:]
     var offline: [SeatKey: Void] = [:]
     /// The latest messages kept in history (at most 50), oldest first: what a join fetches.
     var recent: [StoredMessage] = []
@@ -83,8 +90,7 @@ final class ChatroomRoom: @unchecked Sendable {
     /// position. Every online seat's session has a cursor: the position written to it so far.
     var log: [(position: UInt64, push: Push)] = []
     var head: UInt64 = 0
-    var cursors: [String: UInt64] = [:]
-    /// Where the delivery sweep goes on in `onlineSessions`.
+    /// Where the delivery sweep goes on in `readers`.
     var sweepIndex = 0
 
     init(key: Key, name: String, now: Int64, idleDestroyMinutes: Int) {
@@ -96,25 +102,36 @@ final class ChatroomRoom: @unchecked Sendable {
         self.idleDestroyMinutes = idleDestroyMinutes
     }
 
-    /// The live sessions of the room's members, cached until a seat comes or goes.
-    var onlineSessions: [ClientSession] {
-        if let onlineCache { return onlineCache }
-        let sessions = Array(online.values)
-        onlineCache = sessions
-        return sessions
-    }
+    /// The live sessions of the room's members.
+    var onlineSessions: [ClientSession] { readers.map(\.session) }
 
     /// A session takes a seat: it gets what is published from now on (a session already seated,
     /// joining again, keeps its place: what it has not been written yet still comes).
     func seatOnline(_ session: ClientSession) {
-        online[session.id] = session
-        if cursors[session.id] == nil { cursors[session.id] = head }
-        onlineCache = nil
+        if let slot = readerSlots[session.id] {
+            readers[slot].session = session
+        } else {
+            readerSlots[session.id] = readers.count
+            readers.append(Reader(session: session, cursor: head))
+        }
     }
 
     func seatOffline(sessionId: String) {
-        if online.removeValue(forKey: sessionId) != nil { onlineCache = nil }
-        cursors[sessionId] = nil
+        guard let slot = readerSlots.removeValue(forKey: sessionId) else { return }
+        let last = readers.removeLast()
+        if slot < readers.count {
+            readers[slot] = last
+            readerSlots[last.session.id] = slot
+        }
+    }
+
+    /// Moves a reader's cursor to `position` if it is behind it; returns where it was then (the
+    /// delivery sweep writes it what lies between), nil if it was not behind.
+    func advance(reader slot: Int, to position: UInt64) -> UInt64? {
+        let cursor = readers[slot].cursor
+        guard cursor < position else { return nil }
+        readers[slot].cursor = position
+        return cursor
     }
 
     /// Removes a device's seat, and the member with its last seat. Returns whether the user has no

@@ -6,17 +6,13 @@ import IMWire
 ///
 /// What is queued is published in room order (messages kept in history are stored first; their
 /// senders hear back only then), each push at a position. The sweep takes the next sessions that
-/// are behind (`sweepChunk` at a time), writes to each, as few frames as possible, everything
+/// are behind (`chatroomSweepStep` at a time, 1,000 by default), writes to each, as few frames as possible, everything
 /// published after its cursor, waits until the event loops have written them, and goes on with the
 /// next sessions, round the room again and again until every session has everything. A message
 /// published while the sweep is under way goes to the sessions the sweep reaches next, so it has
 /// reached every member after one pass over the room, whatever was in progress when it came; and a
 /// session gets one write per pass however many messages arrived meanwhile.
 extension ChatroomService {
-    /// Sessions written per step of the sweep: large enough that a step is mostly socket writes,
-    /// small enough that a message arriving during a step waits little for the next one.
-    static let sweepChunk = 1_000
-
     /// One step's work, taken under the lock.
     private struct SweepStep {
         var sessions: [(session: ClientSession, cursor: UInt64)] = []
@@ -30,7 +26,7 @@ extension ChatroomService {
             await publishQueued(room)
             // Decided under the lock: a push queued after this task stops starts a new task.
             let next = state.withLock { _ -> SweepStep?? in
-                if let step = Self.nextStep(room) { return .some(step) }
+                if let step = Self.nextStep(room, size: config.chatroomSweepStep) { return .some(step) }
                 guard room.pending.isEmpty else { return .some(nil) }
                 room.delivering = false
                 return nil
@@ -85,34 +81,36 @@ extension ChatroomService {
 
     /// The next sessions behind the head, from where the sweep is, with their cursors moved to the
     /// head; nil when every session has everything (the log is then emptied). Under the lock.
-    private static func nextStep(_ room: ChatroomRoom) -> SweepStep? {
-        let sessions = room.onlineSessions
+    private static func nextStep(_ room: ChatroomRoom, size: Int) -> SweepStep? {
+        let count = room.readers.count
+        let head = room.head
         var step = SweepStep()
         var wrapped = false
-        if !sessions.isEmpty {
-            var index = room.sweepIndex % sessions.count
+        var oldest = head
+        if count > 0 {
+            var index = room.sweepIndex % count
             var scanned = 0
-            while scanned < sessions.count && step.sessions.count < sweepChunk {
-                let session = sessions[index]
-                if let cursor = room.cursors[session.id], cursor < room.head {
-                    step.sessions.append((session, cursor))
+            step.sessions.reserveCapacity(min(count, size))
+            while scanned < count && step.sessions.count < size {
+                if let cursor = room.advance(reader: index, to: head) {
+                    step.sessions.append((room.readers[index].session, cursor))
+                    oldest = min(oldest, cursor)
                 }
                 scanned += 1
                 index += 1
-                if index == sessions.count {
+                if index == count {
                     index = 0
                     wrapped = true
                 }
             }
             room.sweepIndex = index
         }
-        guard let oldest = step.sessions.map(\.cursor).min() else {
+        guard !step.sessions.isEmpty else {
             room.log = []
             return nil
         }
         let from = room.log.firstIndex { $0.position > oldest } ?? room.log.count
         step.items = Array(room.log[from...])
-        for (session, _) in step.sessions { room.cursors[session.id] = room.head }
         // Once per pass over the room, what every session has goes.
         if wrapped { trim(room) }
         return step
@@ -120,7 +118,7 @@ extension ChatroomService {
 
     /// Drops the log entries every session has.
     private static func trim(_ room: ChatroomRoom) {
-        let oldest = room.cursors.values.min() ?? room.head
+        let oldest = room.readers.lazy.map(\.cursor).min() ?? room.head
         if let keep = room.log.firstIndex(where: { $0.position > oldest }) {
             if keep > 0 { room.log.removeFirst(keep) }
         } else {
@@ -133,44 +131,66 @@ extension ChatroomService {
     /// with the same cursor unless the session sent one of the messages, is a sender left out
     /// (`includeSender` off), or is the target of a push for listed sessions.
     private func write(_ step: SweepStep, room: ChatroomRoom, into frames: inout SessionOutbound.Batch) {
+        /// What sessions with one cursor get (a step has few distinct cursors: those written in the
+        /// same earlier step share one).
         struct Range {
-            var items: ArraySlice<(position: UInt64, push: ChatroomRoom.Push)>
+            let cursor: UInt64
+            let items: ArraySlice<(position: UInt64, push: ChatroomRoom.Push)>
             /// Sessions that sent one of the messages, and senders left out of their own messages.
-            var origins = Set<String>()
-            var excludedUsers = Set<String>()
+            var origins = FewStrings()
+            var excludedUsers = FewStrings()
             /// The pushes for listed sessions, by position.
             var targeted: [(position: UInt64, sessions: Set<String>)] = []
+            /// The frames of a session that is none of the above.
+            var common: [OutboundFrame]?
             /// Encoded frames by the positions of the listed pushes a session is among.
-            var encoded: [[UInt64]: [OutboundFrame]] = [:]
-        }
-        var ranges: [UInt64: Range] = [:]
-        for (session, cursor) in step.sessions {
-            if ranges[cursor] == nil {
-                var range = Range(items: step.items.drop { $0.position <= cursor })
-                for (position, push) in range.items {
+            var listed: [[UInt64]: [OutboundFrame]] = [:]
+
+            init(cursor: UInt64, items: ArraySlice<(position: UInt64, push: ChatroomRoom.Push)>) {
+                self.cursor = cursor
+                self.items = items
+                for (position, push) in items {
                     switch push {
                     case .message(let message, let origin, _):
-                        range.origins.insert(origin)
-                        if !message.includeSender { range.excludedUsers.insert(message.senderId) }
+                        origins.insert(origin)
+                        if !message.includeSender { excludedUsers.insert(message.senderId) }
                     case .frame(_, let sessions):
-                        range.targeted.append((position, sessions))
+                        targeted.append((position, sessions))
                     case .roomFrame:
                         break
                     }
                 }
-                ranges[cursor] = range
             }
-            if ranges[cursor]!.origins.contains(session.id) || ranges[cursor]!.excludedUsers.contains(session.userId) {
-                for frame in encodedFrames(ranges[cursor]!.items, room: room, for: session) { frames.add(OutboundFrame(frame), for: session) }
+        }
+        var ranges: [Range] = []
+        var current = -1
+        for (session, cursor) in step.sessions {
+            if current < 0 || ranges[current].cursor != cursor {
+                if let index = ranges.firstIndex(where: { $0.cursor == cursor }) {
+                    current = index
+                } else {
+                    ranges.append(Range(cursor: cursor, items: step.items.drop { $0.position <= cursor }))
+                    current = ranges.count - 1
+                }
+            }
+            if ranges[current].origins.contains(session.id) || ranges[current].excludedUsers.contains(session.userId) {
+                for frame in encodedFrames(ranges[current].items, room: room, for: session) { frames.add(OutboundFrame(frame), for: session) }
+                continue
+            }
+            if ranges[current].targeted.isEmpty {
+                if ranges[current].common == nil {
+                    ranges[current].common = encodedFrames(ranges[current].items, room: room, for: nil).map(OutboundFrame.init)
+                }
+                for frame in ranges[current].common! { frames.add(frame, for: session) }
                 continue
             }
             // Sessions among the same listed pushes share one encoding.
-            let listed = ranges[cursor]!.targeted.filter { $0.sessions.contains(session.id) }.map(\.position)
-            if ranges[cursor]!.encoded[listed] == nil {
-                ranges[cursor]!.encoded[listed] = encodedFrames(ranges[cursor]!.items, room: room, for: nil, listedIn: Set(listed))
+            let listed = ranges[current].targeted.filter { $0.sessions.contains(session.id) }.map(\.position)
+            if ranges[current].listed[listed] == nil {
+                ranges[current].listed[listed] = encodedFrames(ranges[current].items, room: room, for: nil, listedIn: Set(listed))
                     .map(OutboundFrame.init)
             }
-            for frame in ranges[cursor]!.encoded[listed]! { frames.add(frame, for: session) }
+            for frame in ranges[current].listed[listed]! { frames.add(frame, for: session) }
         }
     }
 
@@ -216,5 +236,27 @@ extension ChatroomService {
         }
         flush()
         return result
+    }
+}
+
+/// A set of strings that usually holds a few: looked through while small, which for a handful
+/// is cheaper than hashing the string looked for (asked once per session of a sweep step).
+private struct FewStrings {
+    private static let listedAtMost = 16
+    private var list: [String] = []
+    private var set: Set<String>?
+
+    mutating func insert(_ string: String) {
+        if set != nil {
+            set!.insert(string)
+        } else if !list.contains(string) {
+            list.append(string)
+            if list.count > Self.listedAtMost { set = Set(list) }
+        }
+    }
+
+    func contains(_ string: String) -> Bool {
+        if let set { return set.contains(string) }
+        return list.contains(string)
     }
 }

@@ -70,6 +70,9 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var chatroomEntriesEnabled: Bool = true
     /// Members one chatroom may have (23411 beyond); 0 = no limit, RongCloud's default.
     public var chatroomMaxMembers: Int = 0
+    /// Sessions a chatroom's delivery sweep writes per step (1...100,000): a message published
+    /// during a step waits for the next, and each step waits for its writes (see ARCHITECTURE).
+    public var chatroomSweepStep: Int = 1_000
     /// Chatroom messages per second one app may publish through the Server API (each room counts).
     public var chatroomPublishPerSecond: Int = ChatroomLimits.serverMessagesPerSecond
     /// Days ultra group history is kept (RongCloud's default is 7).
@@ -106,6 +109,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         }
         guard chatroomHistoryRetentionDays >= 1 else { throw fail("chatroomHistoryRetentionDays must be at least 1") }
         guard ultraGroupHistoryRetentionDays >= 1 else { throw fail("ultraGroupHistoryRetentionDays must be at least 1, got \(ultraGroupHistoryRetentionDays)") }
+        guard (1...100_000).contains(chatroomSweepStep) else { throw fail("chatroomSweepStep must be 1...100000, got \(chatroomSweepStep)") }
         guard chatroomMaxMembers >= 0 else { throw fail("chatroomMaxMembers must not be negative (0 means no limit)") }
         guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0, groupPublishPerSecond >= 0,
               chatroomPublishPerSecond >= 0, ultraGroupPublishPerSecond >= 0 else {
@@ -145,6 +149,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = try int("IMSERVER_CHATROOM_HISTORY_RETENTION_DAYS") { chatroomHistoryRetentionDays = value }
         if let value = bool("IMSERVER_CHATROOM_ENTRIES_ENABLED") { chatroomEntriesEnabled = value }
         if let value = try int("IMSERVER_CHATROOM_MAX_MEMBERS") { chatroomMaxMembers = value }
+        if let value = try int("IMSERVER_CHATROOM_SWEEP_STEP") { chatroomSweepStep = value }
         if let value = try int("IMSERVER_ULTRA_GROUP_HISTORY_RETENTION_DAYS") { ultraGroupHistoryRetentionDays = value }
         if let value = bool("IMSERVER_ULTRA_GROUP_PRE_JOIN_HISTORY") { ultraGroupPreJoinHistory = value }
         if let value = try int("IMSERVER_ULTRA_GROUP_PUBLISH_PER_SECOND") { ultraGroupPublishPerSecond = value }
@@ -171,7 +176,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
              apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory, recallWindowSeconds,
              groupPublishPerSecond, chatroomMultipleRooms, chatroomIdleDestroyMinutes, chatroomHistoryEnabled,
-             chatroomHistoryRetentionDays, chatroomEntriesEnabled, chatroomMaxMembers, chatroomPublishPerSecond,
+             chatroomHistoryRetentionDays, chatroomEntriesEnabled, chatroomMaxMembers, chatroomSweepStep, chatroomPublishPerSecond,
              ultraGroupHistoryRetentionDays, ultraGroupPreJoinHistory, ultraGroupPublishPerSecond
     }
 
@@ -208,6 +213,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         chatroomHistoryRetentionDays = try c.decodeIfPresent(Int.self, forKey: .chatroomHistoryRetentionDays) ?? d.chatroomHistoryRetentionDays
         chatroomEntriesEnabled = try c.decodeIfPresent(Bool.self, forKey: .chatroomEntriesEnabled) ?? d.chatroomEntriesEnabled
         chatroomMaxMembers = try c.decodeIfPresent(Int.self, forKey: .chatroomMaxMembers) ?? d.chatroomMaxMembers
+        chatroomSweepStep = try c.decodeIfPresent(Int.self, forKey: .chatroomSweepStep) ?? d.chatroomSweepStep
         chatroomPublishPerSecond = try c.decodeIfPresent(Int.self, forKey: .chatroomPublishPerSecond) ?? d.chatroomPublishPerSecond
         ultraGroupHistoryRetentionDays = try c.decodeIfPresent(Int.self, forKey: .ultraGroupHistoryRetentionDays) ?? d.ultraGroupHistoryRetentionDays
         ultraGroupPreJoinHistory = try c.decodeIfPresent(Bool.self, forKey: .ultraGroupPreJoinHistory) ?? d.ultraGroupPreJoinHistory

@@ -514,6 +514,50 @@ struct ChatroomTests {
         #expect(rooms.areMembers(appId: app, roomId: "r1", userIds: ["bob"]) == [true])
     }
 
+    @Test("swept two sessions per step while members send, publish and leave: each member left gets every message once, in order, never its own")
+    func sweepSteps() async throws {
+        let server = try await Self.server { $0.chatroomSweepStep = 2 }
+        defer { Task { await server.stop() } }
+        try await server.core.chatrooms.addSettings(appId: server.app.id, kind: .userWhitelist, roomId: "sweep", items: ["admin", "m0"])
+        var members: [(client: IMClient, inbox: EventRecorder<ReceivedMessage>)] = []
+        for index in 0..<12 {
+            let client = try await server.connectedClient("m\(index)")
+            let inbox = EventRecorder(client.receivedMessages())
+            try await client.joinChatRoom("sweep", messageCount: -1)
+            members.append((client, inbox))
+        }
+        // m0 sends between the server's publications; the even members from m2 leave halfway, their
+        // places taken by members from the end while the sweep goes round.
+        let leaving = [2, 4, 6, 8, 10]
+        var expected: [String] = []
+        for index in 1...60 {
+            if index % 3 == 0 {
+                try await Self.send(members[0].client, room: "sweep", ["c\(index)"])
+                expected.append("c\(index)")
+            } else {
+                #expect(try await Self.publish(server, room: "sweep", text: "s\(index)"))
+                expected.append("s\(index)")
+            }
+            if index == 30 {
+                for index in leaving { try await members[index].client.quitChatRoom("sweep") }
+            }
+        }
+        let fromOthers = expected.filter { $0.hasPrefix("s") }
+        for index in 1..<12 where !leaving.contains(index) {
+            let got = await members[index].inbox.wait(for: expected.count).compactMap(Self.text)
+            #expect(got == expected, "m\(index) got \(got.count) of \(expected.count), in order")
+        }
+        #expect(await members[0].inbox.wait(for: fromOthers.count).compactMap(Self.text) == fromOthers,
+                "the sending member gets everything but its own messages")
+        for index in leaving {
+            let got = await members[index].inbox.wait(for: 30, timeout: .milliseconds(500)).compactMap(Self.text)
+            #expect(got == Array(expected.prefix(got.count)), "m\(index) left after 30 messages: an in-order prefix, got \(got.count)")
+        }
+        // Nothing more comes: no duplicates.
+        #expect(await members[1].inbox.wait(for: expected.count + 1, timeout: .milliseconds(300)).count == expected.count)
+        #expect(await members[0].inbox.wait(for: fromOthers.count + 1, timeout: .milliseconds(300)).count == fromOthers.count)
+    }
+
     @Test("recalling a chatroom message reaches the members online")
     func recall() async throws {
         let server = try await Self.server()
