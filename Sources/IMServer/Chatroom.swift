@@ -125,6 +125,11 @@ final class ChatroomRoom: @unchecked Sendable {
         }
     }
 
+    /// Where a session is in `readers`; nil when it has no online seat here.
+    func slot(of sessionId: String) -> Int? {
+        readerSlots[sessionId]
+    }
+
     /// Moves a reader's cursor to `position` if it is behind it; returns where it was then (the
     /// delivery sweep writes it what lies between), nil if it was not behind.
     func advance(reader slot: Int, to position: UInt64) -> UInt64? {

@@ -17,6 +17,9 @@ extension ChatroomService {
     private struct SweepStep {
         var sessions: [(session: ClientSession, cursor: UInt64)] = []
         var items: [(position: UInt64, push: ChatroomRoom.Push)] = []
+        /// The indexes in `sessions` of the sessions that sent one of the items' messages (found
+        /// through the room's slots, so the other sessions are not compared with every sender).
+        var origins = Set<Int>()
     }
 
     /// The room's delivery task: publishes what is queued and sweeps until every online session
@@ -87,12 +90,19 @@ extension ChatroomService {
         var step = SweepStep()
         var wrapped = false
         var oldest = head
+        // The senders' places among the readers (a superset of those this step's messages came
+        // from: everything published since the oldest cursor in the room).
+        var originSlots = Set<Int>()
+        for (_, push) in room.log {
+            if case .message(_, let origin, _) = push, let slot = room.slot(of: origin) { originSlots.insert(slot) }
+        }
         if count > 0 {
             var index = room.sweepIndex % count
             var scanned = 0
             step.sessions.reserveCapacity(min(count, size))
             while scanned < count && step.sessions.count < size {
                 if let cursor = room.advance(reader: index, to: head) {
+                    if !originSlots.isEmpty, originSlots.contains(index) { step.origins.insert(step.sessions.count) }
                     step.sessions.append((room.readers[index].session, cursor))
                     oldest = min(oldest, cursor)
                 }
@@ -136,8 +146,7 @@ extension ChatroomService {
         struct Range {
             let cursor: UInt64
             let items: ArraySlice<(position: UInt64, push: ChatroomRoom.Push)>
-            /// Sessions that sent one of the messages, and senders left out of their own messages.
-            var origins = FewStrings()
+            /// Senders left out of their own messages.
             var excludedUsers = FewStrings()
             /// The pushes for listed sessions, by position.
             var targeted: [(position: UInt64, sessions: Set<String>)] = []
@@ -151,8 +160,7 @@ extension ChatroomService {
                 self.items = items
                 for (position, push) in items {
                     switch push {
-                    case .message(let message, let origin, _):
-                        origins.insert(origin)
+                    case .message(let message, _, _):
                         if !message.includeSender { excludedUsers.insert(message.senderId) }
                     case .frame(_, let sessions):
                         targeted.append((position, sessions))
@@ -164,7 +172,7 @@ extension ChatroomService {
         }
         var ranges: [Range] = []
         var current = -1
-        for (session, cursor) in step.sessions {
+        for (position, (session, cursor)) in step.sessions.enumerated() {
             if current < 0 || ranges[current].cursor != cursor {
                 if let index = ranges.firstIndex(where: { $0.cursor == cursor }) {
                     current = index
@@ -173,7 +181,7 @@ extension ChatroomService {
                     current = ranges.count - 1
                 }
             }
-            if ranges[current].origins.contains(session.id) || ranges[current].excludedUsers.contains(session.userId) {
+            if step.origins.contains(position) || ranges[current].excludedUsers.contains(session.userId) {
                 for frame in encodedFrames(ranges[current].items, room: room, for: session) { frames.add(OutboundFrame(frame), for: session) }
                 continue
             }

@@ -51,6 +51,9 @@ final class SessionOutbound: Sendable {
     private struct State {
         /// Frames waiting for the next write (or for the socket to take more).
         var pending: [ByteBuffer] = []
+        /// An empty array with room, the last write's, for `pending` to take next: a connection
+        /// written once per chatroom sweep does not allocate its queue every time.
+        var spare: [ByteBuffer] = []
         var writeScheduled = false
         /// No frame is accepted any more.
         var finishing = false
@@ -131,6 +134,9 @@ final class SessionOutbound: Sendable {
         }
     }
 
+    /// The largest emptied queue kept for reuse (a burst's larger queue is let go).
+    private static let spareCapacity = 64
+
     private func scheduleWrite(_ state: inout State) -> Bool {
         guard !state.writeScheduled else { return false }
         state.writeScheduled = true
@@ -142,18 +148,27 @@ final class SessionOutbound: Sendable {
     fileprivate func writePending() {
         let handler = writer.value
         let writable = handler.isWritable
-        let (frames, waiter) = state.withLock { state -> ([ByteBuffer], CheckedContinuation<Void, Never>?) in
+        var (frames, waiter) = state.withLock { state -> ([ByteBuffer], CheckedContinuation<Void, Never>?) in
             state.writeScheduled = false
             guard writable || state.finishing else { return ([], nil) }
             let frames = state.pending
-            state.pending = []
+            state.pending = state.spare
+            state.spare = []
             guard state.finishing, !state.done else { return (frames, nil) }
             state.done = true
             defer { state.waiter = nil }
             return (frames, state.waiter)
         }
-        if !frames.isEmpty { handler.write(frames) }
+        guard !frames.isEmpty else {
+            waiter?.resume()
+            return
+        }
+        handler.write(frames)
         waiter?.resume()
+        frames.removeAll(keepingCapacity: true)
+        state.withLock { state in
+            if state.spare.capacity < frames.capacity && frames.capacity <= Self.spareCapacity { state.spare = frames }
+        }
     }
 
     /// Frames for many sessions at once (a chatroom round): the writes are grouped by event loop, one

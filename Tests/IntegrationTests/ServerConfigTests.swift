@@ -25,6 +25,20 @@ struct ServerConfigTests {
             #expect(error.code == .invalidParameter)
             #expect(error.message.contains("1...7"))
         }
+
+        var sweep = ServerConfig()
+        try sweep.apply(environment: ["IMSERVER_CHATROOM_SWEEP_STEP": "250"])
+        #expect(sweep.chatroomSweepStep == 250)
+        try sweep.validate()
+        let fromFile = try JSONDecoder().decode(ServerConfig.self, from: Data(#"{"chatroomSweepStep": 40}"#.utf8))
+        #expect(fromFile.chatroomSweepStep == 40 && ServerConfig().chatroomSweepStep == 1_000)
+        sweep.chatroomSweepStep = 0
+        do {
+            try sweep.validate()
+            Issue.record("a sweep step of 0 was accepted")
+        } catch let error as IMError {
+            #expect(error.code == .invalidParameter && error.message.contains("chatroomSweepStep must be 1...100000"))
+        }
     }
 
     @Test("the generated development app is kept across restarts; fixed credentials replace its secret")
