@@ -34,6 +34,7 @@ struct WebSocketFrameReader {
     /// what is left of an incomplete frame waits for the next read.
     mutating func read(_ bytes: ByteBuffer, _ each: (Message) throws -> Void) throws {
         var buffer: ByteBuffer
+        let owned = carried != nil
         if var carried {
             self.carried = nil
             var bytes = bytes
@@ -45,7 +46,13 @@ struct WebSocketFrameReader {
         while let frame = try nextFrame(&buffer) {
             if let message = try assemble(frame) { try each(message) }
         }
-        if buffer.readableBytes > 0 {
+        guard buffer.readableBytes > 0 else { return }
+        if owned {
+            // Already this reader's own buffer: the next read's bytes are appended to it, and what
+            // was read is dropped once it is as large as what is left (amortised linear copying).
+            if buffer.readerIndex >= buffer.readableBytes { buffer.discardReadBytes() }
+            carried = buffer
+        } else {
             // The incomplete frame's bytes are copied out, so the socket's buffer is not held.
             var rest = ByteBufferAllocator().buffer(capacity: max(buffer.readableBytes, 4096))
             rest.writeBuffer(&buffer)
@@ -79,11 +86,11 @@ struct WebSocketFrameReader {
         let maskAt = start + headerBytes
         if masked { headerBytes += 4 }
         guard buffer.readableBytes >= headerBytes + length else { return nil }
+        let key = masked ? buffer.getBytes(at: maskAt, length: 4) : nil
         buffer.moveReaderIndex(forwardBy: headerBytes)
         var payload = buffer.readSlice(length: length)!
-        if masked {
+        if let key {
             // Servers do not mask (§5.1), but a masked frame is still read correctly.
-            let key = buffer.getBytes(at: maskAt, length: 4)!
             var plain = ByteBufferAllocator().buffer(capacity: length)
             var index = 0
             for byte in payload.readableBytesView {
@@ -99,10 +106,14 @@ struct WebSocketFrameReader {
     private mutating func assemble(_ frame: (fin: Bool, opcode: Opcode, payload: ByteBuffer)) throws -> Message? {
         switch frame.opcode {
         case .close, .ping, .pong:
-            guard frame.fin else { throw Malformed(description: "a fragmented control frame") }
+            guard frame.fin, frame.payload.readableBytes <= 125 else {
+                throw Malformed(description: "a control frame fragmented or over 125 bytes")
+            }
             return Message(opcode: frame.opcode, payload: frame.payload)
         case .continuation:
             guard var fragments else { throw Malformed(description: "a continuation frame with no message to continue") }
+            // Taken out, so that the payload so far is appended to in place.
+            self.fragments = nil
             var payload = frame.payload
             guard fragments.payload.readableBytes + payload.readableBytes <= maxMessageBytes else {
                 throw Malformed(description: "a message over \(maxMessageBytes) bytes")
@@ -112,7 +123,6 @@ struct WebSocketFrameReader {
                 self.fragments = fragments
                 return nil
             }
-            self.fragments = nil
             return Message(opcode: fragments.opcode, payload: fragments.payload)
         case .text, .binary:
             guard fragments == nil else { throw Malformed(description: "a new message inside a fragmented one") }
