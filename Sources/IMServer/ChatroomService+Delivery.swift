@@ -6,19 +6,21 @@ import IMWire
 ///
 /// What is queued is published in room order (messages kept in history are stored first; their
 /// senders hear back only then), each push at a position. The sweep takes the next sessions that
-/// are behind (`chatroomSweepStep` at a time, 1,000 by default), writes to each, as few frames as possible, everything
-/// published after its cursor, waits until the event loops have written them, and goes on with the
-/// next sessions, round the room again and again until every session has everything. A message
-/// published while the sweep is under way goes to the sessions the sweep reaches next, so it has
-/// reached every member after one pass over the room, whatever was in progress when it came; and a
-/// session gets one write per pass however many messages arrived meanwhile.
+/// are behind (`chatroomSweepStep` at a time, 1,000 by default), writes to each, as few frames as
+/// possible, everything published after its cursor, waits until the event loops have written them,
+/// and goes on with the next sessions, round the room again and again until every session has
+/// everything. A message published while the sweep is under way goes to the sessions the sweep
+/// reaches next, so it has reached every member after one pass over the room, whatever was in
+/// progress when it came; and a session gets one write per pass however many messages arrived
+/// meanwhile.
 extension ChatroomService {
     /// One step's work, taken under the lock.
     private struct SweepStep {
         var sessions: [(session: ClientSession, cursor: UInt64)] = []
         var items: [(position: UInt64, push: ChatroomRoom.Push)] = []
-        /// The indexes in `sessions` of the sessions that sent one of the items' messages (found
-        /// through the room's slots, so the other sessions are not compared with every sender).
+        /// The indexes in `sessions` of the sessions that sent a message still in the room's log (a
+        /// superset of the items' senders, found through the room's slots so that the other
+        /// sessions are not compared with every sender); each gets an encoding of its own.
         var origins = Set<Int>()
     }
 
