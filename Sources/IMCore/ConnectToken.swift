@@ -56,16 +56,23 @@ public enum Base64URL {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// Decodes the canonical encoding only: the URL-safe alphabet without padding, with the unused
+    /// bits of the last character zero. So each value has exactly one text, and a token cannot be
+    /// varied (padding, the standard alphabet, other trailing bits) and still be accepted.
     public static func decode(_ text: String) -> Data? {
         var bytes = Array(text.utf8)
+        guard bytes.count % 4 != 1 else { return nil }
         for index in bytes.indices {
             switch bytes[index] {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                continue
             case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")
             case UInt8(ascii: "_"): bytes[index] = UInt8(ascii: "/")
-            default: break
+            default: return nil
             }
         }
         while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
-        return Data(base64Encoded: Data(bytes))
+        guard let data = Data(base64Encoded: Data(bytes)), encode(data) == text else { return nil }
+        return data
     }
 }

@@ -156,14 +156,14 @@ public enum ConversationStateRules {
     }
 
     public static func checkTagId(_ tagId: String) throws {
-        guard !tagId.isEmpty, tagId.count <= ConversationStateLimits.maxTagIdLength else {
-            throw IMError(.invalidParameter, "a tag id must be 1 to \(ConversationStateLimits.maxTagIdLength) characters, got \(tagId.count): \"\(tagId)\"")
+        guard !tagId.isEmpty, TextLength.characters(tagId) <= ConversationStateLimits.maxTagIdLength else {
+            throw IMError(.invalidParameter, "a tag id must be 1 to \(ConversationStateLimits.maxTagIdLength) characters, got \(TextLength.characters(tagId)): \(TextLength.quoted(tagId))")
         }
     }
 
     public static func checkTagName(_ name: String) throws {
-        guard !name.isEmpty, name.count <= ConversationStateLimits.maxTagNameLength else {
-            throw IMError(.invalidParameter, "a tag name must be 1 to \(ConversationStateLimits.maxTagNameLength) characters, got \(name.count)")
+        guard !name.isEmpty, TextLength.characters(name) <= ConversationStateLimits.maxTagNameLength else {
+            throw IMError(.invalidParameter, "a tag name must be 1 to \(ConversationStateLimits.maxTagNameLength) characters, got \(TextLength.characters(name))")
         }
     }
 

@@ -6,8 +6,6 @@ public enum MessageLimits {
     /// history page, an ultra group summary), well under the 4 MB frame limit: 50 messages of
     /// 128 KB would not fit in one frame.
     public static let frameBudgetBytes = 1024 * 1024
-    /// What a message costs in such a frame besides its content (ids, names, times), for budgeting.
-    public static let frameOverheadBytes = 256
     /// 「1 秒钟最多只允许发送 5 条消息」 (spec/imlib-core.md §9.10, 20604).
     public static let clientSendsPerSecond = 5
     /// Offline messages are kept 7 days by default, configurable 1 to 7 (spec/imlib-core.md §8.0).
@@ -103,7 +101,8 @@ public enum ExpansionLimits {
     public static let keysPerMessage = 300
     /// Keys: at most 32 characters of letters, digits and `+ = - _`.
     public static let maxKeyLength = 32
-    /// Values: at most 4096 characters (SDK 5.2.0 and later).
+    /// Values: at most 4096 characters (SDK 5.2.0 and later), counted as RongCloud's SDKs count them
+    /// (`TextLength.characters`), so at most 12 KB.
     public static let maxValueLength = 4096
 
     public static func isValidKey(_ key: String) -> Bool { isKeyOfLettersDigitsAndSigns(key, maxLength: maxKeyLength) }
@@ -118,10 +117,10 @@ public enum ExpansionLimits {
             throw IMError(.expansionLimitExceeded, "at most \(perCall) extension keys per call, got \(max(set.count, remove.count)): split the update")
         }
         for key in set.keys.sorted() + remove where !isValidKey(key) {
-            throw IMError(.expansionLimitExceeded, "extension key '\(key)' is invalid: use 1 to \(maxKeyLength) characters of A-Z, a-z, 0-9 and + = - _")
+            throw IMError(.expansionLimitExceeded, "extension key \(TextLength.quoted(key)) is invalid: use 1 to \(maxKeyLength) characters of A-Z, a-z, 0-9 and + = - _")
         }
-        for (key, value) in set where value.count > maxValueLength {
-            throw IMError(.expansionLimitExceeded, "the value of extension key '\(key)' has \(value.count) characters; at most \(maxValueLength) are allowed")
+        for (key, value) in set where TextLength.characters(value) > maxValueLength {
+            throw IMError(.expansionLimitExceeded, "the value of extension key '\(key)' has \(TextLength.characters(value)) characters; at most \(maxValueLength) are allowed")
         }
     }
 }
@@ -142,11 +141,37 @@ public enum TypingLimits {
 /// Whether a key is 1 to `maxLength` characters of letters, digits and `+ = - _`: the rule of
 /// message extension keys and chatroom attribute keys.
 public func isKeyOfLettersDigitsAndSigns(_ key: String, maxLength: Int) -> Bool {
-    guard !key.isEmpty, key.count <= maxLength else { return false }
+    guard !key.isEmpty, key.utf8.count <= maxLength else { return false }
     return key.unicodeScalars.allSatisfy { scalar in
         switch scalar {
         case "a"..."z", "A"..."Z", "0"..."9", "+", "=", "-", "_": return true
         default: return false
         }
     }
+}
+
+/// Limits on what a client's CONNECT carries.
+public enum ConnectLimits {
+    /// Tokens this server issues are about 200 bytes (claims and HMAC, base64url); RongCloud's are
+    /// at most 256 bytes (spec/server-api.md §6.1). Anything longer is refused before it is parsed.
+    public static let maxTokenBytes = 1024
+    /// App keys are at most 64 bytes (the server's own setting allows no more).
+    public static let maxAppKeyBytes = 64
+    /// A device id identifies one installation (RongCloud's SDKs send a UUID-like string).
+    public static let maxDeviceIdBytes = 128
+}
+
+/// Limits on one connection and on the connections of one source address (the server's own
+/// choices: RongCloud's documents give none).
+public enum ConnectionLimits {
+    /// Bytes waiting for a slow connection before it is closed, and bytes held for a client while it
+    /// syncs: two 4 MB frames.
+    public static let defaultMaxQueuedBytes = 8 * 1024 * 1024
+    public static let queuedBytesRange = (4 * 1024 * 1024 + 64 * 1024)...(1024 * 1024 * 1024)
+    /// Connections from one address: room for a large office or carrier NAT, far below the
+    /// process's file limit.
+    public static let defaultMaxConnectionsPerAddress = 1000
+    public static let defaultHTTPIdleTimeoutSeconds = 60
+    public static let defaultHTTPRequestTimeoutSeconds = 30
+    public static let defaultCloseTimeoutSeconds = 5
 }

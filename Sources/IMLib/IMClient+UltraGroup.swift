@@ -103,7 +103,7 @@ extension IMClient {
             .body(Im_UltraGroupSummary.self)
         var fetched = 0
         for state in summary.channels {
-            let key = "\(state.groupID)|\(state.channelID)"
+            let key = UltraGroupChannelKey(groupId: state.groupID, channelId: state.channelID)
             let through = try store.ultraGroupThrough(groupId: state.groupID, channelId: state.channelID)
             if state.lastSentTime > 0, state.lastSentTime > (through ?? Int64.min) {
                 let (count, reached) = try await fetchMissing(state, after: through, connection: connection, store: store)
@@ -169,7 +169,7 @@ extension IMClient {
     func advanceUltraGroupThrough(_ messages: [Message]) {
         guard let store, !ultraCaughtUp.isEmpty else { return }
         for message in messages where message.conversationType == .ultraGroup
-            && ultraCaughtUp.contains("\(message.targetId)|\(message.channelId)") {
+            && ultraCaughtUp.contains(UltraGroupChannelKey(groupId: message.targetId, channelId: message.channelId)) {
             try? store.setUltraGroupThrough(groupId: message.targetId, channelId: message.channelId, time: message.sentTime)
         }
     }
@@ -294,4 +294,10 @@ extension IMClient {
     public func getConversationsForAllChannels(targetId: String) throws -> [Conversation] {
         try openStore().conversations(types: [.ultraGroup], count: UltraGroupLimits.maxChannelsPerGroup, startTime: 0, targetId: targetId)
     }
+}
+
+/// One channel of one ultra group, as a set element.
+struct UltraGroupChannelKey: Hashable {
+    let groupId: String
+    let channelId: String
 }

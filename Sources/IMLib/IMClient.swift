@@ -60,7 +60,7 @@ public actor IMClient {
     let ultraGroupSyncEvents = Broadcaster<UltraGroupSyncResult>()
     /// Ultra group channels ("group|channel") this connection has caught up: from then on their
     /// live messages arrive in order, so they advance the channel's caught-up time.
-    var ultraCaughtUp: Set<String> = []
+    var ultraCaughtUp: Set<UltraGroupChannelKey> = []
 
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?

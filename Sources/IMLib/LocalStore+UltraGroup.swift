@@ -7,6 +7,8 @@ import IMCore
 extension LocalStore {
     /// The time up to which this device holds every message of an ultra group channel (nil: it
     /// never caught up with the channel). Live messages stored before a catch-up do not move it.
+    /// The meta key names the group and the channel; channel ids never contain `|` (letters and
+    /// digits only), so the key is split unambiguously at its last `|`.
     func ultraGroupThrough(groupId: String, channelId: String) throws -> Int64? {
         let value = try meta("ultra_through|\(groupId)|\(channelId)")
         return value == 0 ? nil : Int64(value)

@@ -9,7 +9,7 @@ final class MessageTypeRegistry: Sendable {
 
     func register(_ type: any MessageContent.Type) throws {
         let name = type.objectName
-        guard !name.isEmpty, name.count <= MessageLimits.maxObjectNameLength else {
+        guard MessageFieldLimits.isValidObjectName(name) else {
             throw IMError(.invalidParameter, "object name '\(name)' must be 1 to \(MessageLimits.maxObjectNameLength) characters")
         }
         let builtIn = types.withLock { $0[name] }

@@ -35,7 +35,11 @@ extension ChatroomService {
             throw IMError(.chatroomParameterInvalid, "chatroom id '\(room.id.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         let now = clock.nowMilliseconds()
-        return state.withLock { state in
+        return try state.withLock { state in
+            let new = Set(rooms.map(\.id).filter { state.rooms[ChatroomRoom.Key(appId: appId, roomId: $0)] == nil })
+            if config.chatroomMaxRooms > 0, state.roomCounts[appId, default: 0] + new.count > config.chatroomMaxRooms {
+                throw IMError(.apiBadParameter, "the app would have more than \(config.chatroomMaxRooms) chatrooms, the most this server allows (chatroomMaxRooms): destroy rooms first; none was created")
+            }
             var created: [String] = []
             for (id, name) in rooms {
                 let key = ChatroomRoom.Key(appId: appId, roomId: id)
@@ -46,7 +50,7 @@ extension ChatroomService {
                 }
                 let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatroomIdleDestroyMinutes)
                 apply(rule, to: room)
-                state.rooms[key] = room
+                state.insert(room)
                 created.append(id)
             }
             return created
@@ -130,8 +134,11 @@ extension ChatroomService {
             if let existing {
                 room = existing
             } else {
+                guard state.mayCreateRoom(appId: appId, limit: config.chatroomMaxRooms) else {
+                    throw IMError(.apiBadParameter, "chatroom \(roomId) does not exist and the app has \(config.chatroomMaxRooms) chatrooms, the most this server allows (chatroomMaxRooms): destroy rooms first")
+                }
                 room = ChatroomRoom(key: key, name: roomId, now: now, idleDestroyMinutes: config.chatroomIdleDestroyMinutes)
-                state.rooms[key] = room
+                state.insert(room)
             }
             for userId in userIds where room.members[userId] == nil {
                 var member = ChatroomRoom.Member(joinTime: now)
@@ -166,7 +173,7 @@ extension ChatroomService {
     }
 
     private func destroy(_ key: ChatroomRoom.Key, automatically: Bool, in state: inout State) -> Bool {
-        guard let room = state.rooms.removeValue(forKey: key) else { return false }
+        guard let room = state.removeRoom(key) else { return false }
         let sessions = room.onlineSessions
         for (userId, member) in room.members {
             state.forgetUserRoom(UserKey(appId: key.appId, userId: userId), key)

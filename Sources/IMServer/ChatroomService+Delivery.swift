@@ -227,7 +227,7 @@ extension ChatroomService {
                     if origin == session.id { continue }
                     if !message.includeSender && message.senderId == session.userId { continue }
                 }
-                let size = message.content.count + MessageLimits.frameOverheadBytes
+                let size = message.wireSize
                 if bytes + size > Self.frameBudgetBytes { flush() }
                 batch.append(message.wire)
                 bytes += size

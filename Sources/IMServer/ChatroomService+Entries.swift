@@ -173,7 +173,7 @@ extension ChatroomService {
     /// Queues a server-made message of the room (no quota: it is the room's own notice).
     private func queueMessage(objectName: String, content: Data, in room: ChatroomRoom, from actor: EntryOperator, now: Int64,
                               flags: PersistentFlag = .persistedAndCounted) {
-        var message = StoredMessage(appId: room.key.appId, conversationType: .chatroom, conversationKey: room.key.roomId,
+        var message = StoredMessage(appId: room.key.appId, conversationType: .chatroom, conversationKey: chatroomConversationKey(room.key.roomId),
                                     targetId: room.key.roomId, senderId: actor.userId, objectName: objectName, content: content,
                                     flags: flags)
         message.sentTime = max(now, room.lastSentTime + 1)

@@ -34,6 +34,23 @@ public final class ChatroomService: Sendable {
         /// The rooms each user has a seat in (any device).
         var userRooms: [UserKey: Set<ChatroomRoom.Key>] = [:]
         var settings: [Int64: ChatroomSettings] = [:]
+        /// Rooms per app, against `chatroomMaxRooms`.
+        var roomCounts: [Int64: Int] = [:]
+
+        mutating func insert(_ room: ChatroomRoom) {
+            if rooms.updateValue(room, forKey: room.key) == nil { roomCounts[room.key.appId, default: 0] += 1 }
+        }
+
+        mutating func removeRoom(_ key: ChatroomRoom.Key) -> ChatroomRoom? {
+            guard let room = rooms.removeValue(forKey: key) else { return nil }
+            let left = roomCounts[key.appId, default: 1] - 1
+            roomCounts[key.appId] = left > 0 ? left : nil
+            return room
+        }
+
+        func mayCreateRoom(appId: Int64, limit: Int) -> Bool {
+            limit == 0 || roomCounts[appId, default: 0] < limit
+        }
 
         mutating func forgetUserRoom(_ user: UserKey, _ key: ChatroomRoom.Key) {
             userRooms[user]?.remove(key)
@@ -79,6 +96,9 @@ public final class ChatroomService: Sendable {
         guard let count = chatroomJoinHistoryCount(Int(request.messageCount)) else {
             throw IMError(.chatroomParameterInvalid, "messageCount must be -1 (no history), 0 (the default, 10) or 1 to 50; got \(request.messageCount)")
         }
+        guard session.admitChatroomJoin(now: clock.nowMilliseconds(), perSecond: config.chatroomJoinsPerSecond) else {
+            throw IMError(.callFrequencyExceeded, "more than \(config.chatroomJoinsPerSecond) chatroom joins per second from this client: wait a second before joining again")
+        }
         try await loadSettings(appId: session.appId)
         let key = ChatroomRoom.Key(appId: session.appId, roomId: roomId)
         let now = clock.nowMilliseconds()
@@ -92,6 +112,9 @@ public final class ChatroomService: Sendable {
             let existing = state.rooms[key]
             if existing == nil && request.mustExist {
                 throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist: use joinChatRoom to create it, or create it through the Server API")
+            }
+            if existing == nil, !state.mayCreateRoom(appId: session.appId, limit: config.chatroomMaxRooms) {
+                throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist and cannot be created: the app has \(config.chatroomMaxRooms) chatrooms, the most this server allows (chatroomMaxRooms); join an existing room")
             }
             if let existing, existing.members[session.userId] == nil, config.chatroomMaxMembers > 0,
                existing.members.count >= config.chatroomMaxMembers {
@@ -127,7 +150,7 @@ public final class ChatroomService: Sendable {
             reply.roomID = roomId
             reply.sessionID = room.sessionId
             reply.createdAt = room.createdAt
-            reply.memberCount = Int32(room.members.count)
+            reply.memberCount = Int32(clamping: room.members.count)
             reply.lastSentTime = room.recent.last?.sentTime ?? 0
             if request.rejoin {
                 reply.resumed = held != nil
@@ -145,7 +168,7 @@ public final class ChatroomService: Sendable {
         var bytes = 0
         var kept = 0
         for message in messages.reversed() {
-            bytes += message.content.count + MessageLimits.frameOverheadBytes
+            bytes += message.wireSize
             if bytes > frameBudgetBytes && kept > 0 { break }
             kept += 1
         }
@@ -154,7 +177,7 @@ public final class ChatroomService: Sendable {
 
     private func createRoom(_ key: ChatroomRoom.Key, name: String, now: Int64, in state: inout State) -> ChatroomRoom {
         let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatroomIdleDestroyMinutes)
-        state.rooms[key] = room
+        state.insert(room)
         logger.debug("chatroom created", metadata: ["room": "\(key.roomId)", "session": "\(room.sessionId)"])
         return room
     }
@@ -334,17 +357,18 @@ public final class ChatroomService: Sendable {
 
     // MARK: room info
 
-    /// CHATROOM_INFO: the member count and up to 20 members by join time.
+    /// CHATROOM_INFO: the member count and up to 20 members by join time, for a member of the room.
     func info(_ request: Im_ChatroomInfoRequest, from session: ClientSession) throws -> Im_ChatroomInfo {
         guard request.count >= 0 else {
             throw IMError(.chatroomParameterInvalid, "count must be 0 (the member count only) to \(ChatroomLimits.infoMembersMax), got \(request.count)")
         }
+        try checkMember(session, roomId: request.roomID)
         let order = ChatroomMemberOrder(rawValue: Int(request.order)) ?? .ascending
         let (total, members, createdAt, sessionId) = try members(appId: session.appId, roomId: request.roomID,
                                                                  count: min(Int(request.count), ChatroomLimits.infoMembersMax), order: order)
         var info = Im_ChatroomInfo()
         info.roomID = request.roomID
-        info.totalMembers = Int32(total)
+        info.totalMembers = Int32(clamping: total)
         info.createdAt = createdAt
         info.sessionID = sessionId
         info.members = members.map {
@@ -354,6 +378,19 @@ public final class ChatroomService: Sendable {
             return member
         }
         return info
+    }
+
+    /// Room information and history are for the room's members, as on RongCloud (23406 otherwise;
+    /// 23410 for a room that does not exist).
+    private func checkMember(_ session: ClientSession, roomId: String) throws {
+        try state.withLock { state in
+            guard let room = state.rooms[ChatroomRoom.Key(appId: session.appId, roomId: roomId)] else {
+                throw IMError(.chatroomNotFound, "chatroom \(TextLength.quoted(roomId)) does not exist")
+            }
+            guard room.members[session.userId] != nil else {
+                throw IMError(.notInChatroom, "user \(session.userId) is not in chatroom \(roomId): join it first")
+            }
+        }
     }
 
     /// A room's member count and its first `count` members by join time (ties by user id).
@@ -390,15 +427,16 @@ public final class ChatroomService: Sendable {
             throw IMError(.chatroomParameterInvalid, "count must be 1 to \(ChatroomLimits.historyCountRange.upperBound), got \(request.count)")
         }
         guard ChatroomID.isValid(request.roomID) else {
-            throw IMError(.chatroomParameterInvalid, "chatroom id '\(request.roomID.prefix(80))' is invalid")
+            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(request.roomID)) is invalid")
         }
+        try checkMember(session, roomId: request.roomID)
         let minTime = clock.nowMilliseconds() - Int64(config.chatroomHistoryRetentionDays) * 86_400_000
         let page = try await store.chatroomHistory(appId: session.appId, roomId: request.roomID, recordTime: request.recordTime,
                                                    count: Int(request.count), ascending: request.ascending, minSentTime: minTime)
         // A page of large messages is cut to the frame budget; syncTime then continues after the cut.
         var bytes = 0
         let messages = Array(page.prefix { message in
-            bytes += message.content.count + MessageLimits.frameOverheadBytes
+            bytes += message.wireSize
             return bytes <= Self.frameBudgetBytes || message.uid == page.first?.uid
         })
         var reply = Im_ChatroomHistoryReply()
@@ -445,7 +483,7 @@ public final class ChatroomService: Sendable {
                 room.recent[index].content = notification
                 room.recent[index].flags = .isPersisted
             }
-            var recall = StoredMessage(appId: appId, conversationType: .chatroom, conversationKey: roomId, targetId: roomId,
+            var recall = StoredMessage(appId: appId, conversationType: .chatroom, conversationKey: chatroomConversationKey(roomId), targetId: roomId,
                                        senderId: original.senderId, objectName: RecallCommandMessage.objectName, content: content,
                                        flags: .none)
             recall.sentTime = max(now, room.lastSentTime + 1)

@@ -7,9 +7,16 @@ import Synchronization
 /// (`SessionOutbound`).
 ///
 /// Frames are queued without blocking (delivery never waits for a slow reader); a connection whose
-/// queue grows past its limit is closed as a slow reader. Until the client has pulled its offline
-/// messages, live messages are held back and then released in seq order with the ones the sync
-/// already returned skipped, so a client sees every message once and in commit order.
+/// queue grows past its byte limit is closed as a slow reader. Until the client has pulled its
+/// offline messages, live messages are held back and then released in seq order with the ones the
+/// sync already returned skipped, so a client sees every message once and in commit order.
+///
+/// What is held is bounded by bytes too (`maxHeldBytes`). Past it, the held stored messages are
+/// let go and the session is marked to sync again: they are in the store, so its sync, told that
+/// more is waiting, returns them (nothing is lost, and a session that never finishes its sync holds
+/// no more than the bound). Held messages that no sync returns (ultra group and status messages)
+/// stay; if they alone pass the bound, the session is closed and its client catches up on
+/// reconnecting.
 public final class ClientSession: Sendable {
     public let id: String
     public let appId: Int64
@@ -18,15 +25,20 @@ public final class ClientSession: Sendable {
     public let deviceId: String
 
     let outbound: SessionOutbound
+    private let maxHeldBytes: Int
     private let state: Mutex<State>
 
     private struct State {
         var syncing = true
         var syncedThrough: UInt64 = 0
         var held: [(seq: UInt64, frame: OutboundFrame)] = []
+        var heldBytes = 0
+        /// Held stored messages were let go: the current sync must not end before it returned them.
+        var mustSyncAgain = false
         var lastSeen: Int64
-        /// Accept times of the latest sends, oldest first, for the per-second send limit.
-        var recentSends: [Int64] = []
+        /// Accept times of the latest sends and chatroom joins, for their per-second limits.
+        var recentSends = RecentEvents()
+        var recentJoins = RecentEvents()
     }
 
     /// The reason a session ended, for the log.
@@ -35,8 +47,9 @@ public final class ClientSession: Sendable {
     }
 
     init(id: String, appId: Int64, userId: String, platform: Platform, deviceId: String, now: Int64,
-         outbound: SessionOutbound) {
+         outbound: SessionOutbound, maxHeldBytes: Int) {
         self.id = id
+        self.maxHeldBytes = maxHeldBytes
         self.appId = appId
         self.userId = userId
         self.platform = platform
@@ -62,32 +75,77 @@ public final class ClientSession: Sendable {
         outbound.enqueue(frame) == .queued
     }
 
-    /// Delivers a stored message's push frame, holding it back while the client is still syncing.
+    /// Delivers a push frame, holding it back while the client is still syncing. `seq` is the
+    /// message's position in the log, or 0 for one no sync returns.
     func deliver(seq: UInt64, frame: OutboundFrame) {
-        let sendNow = state.withLock { state -> Bool in
-            if state.syncing {
-                state.held.append((seq, frame))
-                return false
+        enum Action { case send, none, overflow }
+        let action = state.withLock { state -> Action in
+            guard state.syncing else {
+                // A message the sync already returned is not sent twice.
+                return seq == 0 || seq > state.syncedThrough ? .send : .none
             }
-            return seq == 0 || seq > state.syncedThrough
+            let size = frame.bytes.readableBytes + SessionOutbound.frameOverheadBytes
+            if state.heldBytes + size > maxHeldBytes {
+                // Let the stored ones go: the sync returns them. Keep the others.
+                state.held.removeAll { $0.seq != 0 }
+                state.heldBytes = state.held.reduce(0) { $0 + $1.frame.bytes.readableBytes + SessionOutbound.frameOverheadBytes }
+                state.mustSyncAgain = true
+                if seq != 0 { return .none }
+                if state.heldBytes + size > maxHeldBytes { return .overflow }
+            } else if seq != 0 && state.mustSyncAgain {
+                // Held ones were let go: this one comes through the sync as well.
+                return .none
+            }
+            state.held.append((seq, frame))
+            state.heldBytes += size
+            return .none
         }
-        if sendNow { send(frame) }
+        switch action {
+        case .send: send(frame)
+        case .none: break
+        case .overflow:
+            state.withLock { state in
+                state.held = []
+                state.heldBytes = 0
+            }
+            close()
+        }
     }
 
-    /// The client has pulled offline messages up to `watermark`; when it has pulled all of them,
-    /// the held live messages newer than the watermark are released.
+    /// Whether a sync page read as the last may tell the client so: not when held messages were
+    /// let go since (they come with the next page). Called before the page is sent.
+    func syncPageMayEnd(_ last: Bool) -> Bool {
+        state.withLock { state in
+            guard last, state.mustSyncAgain else { return last }
+            state.mustSyncAgain = false
+            return false
+        }
+    }
+
+    /// The client has been sent offline messages up to `watermark`; when it has all of them, the
+    /// held live messages newer than the watermark are released. Held messages let go after the
+    /// last page was sent would be missed, so then the session is closed instead and its client
+    /// syncs them on reconnecting (this needs a flood of messages between two lines of code).
     func syncProgressed(watermark: UInt64, complete: Bool) {
-        let release = state.withLock { state -> [OutboundFrame] in
+        let (release, lost) = state.withLock { state -> ([OutboundFrame], Bool) in
             state.syncedThrough = max(state.syncedThrough, watermark)
-            guard complete, state.syncing else { return [] }
+            guard complete, state.syncing else { return ([], false) }
             state.syncing = false
             let through = state.syncedThrough
             let frames = state.held.filter { $0.seq == 0 || $0.seq > through }.map(\.frame)
             state.held = []
-            return frames
+            state.heldBytes = 0
+            return (frames, state.mustSyncAgain)
+        }
+        if lost {
+            close()
+            return
         }
         for frame in release { send(frame) }
     }
+
+    /// The bytes held back while the client syncs.
+    var heldBytes: Int { state.withLock { $0.heldBytes } }
 
     /// Records activity for the heartbeat timeout.
     func touch(now: Int64) {
@@ -98,12 +156,12 @@ public final class ClientSession: Sendable {
 
     /// Admits one more send under the per-second limit, or refuses it (20604).
     func admitSend(now: Int64, perSecond: Int) -> Bool {
-        state.withLock { state in
-            state.recentSends.removeAll { now - $0 >= 1000 }
-            guard state.recentSends.count < perSecond else { return false }
-            state.recentSends.append(now)
-            return true
-        }
+        state.withLock { $0.recentSends.admit(now: now, perSecond: perSecond) }
+    }
+
+    /// Admits one more chatroom join under the per-second limit, or refuses it (20607).
+    func admitChatroomJoin(now: Int64, perSecond: Int) -> Bool {
+        state.withLock { $0.recentJoins.admit(now: now, perSecond: perSecond) }
     }
 
     /// Tells the client why it is being dropped, then closes the connection.
@@ -116,8 +174,24 @@ public final class ClientSession: Sendable {
     }
 
     /// Ends the outbound queue: what is queued is still written, then the gateway closes the
-    /// WebSocket.
+    /// WebSocket. What was held for the sync is let go.
     func close() {
         outbound.finish()
+        state.withLock { state in
+            state.held = []
+            state.heldBytes = 0
+        }
+    }
+}
+
+/// The times of the latest events of one kind, for a limit per second (a sliding window).
+struct RecentEvents {
+    private var times: [Int64] = []
+
+    mutating func admit(now: Int64, perSecond: Int) -> Bool {
+        times.removeAll { now - $0 >= 1000 || $0 > now }
+        guard times.count < perSecond else { return false }
+        times.append(now)
+        return true
     }
 }

@@ -84,6 +84,7 @@ public final class ConversationStateService: Sendable {
         guard ConversationStateLimits.syncPageRange.contains(limit) else {
             throw IMError(.invalidParameter, "limit must be 1...\(ConversationStateLimits.syncPageRange.upperBound), got \(request.limit)")
         }
+        try WireNumbers.checkWatermark(request.since, field: "since")
         let page = try await store.conversationStateChanges(appId: session.appId, userId: session.userId, since: request.since, limit: limit)
         return page.wire
     }
@@ -142,8 +143,17 @@ public final class ConversationStateService: Sendable {
         }
     }
 
+    /// A device's own change, answered with what changed. A change too large for one frame (removing
+    /// a tag that holds many thousands of conversations) is answered with its version only, and a
+    /// previous version no device holds, so the device pulls the change in pages
+    /// (CONVERSATION_STATE_SYNC) as it does for changes made elsewhere.
     private func edit(_ edit: ConversationStateEdit, from session: ClientSession) async throws -> Im_ConversationStateDelta {
-        try await self.edit(edit, appId: session.appId, userId: session.userId, origin: session.id).wire
+        let delta = try await self.edit(edit, appId: session.appId, userId: session.userId, origin: session.id).wire
+        guard ((try? delta.serializedData())?.count ?? 0) > FrameBudget.bytes else { return delta }
+        var slim = Im_ConversationStateDelta()
+        slim.version = delta.version
+        slim.previousVersion = UInt64.max
+        return slim
     }
 }
 

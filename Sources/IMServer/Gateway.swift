@@ -24,10 +24,18 @@ struct Gateway: Sendable {
         // each of them a slab of its own; and the handshake timer ends as soon as CONNECT arrives
         // instead of sleeping out its time. Frames are written by the session's outbound queue on the
         // channel's event loop, with no task of their own.
+        //
+        // Every close the server starts (handshake timeout, refused CONNECT, kick, slow reader,
+        // heartbeat timeout) gives the peer `closeTimeoutSeconds` to answer the WebSocket close and
+        // then drops the TCP connection (`closeSoon`), so a peer that never answers, or never
+        // reads, holds nothing.
+        channel.markWebSocketSession()
+        let grace = TimeAmount.seconds(Int64(core.config.closeTimeoutSeconds))
         let handshake = HandshakeGuard()
         let timeout = Task.detached { [core] in
             try await Task.sleep(for: .seconds(core.config.handshakeTimeoutSeconds))
             if handshake.expire() {
+                Self.closeSoon(channel, after: grace)
                 try? await outbound.close(.policyViolation, reason: "no CONNECT frame in time")
             }
         }
@@ -37,6 +45,7 @@ struct Gateway: Sendable {
         guard let first = try? await messages.next(), handshake.complete() else { return }
         timeout.cancel()
         guard case .binary(let buffer) = first, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
+            Self.closeSoon(channel, after: grace)
             try? await outbound.close(.unacceptableData, reason: "expected a binary CONNECT frame")
             return
         }
@@ -48,16 +57,21 @@ struct Gateway: Sendable {
             let imError = (error as? IMError) ?? IMError(.serverUnavailable, "the server could not open the session: retry later")
             var buffer = ByteBufferAllocator().buffer(capacity: 64)
             buffer.writeBytes(FrameCodec.errorReply(to: frame, imError))
+            Self.closeSoon(channel, after: grace)
             try? await outbound.write(.binary(buffer))
             try? await outbound.close(.normalClosure, reason: "connect refused: \(imError.code.rawValue)")
             return
         }
         logger.debug("session opened", metadata: ["user": "\(session.userId)", "session": "\(session.id)", "platform": "\(session.platform)"])
 
-        // When the session's queue ends (disconnect, kick, slow reader) and its last frames are
-        // written, the WebSocket is closed, which ends the reader loop below too.
-        let closer = Task.detached {
+        // When the session's queue ends (disconnect, kick, slow reader, heartbeat timeout) and its
+        // last frames are written, the session is offline at once (not when the peer answers) and
+        // the WebSocket is closed, which ends the reader loop below too. A slow reader's socket is
+        // dropped at once: it reads nothing, not even a close.
+        let closer = Task.detached { [core] in
             await session.outbound.finished()
+            core.sessionEnded(session)
+            Self.closeSoon(channel, after: session.outbound.wasSlowReader ? .zero : grace)
             try? await outbound.close(.normalClosure, reason: nil)
         }
         while let message = try? await messages.next() {
@@ -73,12 +87,30 @@ struct Gateway: Sendable {
         logger.debug("session closed", metadata: ["user": "\(session.userId)", "session": "\(session.id)"])
     }
 
+    /// Drops the TCP connection after `delay` unless it has closed by then.
+    static func closeSoon(_ channel: any Channel, after delay: TimeAmount) {
+        guard delay > .zero else {
+            channel.close(promise: nil)
+            return
+        }
+        channel.eventLoop.scheduleTask(in: delay) { channel.close(promise: nil) }
+    }
+
     /// Authenticates CONNECT and registers the session under the login rules.
     private func connect(_ frame: Im_Frame, channel: any Channel) async throws -> ClientSession {
         guard frame.op == .connect, let request = try? frame.body(Im_ConnectRequest.self) else {
             throw IMError(.invalidParameter, "the first frame of a connection must be CONNECT")
         }
         guard !request.token.isEmpty else { throw IMError(.invalidParameter, "token is empty: pass the token your app server got from /user/getToken.json") }
+        guard request.token.utf8.count <= ConnectLimits.maxTokenBytes else {
+            throw IMError(.tokenIncorrect, "the token is longer than any token this server issues (\(ConnectLimits.maxTokenBytes) bytes): pass the token your app server got from /user/getToken.json")
+        }
+        guard request.appKey.utf8.count <= ConnectLimits.maxAppKeyBytes else {
+            throw IMError(.wrongAppKey, "the app key is longer than \(ConnectLimits.maxAppKeyBytes) bytes: check the app key the client was initialised with")
+        }
+        guard request.deviceID.utf8.count <= ConnectLimits.maxDeviceIdBytes else {
+            throw IMError(.invalidParameter, "the device id is longer than \(ConnectLimits.maxDeviceIdBytes) bytes")
+        }
         guard let platform = Platform(wire: request.platform) else {
             throw IMError(.invalidParameter, "platform is missing or unknown")
         }
@@ -91,7 +123,8 @@ struct Gateway: Sendable {
         let session = ClientSession(
             id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
-            outbound: try await SessionOutbound.attach(to: channel, maxQueuedFrames: core.config.maxQueuedFramesPerConnection))
+            outbound: try await SessionOutbound.attach(to: channel, maxQueuedBytes: core.config.maxQueuedBytesPerConnection),
+            maxHeldBytes: core.config.maxQueuedBytesPerConnection)
         let displaced = try core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block committed while this connect was being checked must not leave the user online.
         if try await core.store.userAccess(appId: app.id, userId: claims.userId).blockedUntil > core.clock.nowMilliseconds() {
@@ -127,7 +160,8 @@ struct Gateway: Sendable {
             case .sync:
                 let request = try body(Im_SyncRequest.self, of: frame)
                 async let reading = core.sync.page(request, for: session)
-                let page = try await reading
+                var page = try await reading
+                page.morePackages = !session.syncPageMayEnd(!page.morePackages)
                 // The page goes out before the live messages held during sync are released.
                 session.send(try FrameCodec.reply(to: frame, page))
                 session.syncProgressed(watermark: page.watermark, complete: !page.morePackages)

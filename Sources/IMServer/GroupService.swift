@@ -168,7 +168,8 @@ public final class GroupService: Sendable {
         guard GroupLimits.readUsersPageRange.contains(count) else {
             throw IMError(.invalidParameter, "count must be \(GroupLimits.readUsersPageRange.lowerBound) to \(GroupLimits.readUsersPageRange.upperBound), got \(request.count)")
         }
-        guard request.pageToken.isEmpty || UInt64(request.pageToken) != nil else {
+        let after = request.pageToken.isEmpty ? 0 : Int64(request.pageToken)
+        guard let after, after >= 0 else {
             throw IMError(.invalidParameter, "pageToken '\(request.pageToken)' is not one this server returned: pass the previous reply's nextPageToken, or empty for the first page")
         }
         guard let message = try await store.message(appId: session.appId, uid: request.messageUid),
@@ -176,7 +177,7 @@ public final class GroupService: Sendable {
             throw IMError(.invalidParameter, "no group message \(request.messageUid) sent by \(session.userId): readers are listed for one's own group messages")
         }
         let (readers, total) = try await store.readers(appId: session.appId, uid: message.uid,
-                                                       after: UInt64(request.pageToken) ?? 0, limit: count + 1)
+                                                       after: UInt64(after), limit: count + 1)
         var reply = Im_ReadUsersReply()
         reply.users = readers.prefix(count).map { reader in
             var user = Im_ReadUser()
@@ -184,7 +185,7 @@ public final class GroupService: Sendable {
             user.readTime = reader.readTime
             return user
         }
-        reply.total = Int32(total)
+        reply.total = Int32(clamping: total)
         if readers.count > count, let last = readers.prefix(count).last { reply.nextPageToken = String(last.seq) }
         return reply
     }
@@ -192,6 +193,7 @@ public final class GroupService: Sendable {
     /// READ_RECEIPT_SYNC: reads of the caller's messages recorded after its receipt watermark.
     func receiptSync(_ request: Im_ReadReceiptSyncRequest, for session: ClientSession) async throws -> Im_ReadReceipts {
         let limit = request.limit > 0 ? min(Int(request.limit), GroupLimits.receiptSyncPage) : GroupLimits.receiptSyncPage
+        try WireNumbers.checkWatermark(request.since, field: "since")
         let reads = try await store.readReceipts(appId: session.appId, senderId: session.userId, after: request.since, limit: limit + 1)
         var reply = Im_ReadReceipts()
         reply.receipts = reads.prefix(limit).map(\.wire)

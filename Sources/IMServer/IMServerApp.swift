@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import HummingbirdWebSocket
 import IMCore
 import IMWire
@@ -31,10 +32,24 @@ public struct IMServerApp: Sendable {
         router.ws("/ws") { inbound, outbound, context in
             await gateway.run(inbound: inbound, outbound: outbound, channel: context.requestContext.channel, logger: logger)
         }
-        let wsConfig = WebSocketServerConfiguration(maxFrameSize: FrameCodec.maxFrameBytes, autoPing: .disabled)
+        let config = core.config
+        let wsConfig = WebSocketServerConfiguration(maxFrameSize: FrameCodec.maxFrameBytes, autoPing: .disabled,
+                                                    closeTimeout: .seconds(config.closeTimeoutSeconds))
+        let http1 = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [HTTPRequestTimeoutHandler(timeout: .seconds(Int64(config.httpRequestTimeoutSeconds)))],
+            idleTimeout: .seconds(Int64(config.httpIdleTimeoutSeconds)))
+        let webSocketResponder = router.buildResponder()
+        let addresses = core.addressConnections
+        // Every connection passes the guard first (per-address limit, first-request deadline).
+        let server = HTTPServerBuilder { responder in
+            GuardedChildChannel(
+                inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
+                                                    configuration: .init(http1: http1, ws: wsConfig)),
+                addresses: addresses, firstRequestTimeout: .seconds(Int64(config.httpIdleTimeoutSeconds)))
+        }
         return Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: router, configuration: .init(ws: wsConfig)),
+            server: server,
             configuration: .init(address: .hostname(core.config.host, port: core.config.port), serverName: "imserver",
                                  backlog: Self.listenBacklog),
             services: [HeartbeatSweeper(core: core), ChatroomSweeper(core: core)],

@@ -37,7 +37,10 @@ public final class MessageLifecycleService: Sendable {
         // Bad recall parameters are 25101, RongCloud's code for them.
         guard let type = ConversationType(rawValue: Int(request.conversationType)),
               type == .private || type == .group || type == .chatroom || type == .ultraGroup, UserID.isValid(request.targetID) else {
-            throw IMError(.recallParameterInvalid, "recall one's own one-to-one (1), group (3), chatroom (4) or ultra group (10) message with its targetId; got type \(request.conversationType), target '\(request.targetID)'")
+            throw IMError(.recallParameterInvalid, "recall one's own one-to-one (1), group (3), chatroom (4) or ultra group (10) message with its targetId; got type \(request.conversationType), target \(TextLength.quoted(request.targetID))")
+        }
+        guard TextLength.bytes(request.pushContent) <= MessageFieldLimits.maxPushContentBytes else {
+            throw IMError(.invalidParameter, "pushContent is \(TextLength.bytes(request.pushContent)) bytes; at most \(MessageFieldLimits.maxPushContentBytes) are allowed")
         }
         let window = config.recallWindowSeconds > 0 ? Int64(config.recallWindowSeconds) * 1000 : nil
         if type == .chatroom {

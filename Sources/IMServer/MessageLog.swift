@@ -17,8 +17,12 @@ public actor MessageLog {
 
     private var queue: [(message: StoredMessage, origin: String, reply: CheckedContinuation<CommitOutcome, any Error>)] = []
     private var writing = false
-    /// Latest sentTime per conversation; bounded, refilled from the store on a miss.
-    private var lastSentTime: [String: Int64] = [:]
+    /// Latest sentTime per conversation of each app; bounded, refilled from the store on a miss.
+    private var lastSentTime: [ConversationOfApp: Int64] = [:]
+    private struct ConversationOfApp: Hashable {
+        let appId: Int64
+        let key: String
+    }
     private static let lastSentTimeCacheLimit = 100_000
 
     /// - Parameter committed: called with each committed batch, in commit order, before any sender
@@ -90,10 +94,10 @@ public actor MessageLog {
     /// Assigns uid and sentTime.
     private func stamp(_ message: StoredMessage) async throws -> StoredMessage {
         var message = message
-        let key = message.conversationKey
+        let key = ConversationOfApp(appId: message.appId, key: message.conversationKey)
         var last = lastSentTime[key]
         if last == nil {
-            last = try await store.lastSentTime(appId: message.appId, conversationKey: key)
+            last = try await store.lastSentTime(appId: message.appId, conversationKey: message.conversationKey)
         }
         let now = clock.nowMilliseconds()
         message.sentTime = max(now, (last ?? 0) + 1)

@@ -86,7 +86,7 @@ public final class MessageService: Sendable {
             reply.messageUid = uids.next(milliseconds: reply.sentTime)
             return reply
         case .deliver(let content):
-            message.content = content
+            message.content = try Self.checkFiltered(content)
         }
         let (sent, discarded) = try await chatrooms.send(message, from: session)
         reply.messageUid = sent.uid
@@ -106,7 +106,7 @@ public final class MessageService: Sendable {
             message.uid = uids.next(milliseconds: message.sentTime)
             return message
         case .deliver(let content):
-            message.content = content
+            message.content = try Self.checkFiltered(content)
         }
         if message.flags.contains(.status) {
             message.sentTime = clock.nowMilliseconds()
@@ -115,6 +115,15 @@ public final class MessageService: Sendable {
             return message
         }
         return try await log.append(message, origin: origin).message
+    }
+
+    /// Content after the app's sensitive-word replacements, which may be longer than the words they
+    /// replace: it must still fit the 128 KB limit.
+    static func checkFiltered(_ content: Data) throws -> Data {
+        guard content.count <= MessageLimits.maxContentBytes else {
+            throw IMError(.messageTooLarge, "with the app's sensitive-word replacements the content is \(content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes)")
+        }
+        return content
     }
 
     /// Sends one message per recipient on behalf of `message.senderId` (the Server API's private,
@@ -235,7 +244,7 @@ public final class MessageService: Sendable {
             throw IMError(.chatroomParameterInvalid, "chatroom id '\(request.targetID.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         guard UserID.isValid(request.targetID) else {
-            throw IMError(.invalidParameter, "targetId '\(request.targetID)' is not a valid \(type == .group ? "group" : type == .chatroom ? "chatroom" : "user") id: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.invalidParameter, "targetId \(TextLength.quoted(request.targetID)) is not a valid \(type == .group ? "group" : type == .chatroom ? "chatroom" : "user") id: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         if type == .chatroom {
             guard !readStatus else { throw IMError(.invalidParameter, "chatrooms have no read status") }
@@ -251,12 +260,10 @@ public final class MessageService: Sendable {
                 throw IMError(.invalidParameter, "a directional message names at most \(GroupLimits.maxDirectedUsers) members, got \(request.directedUserIds.count)")
             }
             if let bad = request.directedUserIds.first(where: { !UserID.isValid($0) }) {
-                throw IMError(.invalidParameter, "directional recipient '\(bad)' is not a valid user id")
+                throw IMError(.invalidParameter, "directional recipient \(TextLength.quoted(bad)) is not a valid user id")
             }
         }
-        guard !request.objectName.isEmpty, request.objectName.count <= MessageLimits.maxObjectNameLength else {
-            throw IMError(.invalidParameter, "objectName must be 1 to \(MessageLimits.maxObjectNameLength) characters, got '\(request.objectName)'")
-        }
+        try MessageFieldLimits.check(objectName: request.objectName, pushContent: request.pushContent, pushData: request.pushData)
         guard request.content.count <= MessageLimits.maxContentBytes else {
             throw IMError(.messageTooLarge, "message content is \(request.content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes): send large data as a media file")
         }
@@ -283,11 +290,12 @@ public final class MessageService: Sendable {
                 flags: .none, clientMessageId: request.clientMessageID)
         }
         let key: String
-        var channelId = request.channelID
+        // A channel is an ultra group's; other conversations have none, whatever the client sent.
+        var channelId = ""
         var mentions: MentionedInfo?
         switch type {
         case .group: key = groupConversationKey(request.targetID)
-        case .chatroom: key = request.targetID
+        case .chatroom: key = chatroomConversationKey(request.targetID)
         case .ultraGroup:
             channelId = UltraGroupLimits.effectiveChannel(request.channelID)
             key = ultraGroupConversationKey(request.targetID, channelId)

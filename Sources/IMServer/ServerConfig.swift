@@ -26,8 +26,21 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var syncPageSize: Int = 200
     /// Seconds a new WebSocket connection has to send its CONNECT frame.
     public var handshakeTimeoutSeconds: Int = 10
-    /// Frames queued for one connection before it is treated as a slow reader and dropped.
-    public var maxQueuedFramesPerConnection: Int = 10_000
+    /// Bytes waiting to be written to one connection before it is treated as a slow reader and
+    /// closed (its queue is dropped); also the most a connection holds back for the client while it
+    /// syncs. At least one frame (4 MB) must fit.
+    public var maxQueuedBytesPerConnection: Int = ConnectionLimits.defaultMaxQueuedBytes
+    /// Connections one source address may hold open at once (HTTP and WebSocket); 0 = no limit.
+    /// Behind a reverse proxy every connection comes from the proxy: set 0 and limit at the proxy.
+    public var maxConnectionsPerAddress: Int = ConnectionLimits.defaultMaxConnectionsPerAddress
+    /// Seconds an HTTP connection may sit idle between requests, and the most a request's head may
+    /// take to arrive, before it is closed.
+    public var httpIdleTimeoutSeconds: Int = ConnectionLimits.defaultHTTPIdleTimeoutSeconds
+    /// Seconds a Server API request's body may take to arrive (408 and the connection closed after).
+    public var httpRequestTimeoutSeconds: Int = ConnectionLimits.defaultHTTPRequestTimeoutSeconds
+    /// Seconds a connection the server closes (kick, heartbeat or handshake timeout) gets to answer
+    /// the WebSocket close before its TCP connection is dropped.
+    public var closeTimeoutSeconds: Int = ConnectionLimits.defaultCloseTimeoutSeconds
     /// Check Server API timestamps: refuse requests older than this many seconds (0 = off; the
     /// official SDKs send seconds or milliseconds and some reuse signatures, spec/server-api.md §2).
     public var apiTimestampWindowSeconds: Int = 0
@@ -81,6 +94,11 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     public var ultraGroupPreJoinHistory: Bool = false
     /// Ultra group messages per second one app may publish through the Server API.
     public var ultraGroupPublishPerSecond: Int = UltraGroupLimits.serverMessagesPerSecond
+    /// Chatroom joins one client connection may make per second (20607 beyond).
+    public var chatroomJoinsPerSecond: Int = ChatroomLimits.defaultJoinsPerSecond
+    /// Chatrooms one app may have at once (0 = no limit): past it, a client's join cannot create a
+    /// room (23410) and the Server API creates none (1002).
+    public var chatroomMaxRooms: Int = ChatroomLimits.defaultMaxRoomsPerApp
 
     public init() {}
 
@@ -94,21 +112,39 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         guard MessageLimits.offlineRetentionDayRange.contains(systemOfflineRetentionDays) else {
             throw fail("systemOfflineRetentionDays must be 1...7 (days an offline system message is kept), got \(systemOfflineRetentionDays)")
         }
-        guard heartbeatIntervalSeconds >= 1 else { throw fail("heartbeatIntervalSeconds must be at least 1") }
+        guard (1...3600).contains(heartbeatIntervalSeconds) else { throw fail("heartbeatIntervalSeconds must be 1...3600, got \(heartbeatIntervalSeconds)") }
+        guard (1...300).contains(handshakeTimeoutSeconds) else { throw fail("handshakeTimeoutSeconds must be 1...300, got \(handshakeTimeoutSeconds)") }
+        guard (0...31_536_000).contains(apiTimestampWindowSeconds) else {
+            throw fail("apiTimestampWindowSeconds must be 0 (off) to 31536000 (a year), got \(apiTimestampWindowSeconds)")
+        }
+        guard ConnectionLimits.queuedBytesRange.contains(maxQueuedBytesPerConnection) else {
+            throw fail("maxQueuedBytesPerConnection must be \(ConnectionLimits.queuedBytesRange.lowerBound)...\(ConnectionLimits.queuedBytesRange.upperBound) (one 4 MB frame must fit), got \(maxQueuedBytesPerConnection)")
+        }
+        guard (0...1_000_000).contains(maxConnectionsPerAddress) else {
+            throw fail("maxConnectionsPerAddress must be 0 (no limit) to 1000000, got \(maxConnectionsPerAddress)")
+        }
+        guard (1...3600).contains(httpIdleTimeoutSeconds) else { throw fail("httpIdleTimeoutSeconds must be 1...3600, got \(httpIdleTimeoutSeconds)") }
+        guard (1...3600).contains(httpRequestTimeoutSeconds) else { throw fail("httpRequestTimeoutSeconds must be 1...3600, got \(httpRequestTimeoutSeconds)") }
+        guard (0...300).contains(closeTimeoutSeconds) else { throw fail("closeTimeoutSeconds must be 0...300, got \(closeTimeoutSeconds)") }
+        guard (1...1000).contains(chatroomJoinsPerSecond) else { throw fail("chatroomJoinsPerSecond must be 1...1000, got \(chatroomJoinsPerSecond)") }
+        guard chatroomMaxRooms >= 0 else { throw fail("chatroomMaxRooms must not be negative (0 means no limit)") }
         guard clientSendsPerSecond >= 1 else { throw fail("clientSendsPerSecond must be at least 1") }
         guard (1...1000).contains(syncPageSize) else { throw fail("syncPageSize must be 1...1000, got \(syncPageSize)") }
-        guard maxQueuedFramesPerConnection >= 16 else { throw fail("maxQueuedFramesPerConnection must be at least 16") }
         if let appKey, !(1...64).contains(appKey.utf8.count) { throw fail("appKey must be 1 to 64 bytes") }
         if let appSecret, !(1...64).contains(appSecret.utf8.count) { throw fail("appSecret must be 1 to 64 bytes") }
         guard maxGroupMembers >= 1 else { throw fail("maxGroupMembers must be at least 1") }
-        guard recallWindowSeconds >= 0 else { throw fail("recallWindowSeconds must not be negative (0 lets a message be recalled at any time)") }
+        guard (0...31_536_000).contains(recallWindowSeconds) else {
+            throw fail("recallWindowSeconds must be 0 (no limit) to 31536000 (a year), got \(recallWindowSeconds)")
+        }
         guard groupPreJoinHistory >= 0 else { throw fail("groupPreJoinHistory must not be negative (0 shows no pre-join history)") }
         guard maxSensitiveWords >= 0 else { throw fail("maxSensitiveWords must not be negative") }
         guard (1...ChatroomLimits.maxIdleDestroyMinutes).contains(chatroomIdleDestroyMinutes) else {
             throw fail("chatroomIdleDestroyMinutes must be 1...\(ChatroomLimits.maxIdleDestroyMinutes), got \(chatroomIdleDestroyMinutes)")
         }
-        guard chatroomHistoryRetentionDays >= 1 else { throw fail("chatroomHistoryRetentionDays must be at least 1") }
-        guard ultraGroupHistoryRetentionDays >= 1 else { throw fail("ultraGroupHistoryRetentionDays must be at least 1, got \(ultraGroupHistoryRetentionDays)") }
+        guard (1...36_500).contains(chatroomHistoryRetentionDays) else { throw fail("chatroomHistoryRetentionDays must be 1...36500, got \(chatroomHistoryRetentionDays)") }
+        guard (1...36_500).contains(ultraGroupHistoryRetentionDays) else {
+            throw fail("ultraGroupHistoryRetentionDays must be 1...36500, got \(ultraGroupHistoryRetentionDays)")
+        }
         guard (1...100_000).contains(chatroomSweepStep) else { throw fail("chatroomSweepStep must be 1...100000, got \(chatroomSweepStep)") }
         guard chatroomMaxMembers >= 0 else { throw fail("chatroomMaxMembers must not be negative (0 means no limit)") }
         guard apiCallsPerSecond >= 0, privatePublishPerMinute >= 0, systemPublishPerSecond >= 0, groupPublishPerSecond >= 0,
@@ -153,6 +189,15 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = try int("IMSERVER_ULTRA_GROUP_HISTORY_RETENTION_DAYS") { ultraGroupHistoryRetentionDays = value }
         if let value = bool("IMSERVER_ULTRA_GROUP_PRE_JOIN_HISTORY") { ultraGroupPreJoinHistory = value }
         if let value = try int("IMSERVER_ULTRA_GROUP_PUBLISH_PER_SECOND") { ultraGroupPublishPerSecond = value }
+        if let value = try int("IMSERVER_HANDSHAKE_TIMEOUT_SECONDS") { handshakeTimeoutSeconds = value }
+        if let value = try int("IMSERVER_MAX_QUEUED_BYTES_PER_CONNECTION") { maxQueuedBytesPerConnection = value }
+        if let value = try int("IMSERVER_MAX_CONNECTIONS_PER_ADDRESS") { maxConnectionsPerAddress = value }
+        if let value = try int("IMSERVER_HTTP_IDLE_TIMEOUT_SECONDS") { httpIdleTimeoutSeconds = value }
+        if let value = try int("IMSERVER_HTTP_REQUEST_TIMEOUT_SECONDS") { httpRequestTimeoutSeconds = value }
+        if let value = try int("IMSERVER_CLOSE_TIMEOUT_SECONDS") { closeTimeoutSeconds = value }
+        if let value = try int("IMSERVER_CHATROOM_JOINS_PER_SECOND") { chatroomJoinsPerSecond = value }
+        if let value = try int("IMSERVER_CHATROOM_MAX_ROOMS") { chatroomMaxRooms = value }
+        if let value = try int("IMSERVER_API_TIMESTAMP_WINDOW_SECONDS") { apiTimestampWindowSeconds = value }
     }
 
     /// Reads a JSON config file; keys are the property names above.
@@ -172,7 +217,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case host, port, dataDir, appKey, appSecret, offlineRetentionDays, systemOfflineRetentionDays, heartbeatIntervalSeconds,
-             clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedFramesPerConnection,
+             clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedBytesPerConnection, maxConnectionsPerAddress,
+             httpIdleTimeoutSeconds, httpRequestTimeoutSeconds, closeTimeoutSeconds, chatroomJoinsPerSecond, chatroomMaxRooms,
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
              apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory, recallWindowSeconds,
              groupPublishPerSecond, chatroomMultipleRooms, chatroomIdleDestroyMinutes, chatroomHistoryEnabled,
@@ -194,7 +240,13 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         clientSendsPerSecond = try c.decodeIfPresent(Int.self, forKey: .clientSendsPerSecond) ?? d.clientSendsPerSecond
         syncPageSize = try c.decodeIfPresent(Int.self, forKey: .syncPageSize) ?? d.syncPageSize
         handshakeTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .handshakeTimeoutSeconds) ?? d.handshakeTimeoutSeconds
-        maxQueuedFramesPerConnection = try c.decodeIfPresent(Int.self, forKey: .maxQueuedFramesPerConnection) ?? d.maxQueuedFramesPerConnection
+        maxQueuedBytesPerConnection = try c.decodeIfPresent(Int.self, forKey: .maxQueuedBytesPerConnection) ?? d.maxQueuedBytesPerConnection
+        maxConnectionsPerAddress = try c.decodeIfPresent(Int.self, forKey: .maxConnectionsPerAddress) ?? d.maxConnectionsPerAddress
+        httpIdleTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .httpIdleTimeoutSeconds) ?? d.httpIdleTimeoutSeconds
+        httpRequestTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .httpRequestTimeoutSeconds) ?? d.httpRequestTimeoutSeconds
+        closeTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .closeTimeoutSeconds) ?? d.closeTimeoutSeconds
+        chatroomJoinsPerSecond = try c.decodeIfPresent(Int.self, forKey: .chatroomJoinsPerSecond) ?? d.chatroomJoinsPerSecond
+        chatroomMaxRooms = try c.decodeIfPresent(Int.self, forKey: .chatroomMaxRooms) ?? d.chatroomMaxRooms
         apiTimestampWindowSeconds = try c.decodeIfPresent(Int.self, forKey: .apiTimestampWindowSeconds) ?? d.apiTimestampWindowSeconds
         logLevel = try c.decodeIfPresent(String.self, forKey: .logLevel) ?? d.logLevel
         userWhitelistMode = try c.decodeIfPresent(Bool.self, forKey: .userWhitelistMode) ?? d.userWhitelistMode

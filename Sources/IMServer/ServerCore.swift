@@ -24,6 +24,8 @@ public final class ServerCore: Sendable {
     public let conversationState: ConversationStateService
     public let chatrooms: ChatroomService
     public let ultraGroups: UltraGroupService
+    /// Connections open per source address, against `maxConnectionsPerAddress`.
+    let addressConnections: AddressConnections
 
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger) {
         self.config = config
@@ -31,6 +33,7 @@ public final class ServerCore: Sendable {
         self.clock = clock
         self.logger = logger
         self.apps = AppRegistry(store: store)
+        self.addressConnections = AddressConnections(limit: config.maxConnectionsPerAddress)
         let rosters = GroupRosters(store: store, registry: registry)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry)
         let delivery = Delivery(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)

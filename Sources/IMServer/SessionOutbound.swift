@@ -37,20 +37,29 @@ struct OutboundFrame: Sendable {
 /// own frames (close, pong) still go through them and pass this handler unchanged.
 ///
 /// While the socket does not take more (the channel is not writable) frames wait here; a
-/// connection with `maxQueuedFrames` waiting is a slow reader and is closed. After `finish`, the
-/// frames already queued are written regardless, and then `finished()` returns, for the gateway to
-/// close the WebSocket.
+/// connection whose waiting frames would pass `maxQueuedBytes` is a slow reader: its queue is
+/// dropped at once (the memory goes back) and it is closed. A frame counts its whole size even when
+/// it is shared with other sessions (a chatroom push), so the bound holds for each connection on
+/// its own. After `finish`, the frames already queued are written regardless (a kick's last frame
+/// still arrives), and then `finished()` returns, for the gateway to close the connection.
 final class SessionOutbound: Sendable {
     /// The channel's event loop, kept to group sessions by loop (`Batch`).
     let eventLoop: any EventLoop
     private let loopId: ObjectIdentifier
     private let writer: NIOLoopBound<SessionWriteHandler>
-    private let maxQueuedFrames: Int
+    private let maxQueuedBytes: Int
     private let state = Mutex(State())
+
+    /// What a queued frame costs besides its bytes (the buffer's entry in the queue).
+    static let frameOverheadBytes = 32
 
     private struct State {
         /// Frames waiting for the next write (or for the socket to take more).
         var pending: [ByteBuffer] = []
+        /// Their bytes, with `frameOverheadBytes` each.
+        var pendingBytes = 0
+        /// The connection was closed as a slow reader.
+        var slowReader = false
         /// An empty array with room, the last write's, for `pending` to take next: a connection
         /// written once per chatroom sweep does not allocate its queue every time.
         var spare: [ByteBuffer] = []
@@ -72,24 +81,30 @@ final class SessionOutbound: Sendable {
     }
 
     /// Puts the session's write handler first in the channel's pipeline.
-    static func attach(to channel: any Channel, maxQueuedFrames: Int) async throws -> SessionOutbound {
+    static func attach(to channel: any Channel, maxQueuedBytes: Int) async throws -> SessionOutbound {
         try await channel.eventLoop.submit {
             let handler = SessionWriteHandler()
-            let outbound = SessionOutbound(writer: NIOLoopBound(handler, eventLoop: channel.eventLoop), maxQueuedFrames: maxQueuedFrames)
+            let outbound = SessionOutbound(writer: NIOLoopBound(handler, eventLoop: channel.eventLoop), maxQueuedBytes: maxQueuedBytes)
             handler.outbound = outbound
             try channel.pipeline.syncOperations.addHandler(handler, position: .first)
             return outbound
         }.get()
     }
 
-    private init(writer: NIOLoopBound<SessionWriteHandler>, maxQueuedFrames: Int) {
+    private init(writer: NIOLoopBound<SessionWriteHandler>, maxQueuedBytes: Int) {
         self.eventLoop = writer.eventLoop
         self.loopId = ObjectIdentifier(writer.eventLoop)
         self.writer = writer
-        self.maxQueuedFrames = maxQueuedFrames
+        self.maxQueuedBytes = maxQueuedBytes
     }
 
     var isFinishing: Bool { state.withLock { $0.finishing } }
+
+    /// Whether the connection was closed because its frames piled up (nothing more is written).
+    var wasSlowReader: Bool { state.withLock { $0.slowReader } }
+
+    /// The bytes waiting to be written.
+    var queuedBytes: Int { state.withLock { $0.pendingBytes } }
 
     /// Queues a frame for the connection.
     func enqueue(_ frame: OutboundFrame) -> Outcome {
@@ -102,11 +117,19 @@ final class SessionOutbound: Sendable {
     private func queue(_ frame: OutboundFrame) -> (Outcome, Bool) {
         state.withLock { state -> (Outcome, Bool) in
             guard !state.finishing else { return (.closed, false) }
-            if state.pending.count >= maxQueuedFrames {
+            let size = frame.bytes.readableBytes + Self.frameOverheadBytes
+            if state.pendingBytes + size > maxQueuedBytes {
+                // A slow reader: what waits is dropped (it would never be read in time) and the
+                // connection ends; the client reconnects and syncs what it missed.
                 state.finishing = true
+                state.slowReader = true
+                state.pending = []
+                state.spare = []
+                state.pendingBytes = 0
                 return (.slowReader, scheduleWrite(&state))
             }
             state.pending.append(frame.bytes)
+            state.pendingBytes += size
             return (.queued, scheduleWrite(&state))
         }
     }
@@ -154,6 +177,7 @@ final class SessionOutbound: Sendable {
             let frames = state.pending
             state.pending = state.spare
             state.spare = []
+            state.pendingBytes = 0
             guard state.finishing, !state.done else { return (frames, nil) }
             state.done = true
             defer { state.waiter = nil }

@@ -56,8 +56,9 @@ public final class SessionRegistry: Sendable {
         }
     }
 
+    /// Whether the user has a session that is not closing.
     public func isOnline(appId: Int64, userId: String) -> Bool {
-        !sessions(appId: appId, userId: userId).isEmpty
+        sessions(appId: appId, userId: userId).contains { !$0.isClosed }
     }
 
     /// Every live session of one app.

@@ -200,12 +200,16 @@ public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore, 
     func lastSentTime(appId: Int64, conversationKey: String) async throws -> Int64?
     /// Up to `limit` messages a user receives or sent (any device) with seq > `after` and sentTime >=
     /// `minSentTime`, in seq order: private and system messages, broadcasts, and the messages of
-    /// their groups sent after they joined that they may see.
-    func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> SyncPage
+    /// their groups sent after they joined that they may see. The page stops before the message
+    /// that would take its messages past `maxBytes` (`StoredMessage.wireSize`; the first message
+    /// is always taken), with `hasMore` set and the watermark just below that message; full rows
+    /// are read only for the messages the page takes.
+    func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int, maxBytes: Int) async throws -> SyncPage
     /// Cloud history of one conversation: messages before (descending) or after (ascending)
-    /// `recordTime`, newest first when descending; as `viewer` may see it (nil: everything).
+    /// `recordTime`, newest first when descending; as `viewer` may see it (nil: everything). At
+    /// most `count` messages and `maxBytes` (at least one message); `hasMore` when either cut it.
     func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool,
-                 viewer: HistoryViewer?) async throws -> HistoryPage
+                 viewer: HistoryViewer?, maxBytes: Int) async throws -> HistoryPage
 
     /// One stored message by its uid.
     func message(appId: Int64, uid: String) async throws -> StoredMessage?
@@ -249,4 +253,14 @@ public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore, 
     /// Marks an hour's message log (`YYYYMMDDHH`) as deleted.
     func deleteMessageLog(appId: Int64, hour: String) async throws
     func isMessageLogDeleted(appId: Int64, hour: String) async throws -> Bool
+}
+
+extension IMStore {
+    /// Cloud history with no byte budget (the Server API's and the tests' reads, which are not
+    /// bound for one client frame).
+    public func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool,
+                        viewer: HistoryViewer?) async throws -> HistoryPage {
+        try await history(appId: appId, conversationKey: conversationKey, recordTime: recordTime, count: count,
+                          ascending: ascending, viewer: viewer, maxBytes: Int.max)
+    }
 }

@@ -24,12 +24,14 @@ public final class SyncService: Sendable {
     /// from the older of the two limits and the messages past their own are left out of the page
     /// (its watermark still covers them, so they are never offered again).
     func page(_ request: Im_SyncRequest, for session: ClientSession) async throws -> Im_SyncReply {
+        try WireNumbers.checkWatermark(request.since, field: "since")
         let limit = request.limit > 0 ? min(Int(request.limit), config.syncPageSize) : config.syncPageSize
         let now = clock.nowMilliseconds()
         let oldest = now - Int64(config.offlineRetentionDays) * 86_400_000
         let oldestSystem = now - Int64(config.systemOfflineRetentionDays) * 86_400_000
         let page = try await store.syncPage(appId: session.appId, userId: session.userId,
-                                            after: request.since, minSentTime: min(oldest, oldestSystem), limit: limit)
+                                            after: request.since, minSentTime: min(oldest, oldestSystem), limit: limit,
+                                            maxBytes: FrameBudget.bytes)
         var reply = Im_SyncReply()
         reply.morePackages = page.hasMore
         reply.messages = page.messages
@@ -46,7 +48,7 @@ public final class SyncService: Sendable {
             throw IMError(.invalidParameter, "remote history is available for private (1), group (3) and system (6) conversations on this server")
         }
         guard UserID.isValid(request.targetID) else {
-            throw IMError(.invalidParameter, "targetId '\(request.targetID)' is not a valid \(type == .group ? "group" : "user") id")
+            throw IMError(.invalidParameter, "targetId \(TextLength.quoted(request.targetID)) is not a valid \(type == .group ? "group" : "user") id")
         }
         guard MessageLimits.historyCountRange.contains(Int(request.count)) else {
             throw IMError(.invalidParameter, "count must be 1...100, got \(request.count)")
@@ -65,14 +67,14 @@ public final class SyncService: Sendable {
             page = try await store.history(
                 appId: session.appId, conversationKey: groupConversationKey(request.targetID), recordTime: request.recordTime,
                 count: Int(request.count), ascending: request.order == 1,
-                viewer: HistoryViewer(userId: session.userId, afterSeq: member.historyAfterSeq))
+                viewer: HistoryViewer(userId: session.userId, afterSeq: member.historyAfterSeq), maxBytes: FrameBudget.bytes)
         } else if type == .system {
             page = try await systemHistory(request, for: session)
         } else {
             page = try await store.history(
                 appId: session.appId, conversationKey: privateConversationKey(session.userId, request.targetID),
                 recordTime: request.recordTime, count: Int(request.count), ascending: request.order == 1,
-                viewer: HistoryViewer(userId: session.userId, afterSeq: 0))
+                viewer: HistoryViewer(userId: session.userId, afterSeq: 0), maxBytes: FrameBudget.bytes)
         }
         var reply = Im_HistoryReply()
         reply.messages = page.messages.map(\.wire)
@@ -89,13 +91,14 @@ public final class SyncService: Sendable {
         for recipient in [session.userId, StoredMessage.everyone] {
             pages.append(try await store.history(
                 appId: session.appId, conversationKey: systemConversationKey(sender: request.targetID, recipient: recipient),
-                recordTime: request.recordTime, count: Int(request.count), ascending: ascending, viewer: viewer))
+                recordTime: request.recordTime, count: Int(request.count), ascending: ascending, viewer: viewer,
+                maxBytes: FrameBudget.bytes))
         }
         let merged = (pages[0].messages + pages[1].messages).sorted {
             ascending ? ($0.sentTime, $0.seq) < ($1.sentTime, $1.seq) : ($0.sentTime, $0.seq) > ($1.sentTime, $1.seq)
         }
         let count = Int(request.count)
-        return HistoryPage(messages: Array(merged.prefix(count)),
-                           hasMore: merged.count > count || pages.contains { $0.hasMore })
+        let (fitting, cut) = FrameBudget.prefix(Array(merged.prefix(count)))
+        return HistoryPage(messages: fitting, hasMore: cut || merged.count > count || pages.contains { $0.hasMore })
     }
 }

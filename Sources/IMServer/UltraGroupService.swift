@@ -277,12 +277,12 @@ public final class UltraGroupService: Sendable {
             state.channelType = Int32(summary.channelType.rawValue)
             if let last = summary.lastMessage {
                 state.lastSentTime = last.sentTime
-                bytes += last.content.count + MessageLimits.frameOverheadBytes
+                bytes += last.wireSize
                 if bytes <= Self.summaryBudgetBytes { state.lastMessage = last.wire }
             }
             state.readTime = summary.readTime
-            state.unreadCount = Int32(summary.unreadCount)
-            state.mentionedCount = Int32(summary.mentionedCount)
+            state.unreadCount = Int32(clamping: summary.unreadCount)
+            state.mentionedCount = Int32(clamping: summary.mentionedCount)
             reply.channels.append(state)
         }
         if request.modifiedSince > 0 {
@@ -295,7 +295,7 @@ public final class UltraGroupService: Sendable {
             while index < modified.count {
                 let time = modified[index].modifiedTime
                 let sameTime = modified[index...].prefix { $0.modifiedTime == time }
-                let size = sameTime.reduce(0) { $0 + $1.message.content.count + MessageLimits.frameOverheadBytes }
+                let size = sameTime.reduce(0) { $0 + $1.message.wireSize }
                 if bytes + size > Self.summaryBudgetBytes && through > request.modifiedSince { break }
                 bytes += size
                 for (_, message) in sameTime where message.sentTime >= floor
@@ -327,7 +327,8 @@ public final class UltraGroupService: Sendable {
         let page = try await store.history(
             appId: session.appId, conversationKey: ultraGroupConversationKey(request.targetID, channelId),
             recordTime: request.recordTime, count: Int(request.count), ascending: request.order == 1,
-            viewer: HistoryViewer(userId: session.userId, afterSeq: readsAfter(roster, channel, member), minSentTime: historyFloor()))
+            viewer: HistoryViewer(userId: session.userId, afterSeq: readsAfter(roster, channel, member), minSentTime: historyFloor()),
+            maxBytes: FrameBudget.bytes)
         var reply = Im_HistoryReply()
         reply.messages = page.messages.map(\.wire)
         reply.isRemaining = page.hasMore

@@ -74,7 +74,7 @@ extension SQLiteStore {
     private static func chatroomMessage(_ row: Row) -> StoredMessage {
         let flags: Int64 = row[7]
         let roomId: String = row[1]
-        return StoredMessage(appId: row[0], conversationType: .chatroom, conversationKey: roomId, targetId: roomId,
+        return StoredMessage(appId: row[0], conversationType: .chatroom, conversationKey: chatroomConversationKey(roomId), targetId: roomId,
                              senderId: row[2], objectName: row[3], content: row[4], uid: row[5], sentTime: row[6],
                              flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)), clientMessageId: row[8])
     }

@@ -68,7 +68,9 @@ extension SQLiteStore {
     /// `instr`, like `audience`); NULL when nothing is mentioned.
     static func mentioned(_ mentions: MentionedInfo?) -> String? {
         guard let mentions else { return nil }
-        let entries = (mentions.type == .all ? ["*"] : []) + mentions.userIdList
+        // Only valid user ids are kept: an entry holding a newline or "*" would otherwise read as
+        // other users, or as @all, in the column's lookups.
+        let entries = (mentions.type == .all ? ["*"] : []) + mentions.userIdList.filter(UserID.isValid)
         return entries.isEmpty ? nil : audience(entries)
     }
 
@@ -429,14 +431,14 @@ extension SQLiteStore {
             for channel in channels {
                 let key = ultraGroupConversationKey(channel.groupId, channel.channelId)
                 let read = try Int64.fetchOne(readTime, arguments: [appId, userId, channel.groupId, channel.channelId]) ?? 0
-                let message = try Self.messages(last, arguments: [appId, key, Int64(channel.afterSeq), minSentTime, userId,
+                let message = try Self.messages(last, arguments: [appId, key, Int64(clamping: channel.afterSeq), minSentTime, userId,
                                                                   Self.audienceEntry(userId), userId]).first
                 var unread = 0
                 var mentioned = 0
                 if let message, message.sentTime > read {
                     let row = try Row.fetchOne(counts, arguments: [
                         Self.audienceEntry(userId), Self.audienceEntry("*"), appId, key, max(read, minSentTime - 1),
-                        Int64(channel.afterSeq), Int64(PersistentFlag.isCounted.rawValue), userId, Self.audienceEntry(userId),
+                        Int64(clamping: channel.afterSeq), Int64(PersistentFlag.isCounted.rawValue), userId, Self.audienceEntry(userId),
                     ])
                     unread = row?[0] ?? 0
                     mentioned = row?[1] ?? 0

@@ -178,6 +178,9 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v9-ultragroup-unpush-levels") { db in
             try Self.createUltraGroupUnpushLevels(db)
         }
+        migrator.registerMigration("v10-unambiguous-conversation-keys") { db in
+            try Self.migrateConversationKeys(db)
+        }
         return migrator
     }
 
@@ -255,7 +258,7 @@ public final class SQLiteStore: IMStore {
         }
     }
 
-    public func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int) async throws -> SyncPage {
+    public func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int, maxBytes: Int) async throws -> SyncPage {
         try await pool.read { db in
             // Messages older than the retention are skipped by seq: the first messages at or after
             // `minSentTime` bound every scan below. Seq and sentTime grow together, except that a
@@ -265,33 +268,31 @@ public final class SQLiteStore: IMStore {
             if let first = try Int64.fetchOne(db.cachedStatement(sql: """
                 SELECT MIN(seq) FROM (SELECT seq FROM messages WHERE app_id = ? AND sent_time >= ? ORDER BY sent_time LIMIT 1000)
                 """), arguments: [appId, minSentTime]) {
-                floor = max(Int64(after), first - 1)
+                floor = max(Int64(clamping: after), first - 1)
             } else {
-                floor = max(Int64(after), try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0)
+                floor = max(Int64(clamping: after), try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0)
             }
             // Private and system messages: three index range scans (received, sent, broadcast to
-            // everyone) of whole rows, each stopping after `limit + 1`.
-            func scan(_ condition: String, _ id: String) throws -> [StoredMessage] {
-                try Self.messages(db.cachedStatement(sql: """
-                    SELECT \(Self.columns) FROM messages
+            // everyone), each stopping after `limit + 1`. Only seqs: rows are read below for the
+            // seqs this page takes, so a page of large messages never holds more than it sends.
+            func scan(_ condition: String, _ id: String) throws -> [Int64] {
+                try Int64.fetchAll(db.cachedStatement(sql: """
+                    SELECT seq FROM messages
                     WHERE app_id = ? AND \(condition) AND seq > ? AND sent_time >= ? AND conv_type IN (1, 6)
                     ORDER BY seq LIMIT ?
                     """), arguments: [appId, id, floor, minSentTime, limit + 1])
             }
-            var rows: [UInt64: StoredMessage] = [:]
+            var known = Set<UInt64>()
             var candidates: [UInt64] = []
             for list in [
                 try scan("target_id = ?", userId),
                 try scan("sender_id = ? AND include_sender = 1", userId),
                 try scan("target_id = '\(StoredMessage.everyone)' AND sender_id <> ?", userId),
             ] {
-                for message in list where rows.updateValue(message, forKey: message.seq) == nil {
-                    candidates.append(message.seq)
-                }
+                for seq in list where known.insert(UInt64(seq)).inserted { candidates.append(UInt64(seq)) }
             }
             // Group messages: per group, the seqs after the later of the watermark and the user's
-            // joining, read from the (app_id, target_id, seq) index alone; rows are read below only
-            // for the seqs this page takes.
+            // joining, read from the (app_id, target_id, seq) index alone.
             var groupOf: [UInt64: String] = [:]
             let memberships = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT group_id, joined_seq FROM group_members WHERE app_id = ? AND user_id = ?
@@ -309,7 +310,7 @@ public final class SQLiteStore: IMStore {
                 var added = false
                 for seq in try Int64.fetchAll(groupSeqs, arguments: [appId, groupId, max(floor, joined), bound(), limit + 1]) {
                     let key = UInt64(seq)
-                    guard rows[key] == nil, groupOf.updateValue(groupId, forKey: key) == nil else { continue }
+                    guard !known.contains(key), groupOf.updateValue(groupId, forKey: key) == nil else { continue }
                     candidates.append(key)
                     added = true
                 }
@@ -317,32 +318,59 @@ public final class SQLiteStore: IMStore {
             }
             candidates.sort()
             let hasMore = candidates.count > limit
-            let taken = candidates.prefix(limit)
-            let wanted = taken.filter { groupOf[$0] != nil }
-            if !wanted.isEmpty {
-                let marks = wanted.map { _ in "?" }.joined(separator: ",")
+            let taken = Array(candidates.prefix(limit))
+
+            // The rows, in seq order, a few at a time, until the page's bytes are spent.
+            var page: [StoredMessage] = []
+            var bytes = 0
+            var watermark = UInt64(floor)
+            var start = 0
+            while start < taken.count {
+                let chunk = Array(taken[start..<min(start + Self.syncRowChunk, taken.count)])
+                start += chunk.count
+                let marks = chunk.map { _ in "?" }.joined(separator: ",")
+                var rows: [UInt64: StoredMessage] = [:]
                 for message in try Self.messages(db.makeStatement(sql: "SELECT \(Self.columns) FROM messages WHERE seq IN (\(marks))"),
-                                                 arguments: StatementArguments(wanted.map { Int64($0) })) {
-                    // The index matched the group id as a target; the row says whether it is this
-                    // group's message and whether this user may see it.
-                    guard let groupId = groupOf[message.seq], message.conversationType == .group,
-                          message.conversationKey == groupConversationKey(groupId), message.sentTime >= minSentTime,
-                          message.isVisible(to: userId), message.includeSender || message.senderId != userId else { continue }
+                                                 arguments: StatementArguments(chunk.map { Int64(clamping: $0) })) {
+                    if let groupId = groupOf[message.seq] {
+                        // The index matched the group id as a target; the row says whether it is this
+                        // group's message and whether this user may see it.
+                        guard message.conversationType == .group, message.conversationKey == groupConversationKey(groupId),
+                              message.sentTime >= minSentTime, message.isVisible(to: userId),
+                              message.includeSender || message.senderId != userId else { continue }
+                    }
                     rows[message.seq] = message
                 }
+                let visible = try Self.withoutDeletions(chunk.compactMap { rows[$0] }, appId: appId, userId: userId, db)
+                var bySeq: [UInt64: StoredMessage] = [:]
+                for message in visible { bySeq[message.seq] = message }
+                for seq in chunk {
+                    if let message = bySeq[seq] {
+                        let size = message.wireSize
+                        if !page.isEmpty && bytes + size > maxBytes {
+                            return SyncPage(messages: page, watermark: watermark, hasMore: true)
+                        }
+                        page.append(message)
+                        bytes += size
+                    }
+                    watermark = seq
+                }
             }
-            // Group rows that failed the checks above are absent from `rows`.
-            let page = try Self.withoutDeletions(taken.compactMap { rows[$0] }, appId: appId, userId: userId, db)
             return SyncPage(messages: page, watermark: taken.last ?? UInt64(floor), hasMore: hasMore)
         }
     }
 
+    /// Rows a sync page reads per query: small enough that a chunk of the largest messages stays a
+    /// few megabytes, large enough that a page of small ones takes few queries.
+    static let syncRowChunk = 16
+
     public func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool,
-                        viewer: HistoryViewer?) async throws -> HistoryPage {
+                        viewer: HistoryViewer?, maxBytes: Int) async throws -> HistoryPage {
         try await pool.read { db in
             let range = ascending ? "sent_time > ? ORDER BY sent_time ASC" : "sent_time < ? ORDER BY sent_time DESC"
             let bound = ascending ? recordTime : (recordTime <= 0 ? Int64.max : recordTime)
-            let rows: [StoredMessage]
+            let statement: Statement
+            let arguments: StatementArguments
             if let viewer {
                 // The viewer's own deletions: a cleared conversation's older part, and single messages.
                 let clearedThrough = try Int64.fetchOne(db.cachedStatement(sql: """
@@ -350,20 +378,36 @@ public final class SQLiteStore: IMStore {
                     """), arguments: [appId, viewer.userId, conversationKey]) ?? Int64.min
                 // Messages past the retention count as cleared.
                 let cleared = max(clearedThrough, viewer.minSentTime == Int64.min ? Int64.min : viewer.minSentTime - 1)
-                rows = try Self.messages(db.cachedStatement(sql: """
+                statement = try db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages
                     WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND seq > ? AND sent_time > ?
                         AND (audience IS NULL OR sender_id = ? OR instr(audience, ?) > 0)
                         AND NOT EXISTS (SELECT 1 FROM hidden_messages h WHERE h.app_id = messages.app_id AND h.user_id = ? AND h.uid = messages.uid)
                         AND \(range) LIMIT ?
-                    """), arguments: [appId, conversationKey, Int64(viewer.afterSeq), cleared, viewer.userId,
-                                      Self.audienceEntry(viewer.userId), viewer.userId, bound, count + 1])
+                    """)
+                arguments = [appId, conversationKey, Int64(clamping: viewer.afterSeq), cleared, viewer.userId,
+                             Self.audienceEntry(viewer.userId), viewer.userId, bound, count + 1]
             } else {
-                rows = try Self.messages(db.cachedStatement(sql: """
+                statement = try db.cachedStatement(sql: """
                     SELECT \(Self.columns) FROM messages WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND \(range) LIMIT ?
-                    """), arguments: [appId, conversationKey, bound, count + 1])
+                    """)
+                arguments = [appId, conversationKey, bound, count + 1]
             }
-            return HistoryPage(messages: Array(rows.prefix(count)), hasMore: rows.count > count)
+            // Rows are decoded one at a time and reading stops once the page is full, by count or by
+            // bytes: sentTimes are strictly increasing in a conversation, so the caller's next page
+            // starts after the last message of this one.
+            var messages: [StoredMessage] = []
+            var bytes = 0
+            let cursor = try Row.fetchCursor(statement, arguments: arguments)
+            while let row = try cursor.next() {
+                let message = try Self.message(row)
+                bytes += message.wireSize
+                if messages.count == count || (bytes > maxBytes && !messages.isEmpty) {
+                    return HistoryPage(messages: messages, hasMore: true)
+                }
+                messages.append(message)
+            }
+            return HistoryPage(messages: messages, hasMore: false)
         }
     }
 
@@ -420,7 +464,7 @@ public final class SQLiteStore: IMStore {
                 SELECT \(Self.columns) FROM messages
                 WHERE app_id = ? AND sent_time >= ? AND sent_time < ? AND (sent_time > ? OR seq > ?)
                 ORDER BY sent_time, seq LIMIT ?
-                """), arguments: [appId, from, to, from, Int64(afterSeq), limit]).map(Self.message)
+                """), arguments: [appId, from, to, from, Int64(clamping: afterSeq), limit]).map(Self.message)
         }
     }
 
@@ -454,7 +498,7 @@ public final class SQLiteStore: IMStore {
             try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT seq, uid, sender_id, group_id, reader_id, read_time FROM message_reads
                 WHERE app_id = ? AND sender_id = ? AND seq > ? ORDER BY seq LIMIT ?
-                """), arguments: [appId, senderId, Int64(after), limit]).map(Self.read)
+                """), arguments: [appId, senderId, Int64(clamping: after), limit]).map(Self.read)
         }
     }
 
@@ -463,7 +507,7 @@ public final class SQLiteStore: IMStore {
             let readers = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT seq, uid, sender_id, group_id, reader_id, read_time FROM message_reads
                 WHERE app_id = ? AND uid = ? AND seq > ? ORDER BY seq LIMIT ?
-                """), arguments: [appId, uid, Int64(after), limit]).map(Self.read)
+                """), arguments: [appId, uid, Int64(clamping: after), limit]).map(Self.read)
             let total = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM message_reads WHERE app_id = ? AND uid = ?"),
                                          arguments: [appId, uid]) ?? 0
             return (readers, total)

@@ -31,12 +31,16 @@ public enum FrameCodec {
         return (try? frame.serializedBytes()) ?? []
     }
 
+    /// The longest error message a reply carries: a message that quotes what the client sent is
+    /// cut here, so an error reply stays small whatever the request held.
+    public static let maxErrorMessageBytes = 1024
+
     public static func errorReply(to request: Im_Frame, _ error: IMError) -> [UInt8] {
         var frame = Im_Frame()
         frame.id = request.id
         frame.op = request.op
         frame.code = Int32(error.code.rawValue)
-        frame.errorMessage = error.message
+        frame.errorMessage = Self.truncated(error.message, maxBytes: maxErrorMessageBytes)
         return (try? frame.serializedBytes()) ?? []
     }
 
@@ -45,6 +49,20 @@ public enum FrameCodec {
         frame.op = op
         frame.payload = try body.serializedData()
         return try frame.serializedBytes()
+    }
+
+    /// `text` cut to at most `maxBytes` UTF-8 bytes at a character boundary, with an ellipsis.
+    public static func truncated(_ text: String, maxBytes: Int) -> String {
+        guard text.utf8.count > maxBytes else { return text }
+        var bytes = 0
+        var end = text.unicodeScalars.startIndex
+        for index in text.unicodeScalars.indices {
+            let size = UTF8.width(text.unicodeScalars[index])
+            if bytes + size > maxBytes - 3 { break }
+            bytes += size
+            end = text.unicodeScalars.index(after: index)
+        }
+        return String(text.unicodeScalars[..<end]) + "…"
     }
 
     public static func decode<Bytes: Collection>(_ bytes: Bytes) throws -> Im_Frame where Bytes.Element == UInt8 {

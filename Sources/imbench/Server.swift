@@ -58,6 +58,8 @@ final class ServerProcess: Sendable {
         // (100 calls/s by default) would make a 19,000-user setup take minutes. Setup, not measured.
         var environment = ProcessInfo.processInfo.environment
         environment["IMSERVER_API_CALLS_PER_SECOND"] = "0"
+        // Each worker process opens up to 15,000 connections from one loopback address.
+        environment["IMSERVER_MAX_CONNECTIONS_PER_ADDRESS"] = "0"
         environment.merge(extraEnvironment) { _, new in new }
         process.environment = environment
         try process.run()

@@ -86,6 +86,9 @@ struct Serve: AsyncParsableCommand {
         let store = try SQLiteStore(directory: config.dataDir)
         let core = ServerCore(config: config, store: store, logger: logger)
         let app = try await core.prepare()
+        if config.apiTimestampWindowSeconds == 0 {
+            logger.notice("Server API signatures are accepted at any age (apiTimestampWindowSeconds is 0, as RongCloud's SDKs expect): a captured request can be replayed. Set apiTimestampWindowSeconds (e.g. 300) if every caller's clock is right.")
+        }
         let host = config.host
         let application = IMServerApp(core: core).application { port in
             let banner = """

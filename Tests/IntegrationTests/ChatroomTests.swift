@@ -57,8 +57,10 @@ struct ChatroomTests {
 
         try await Self.send(alice, room: "r1", (1...60).map { "m\($0)" }, clock: clock)
 
+        var members: [String: IMClient] = [:]
         for (user, count, expected) in [("dave", -1, 0), ("erin", 0, 10), ("frank", 50, 50), ("gina", 60, 50)] {
             let client = try await server.connectedClient(user)
+            members[user] = client
             let inbox = EventRecorder(client.receivedMessages())
             clock.advance(milliseconds: 1)
             try await client.joinExistChatRoom("r1", messageCount: count)
@@ -67,12 +69,15 @@ struct ChatroomTests {
             #expect(got.compactMap(Self.text) == (61 - expected..<61).map { "m\($0)" }, "\(user) gets the latest, oldest first")
             #expect(got.allSatisfy { $0.message.conversationType == .chatroom && $0.message.targetId == "r1" })
         }
-        let info = try await carol.getChatRoomInfo("r1", count: 30, order: .ascending)
+        // Room information is for members (carol never joined r1).
+        #expect(await failureCode { _ = try await carol.getChatRoomInfo("r1", count: 30) } == ErrorCode.notInChatroom.rawValue)
+        let dave = try #require(members["dave"])
+        let info = try await dave.getChatRoomInfo("r1", count: 30, order: .ascending)
         #expect(info.totalMemberCount == 5 && info.members.count == 5)
         #expect(info.members.map(\.userId) == ["alice", "dave", "erin", "frank", "gina"], "earliest joiner first")
-        let none = try await carol.getChatRoomInfo("r1", count: 0)
+        let none = try await dave.getChatRoomInfo("r1", count: 0)
         #expect(none.totalMemberCount == 5 && none.members.isEmpty)
-        let latest = try await carol.getChatRoomInfo("r1", count: 2, order: .descending)
+        let latest = try await dave.getChatRoomInfo("r1", count: 2, order: .descending)
         #expect(latest.members.map(\.userId) == ["gina", "frank"])
     }
 

@@ -49,7 +49,8 @@ struct LargeGroupTests {
         // Offline members, including the last to join, catch up on connect.
         for userId in ["m300", "m1500", "m2999"] {
             let (client, inbox) = try await server.syncedDevice(userId)
-            #expect(inbox.items.map(\.message.messageUId) == sent, "\(userId) caught up")
+            // The inbox's recorder runs apart from the sync event's: wait for it to have them all.
+            #expect(await inbox.wait(for: sent.count).map(\.message.messageUId) == sent, "\(userId) caught up")
             #expect(inbox.items.allSatisfy { $0.offline })
             await client.disconnect()
         }

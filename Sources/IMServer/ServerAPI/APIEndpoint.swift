@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import IMCore
 
 /// One parameter of a Server API endpoint. The dispatcher checks presence, type, list size and
 /// length from this declaration before the handler runs, and the OpenAPI document is generated
@@ -22,14 +23,42 @@ struct APIParam: Sendable {
     var kind: Kind
     var required: Bool
     var summary: String
-    /// Most entries of a list, or most characters of a string.
+    /// Most entries of a list, or most characters (`TextLength.characters`) of a string; a string
+    /// without one has `defaultMaxCharacters`.
     var limit: Int?
+    /// A rule every value (every entry of a list) must follow.
+    var format: Format?
+    /// The code a string longer than `limit` gets (1005 unless the endpoint's own code is RongCloud's).
+    var tooLong: ErrorCode = .apiParameterTooLong
+    /// The values a whole number may take (besides the bound every number has,
+    /// `APIParameters.maxIntegerMagnitude`).
+    var range: ClosedRange<Int64>?
 
-    static func string(_ name: String, required: Bool = false, maxLength: Int? = nil, _ summary: String) -> APIParam {
-        APIParam(name: name, kind: .string, required: required, summary: summary, limit: maxLength)
+    /// What a string or list entry must look like.
+    enum Format: Sendable {
+        /// A user, group, chatroom or ultra group id: 1 to 64 bytes of letters, digits and + = - _ |.
+        case id
     }
-    static func integer(_ name: String, required: Bool = false, _ summary: String) -> APIParam {
-        APIParam(name: name, kind: .integer, required: required, summary: summary)
+
+    /// A user, group, chatroom or ultra group id (1002 when it is not one).
+    static func id(_ name: String, required: Bool = false, _ summary: String) -> APIParam {
+        APIParam(name: name, kind: .string, required: required, summary: summary, limit: UserID.maxBytes, format: .id)
+    }
+    /// A list of ids (1002 when an entry is not one).
+    static func ids(_ name: String, required: Bool = false, max: Int? = nil, _ summary: String) -> APIParam {
+        APIParam(name: name, kind: .list, required: required, summary: summary, limit: max, format: .id)
+    }
+
+    static func string(_ name: String, required: Bool = false, maxLength: Int? = nil, tooLong: ErrorCode = .apiParameterTooLong,
+                       _ summary: String) -> APIParam {
+        APIParam(name: name, kind: .string, required: required, summary: summary, limit: maxLength, tooLong: tooLong)
+    }
+    static func integer(_ name: String, required: Bool = false, in range: ClosedRange<Int64>? = nil, _ summary: String) -> APIParam {
+        APIParam(name: name, kind: .integer, required: required, summary: summary, range: range)
+    }
+    /// A time in milliseconds since 1970 (0 to the end of the year 9999).
+    static func time(_ name: String, required: Bool = false, _ summary: String) -> APIParam {
+        integer(name, required: required, in: 0...APIParameters.maxIntegerMagnitude, summary)
     }
     static func boolean(_ name: String, _ summary: String) -> APIParam {
         APIParam(name: name, kind: .boolean, required: false, summary: summary)
@@ -73,6 +102,9 @@ struct APIEndpoint: Sendable {
     var body: Body = .form
     var params: [APIParam]
     var response: [APIField] = []
+    /// Failures this endpoint answers with an HTTP status of its own, besides those every endpoint
+    /// may answer (`OpenAPIDocument.commonFailures`): status code and description.
+    var failures: [Int: String] = [:]
     var handler: Handler
 }
 
@@ -92,26 +124,52 @@ struct APICall: Sendable {
 }
 
 extension APIParam {
-    /// Checks the parameter in a call, with 1002 (missing, wrong type) or 1005 (too long).
+    /// Characters a string parameter (or one entry of a list) may have when its declaration names
+    /// no limit: ids, names, URLs and words all fit. Contents and JSON declare their own, and
+    /// the request body (`ServerAPI.maxBodyBytes`) bounds everything.
+    static let defaultMaxCharacters = 1024
+
+    /// Checks the parameter in a call, with 1002 (missing, wrong type) or 1005 (too long). Every
+    /// value of a repeated key is checked, not only the first.
     func check(_ parameters: APIParameters) throws {
+        if kind == .list {
+            let list = parameters.list(name)
+            if required && list.isEmpty { throw APIError.badParameter("\(name) is required: \(summary)") }
+            if let limit, list.count > limit {
+                throw APIError(.apiParameterTooLong, .badRequest, "\(name) lists more than \(limit) entries; split the call")
+            }
+            for entry in list where TextLength.characters(entry) > Self.defaultMaxCharacters {
+                throw APIError(.apiParameterTooLong, .badRequest, "an entry of \(name) is longer than \(Self.defaultMaxCharacters) characters")
+            }
+            if format == .id, let bad = list.first(where: { !UserID.isValid($0) }) {
+                throw APIError.badParameter("\(name) entry \(TextLength.quoted(bad)) is not a valid id: use 1 to 64 bytes of letters, digits and + = - _ |")
+            }
+            return
+        }
         let present = parameters.string(name) != nil
-        if required && (kind == .list ? parameters.list(name).isEmpty : !present) {
+        if required && !present {
             throw APIError.badParameter("\(name) is required: \(summary)")
+        }
+        if kind == .string || kind == .integer || kind == .boolean {
+            let most = kind == .string ? (limit ?? Self.defaultMaxCharacters) : Self.defaultMaxCharacters
+            for value in parameters.values[name] ?? [] where TextLength.characters(value) > most {
+                throw APIError(kind == .string ? tooLong : .apiParameterTooLong, .badRequest, "\(name) is longer than \(most) characters")
+            }
         }
         guard present else { return }
         switch kind {
         case .string:
-            if let limit, let value = parameters.string(name), value.count > limit {
-                throw APIError(.apiParameterTooLong, .badRequest, "\(name) is longer than \(limit) characters")
+            if format == .id, let value = parameters.string(name), !UserID.isValid(value) {
+                throw APIError.badParameter("\(name) \(TextLength.quoted(value)) is not a valid id: use 1 to 64 bytes of letters, digits and + = - _ |")
             }
         case .integer:
-            _ = try parameters.int(name)
+            if let value = try parameters.int(name), let range, !range.contains(value) {
+                throw APIError.badParameter("\(name) must be between \(range.lowerBound) and \(range.upperBound), got \(value)")
+            }
         case .boolean:
             _ = try parameters.bool(name)
         case .list:
-            if let limit, parameters.list(name).count > limit {
-                throw APIError(.apiParameterTooLong, .badRequest, "\(name) lists more than \(limit) entries; split the call")
-            }
+            break
         case .json:
             guard let text = parameters.string(name), let data = text.data(using: .utf8),
                   (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil else {

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import IMCore
+import IMWire
 
 /// A Server API call's parameters, from a form body (repeated keys, comma lists, bracket keys) or a
 /// JSON body, read leniently the way the official SDKs send them (spec/server-api.md §3).
@@ -46,13 +47,21 @@ public struct APIParameters: Sendable {
         }
     }
 
-    /// A whole number, or nil when absent; 1002 when it is not a number.
+    /// The largest magnitude a whole number is read with: the last millisecond of the year 9999.
+    /// Larger values are read as this bound (a caller's "far future" end time such as
+    /// `Long.MAX_VALUE / 2` keeps its meaning; counts and pages that large are refused by their
+    /// own ranges), so the sum or difference of any two numbers a handler reads cannot overflow
+    /// and no handler's arithmetic can trap on what a caller sent.
+    public static let maxIntegerMagnitude: Int64 = 253_402_300_799_999
+
+    /// A whole number (within ±`maxIntegerMagnitude`), or nil when absent; 1002 when it is not a
+    /// whole number.
     public func int(_ key: String) throws -> Int64? {
         guard let text = string(key) else { return nil }
         guard let value = Int64(text.trimmingCharacters(in: .whitespaces)) else {
-            throw APIError.badParameter("\(key) must be a whole number, got '\(text)'")
+            throw APIError.badParameter("\(key) must be a whole number, got \(TextLength.quoted(text))")
         }
-        return value
+        return min(max(value, -Self.maxIntegerMagnitude), Self.maxIntegerMagnitude)
     }
 
     /// A boolean sent as true/false, True/False or 1/0; nil when absent; 1002 otherwise.
@@ -146,7 +155,8 @@ enum APIResponse {
     }
 
     static func failure(_ error: APIError) -> Response {
-        json(["code": error.code.rawValue, "errorMessage": error.message], status: error.status)
+        json(["code": error.code.rawValue, "errorMessage": FrameCodec.truncated(error.message, maxBytes: FrameCodec.maxErrorMessageBytes)],
+             status: error.status)
     }
 
     static func json(_ object: [String: Any], status: HTTPResponse.Status) -> Response {

@@ -270,7 +270,7 @@ extension ServerAPI {
         let minute = APIParam.integer("minute", required: true, "duration, 1 to \(ChatroomAPILimits.maxMinutes) minutes")
         let notify: [APIParam] = [
             .boolean("needNotify", "tell the room's members online (a user kicked by a block is always told)"),
-            .string("extra", "text carried by the notice"),
+            .string("extra", maxLength: MessageFieldLimits.maxExtraCharacters, "text carried by the notice"),
         ]
         let timedUsers = [APIField("users", "array", items: "object", "{userId, time (ends, yyyy-MM-dd HH:mm:ss UTC)}")]
         return [
@@ -528,7 +528,7 @@ extension ServerAPI {
                     roomId,
                     .string("userId", required: true, "the attribute's owner from now on; need not be in the room"),
                     .string("key", required: true, "1 to 128 characters of A-Z a-z 0-9 + = - _"),
-                    .string("value", required: true, "up to 4096 characters"),
+                    .string("value", required: true, maxLength: ChatroomEntryLimits.maxValueLength, tooLong: .chatroomParameterInvalid, "up to 4096 characters"),
                     autoDelete,
                     .string("objectName", maxLength: MessageLimits.maxObjectNameLength, "type of a message sent to the room with the change"),
                     .json("content", "content of that message, a JSON object"),
@@ -674,7 +674,7 @@ extension ServerAPI {
             return rooms.map { id in
                 var copy = message
                 copy.targetId = id
-                copy.conversationKey = id
+                copy.conversationKey = chatroomConversationKey(id)
                 copy.sentTime = now
                 copy.uid = core.chatrooms.uids.next(milliseconds: now)
                 return copy
@@ -687,7 +687,7 @@ extension ServerAPI {
             for (index, id) in rooms.enumerated() {
                 var copy = filtered
                 copy.targetId = id
-                copy.conversationKey = id
+                copy.conversationKey = chatroomConversationKey(id)
                 group.addTask {
                     do {
                         return (index, try await chatrooms.publish(copy).message)
@@ -746,8 +746,8 @@ extension ServerAPI {
     private func objectNames(_ call: APICall, _ name: String) throws -> [String] {
         var seen = Set<String>()
         let names = call.list(name).filter { seen.insert($0).inserted }
-        for objectName in names where objectName.count > MessageLimits.maxObjectNameLength {
-            throw Self.chatroomParameter("\(name) '\(objectName.prefix(80))' is longer than \(MessageLimits.maxObjectNameLength) characters")
+        for objectName in names where !MessageFieldLimits.isValidObjectName(objectName) {
+            throw Self.chatroomParameter("\(name) \(TextLength.quoted(objectName)) must be 1 to \(MessageLimits.maxObjectNameLength) characters")
         }
         return names
     }

@@ -5,8 +5,10 @@ import IMCore
 /// rosters through `GroupService`.
 extension ServerAPI {
     var groupEndpoints: [APIEndpoint] {
-        let groupId = APIParam.string("groupId", required: true, maxLength: 64, "group id: 1 to 64 bytes of letters, digits and + = - _ |")
-        let members = APIParam.list("userId", required: true, max: GroupLimits.usersPerCall, "user ids")
+        let groupId = APIParam.id("groupId", required: true, "group id: 1 to 64 bytes of letters, digits and + = - _ |")
+        let members = APIParam.ids("userId", required: true, max: GroupLimits.usersPerCall, "user ids")
+        let mutedUsers = APIParam.ids("userId", required: true, max: GroupLimits.mutesPerCall, "user ids")
+        let mutedGroups = APIParam.ids("groupId", required: true, max: GroupLimits.mutesPerCall, "group ids")
         return [
             APIEndpoint(
                 path: "/group/create.json", tag: "group",
@@ -27,7 +29,7 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/dismiss.json", tag: "group",
                 summary: "Dismisses a group: members get an RC:GrpNtf Dismiss notification, nobody can send any more, history stays readable.",
-                params: [.string("userId", required: true, "the operator"), groupId]) { call in
+                params: [.id("userId", required: true, "the operator"), groupId]) { call in
                 let operatorId = call.required("userId")
                 guard UserID.isValid(operatorId) else { throw APIError.badParameter("userId '\(operatorId)' is invalid") }
                 _ = try await core.groups.dismiss(appId: call.app.id, groupId: try validGroupId(call), operatorId: operatorId)
@@ -53,20 +55,20 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/sync.json", tag: "group",
                 summary: "Makes a user a member of exactly the groups listed as group[<id>]=<name> (leaving the others).",
-                params: [.string("userId", required: true, "user id")],
+                params: [.id("userId", required: true, "user id")],
                 handler: syncGroups),
             APIEndpoint(
                 path: "/group/user/gag/add.json", tag: "group",
                 summary: "Mutes members of a group for `minute` minutes (0 = until lifted); without groupId, in every group.",
                 params: [
-                    .list("userId", required: true, max: GroupLimits.mutesPerCall, "user ids"),
-                    .string("groupId", maxLength: 64, "group id; omit to mute in all groups"),
+                    mutedUsers,
+                    .id("groupId", "group id; omit to mute in all groups"),
                     .integer("minute", required: true, "0 to 43200; 0 mutes until lifted"),
                 ],
                 handler: muteMembers),
             APIEndpoint(
                 path: "/group/user/gag/rollback.json", tag: "group", summary: "Lifts member mutes (without groupId: the all-groups mute).",
-                params: [.list("userId", required: true, max: GroupLimits.mutesPerCall, "user ids"), .string("groupId", maxLength: 64, "group id")]) { call in
+                params: [mutedUsers, .id("groupId", "group id")]) { call in
                 let groupId = call.string("groupId")
                 try await core.groups.changingMutes(appId: call.app.id, groupIds: groupId.map { [$0] }) {
                     try await core.store.unmuteGroupMembers(appId: call.app.id, groupId: groupId, userIds: call.list("userId"))
@@ -75,7 +77,7 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/group/user/gag/list.json", tag: "group", summary: "Muted members of a group (without groupId: the all-groups mutes).",
-                params: [.string("groupId", maxLength: 64, "group id")],
+                params: [.id("groupId", "group id")],
                 response: [APIField("users", "array", items: "object", "{userId, time (mute end, yyyy-MM-dd HH:mm:ss UTC), startTime}")]) { call in
                 let mutes = try await core.store.groupMutes(appId: call.app.id, groupId: call.string("groupId"), now: core.clock.nowMilliseconds())
                 return ["users": mutes.map {
@@ -84,7 +86,7 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/group/ban/add.json", tag: "group", summary: "Mutes whole groups: only members on the group's mute whitelist may speak.",
-                params: [.list("groupId", required: true, max: GroupLimits.mutesPerCall, "group ids")]) { call in
+                params: [mutedGroups]) { call in
                 try await core.groups.changingMutes(appId: call.app.id, groupIds: call.list("groupId")) {
                     try await core.store.setGroupMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: true)
                 }
@@ -92,7 +94,7 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/group/ban/rollback.json", tag: "group", summary: "Lifts whole-group mutes.",
-                params: [.list("groupId", required: true, max: GroupLimits.mutesPerCall, "group ids")]) { call in
+                params: [mutedGroups]) { call in
                 try await core.groups.changingMutes(appId: call.app.id, groupIds: call.list("groupId")) {
                     try await core.store.setGroupMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: false)
                 }
@@ -100,7 +102,7 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/group/ban/query.json", tag: "group", summary: "Whole-group mute state of the listed groups (all muted groups without groupId).",
-                params: [.list("groupId", max: GroupLimits.mutesPerCall, "group ids")],
+                params: [.ids("groupId", max: GroupLimits.mutesPerCall, "group ids")],
                 response: [APIField("groupinfo", "array", items: "object", "{groupId, id (the same), stat (\"1\" muted, \"0\" not)}")]) { call in
                 let state = try await core.store.mutedGroups(appId: call.app.id, groupIds: call.list("groupId"))
                 let order = call.list("groupId").isEmpty ? state.keys.sorted() : call.list("groupId")
@@ -109,7 +111,7 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/group/user/ban/whitelist/add.json", tag: "group", summary: "Members who may speak while their group is muted.",
-                params: [groupId, .list("userId", required: true, max: GroupLimits.mutesPerCall, "user ids")]) { call in
+                params: [groupId, mutedUsers]) { call in
                 let id = try validGroupId(call)
                 try await core.groups.changingMutes(appId: call.app.id, groupIds: [id]) {
                     try await core.store.addGroupMuteWhitelist(appId: call.app.id, groupId: id, userIds: call.list("userId"))
@@ -118,7 +120,7 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/group/user/ban/whitelist/rollback.json", tag: "group", summary: "Removes members from a group's mute whitelist.",
-                params: [groupId, .list("userId", required: true, max: GroupLimits.mutesPerCall, "user ids")]) { call in
+                params: [groupId, mutedUsers]) { call in
                 let id = call.required("groupId")
                 try await core.groups.changingMutes(appId: call.app.id, groupIds: [id]) {
                     try await core.store.removeGroupMuteWhitelist(appId: call.app.id, groupId: id, userIds: call.list("userId"))

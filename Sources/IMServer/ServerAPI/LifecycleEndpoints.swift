@@ -49,7 +49,7 @@ extension ServerAPI {
                     .integer("conversationType", required: true, "1 (private), 3 (group) or 6 (system)"),
                     .string("fromUserId", required: true, "the user whose history is cleared"),
                     .string("targetId", required: true, "the conversation: the other user, the group or the system account"),
-                    .integer("msgTimestamp", "remove messages sent at or before this time (ms); absent or 0: all"),
+                    .time("msgTimestamp", "remove messages sent at or before this time (ms); absent or 0: all"),
                 ]
             ) { call in
                 let raw = try call.int("conversationType") ?? 0
@@ -93,7 +93,9 @@ extension ServerAPI {
         guard let entries = try await core.store.expansion(appId: call.app.id, uid: call.required("msgUID")) else {
             throw APIError.badParameter("no message \(call.required("msgUID"))")
         }
-        let keys = entries.keys.sorted().dropFirst((page - 1) * Self.expansionQueryPage).prefix(Self.expansionQueryPage)
+        // A page past the end is empty (a message holds at most 300 keys); the product cannot overflow.
+        let skipped = (page - 1).multipliedReportingOverflow(by: Self.expansionQueryPage)
+        let keys = entries.keys.sorted().dropFirst(skipped.overflow ? Int.max : skipped.partialValue).prefix(Self.expansionQueryPage)
         var content: [String: any Sendable] = [:]
         for key in keys {
             content[key] = ["v": entries[key]!.value, "ts": entries[key]!.time] as [String: any Sendable]

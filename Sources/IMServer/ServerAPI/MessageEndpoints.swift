@@ -8,7 +8,7 @@ import IMCore
 extension ServerAPI {
     static let publishFlags: [APIParam] = [
         .string("pushContent", "push notification text"),
-        .string("pushData", "push payload for the app"),
+        .string("pushData", maxLength: MessageFieldLimits.maxPushDataBytes, "push payload for the app"),
         .string("count", "iOS badge"),
         .boolean("verifyBlacklist", "skip recipients who blacklisted the sender (default 0)"),
         .boolean("isPersisted", "stored in cloud history (default 1)"),
@@ -78,7 +78,7 @@ extension ServerAPI {
                     .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type"),
                     .json("content", required: true, "the message content, a JSON object up to 128 KB"),
                     .string("pushContent", "push notification text"),
-                    .string("pushData", "push payload"),
+                    .string("pushData", maxLength: MessageFieldLimits.maxPushDataBytes, "push payload"),
                     .string("os", "iOS or Android: push to that platform only"),
                     .boolean("contentAvailable", "iOS silent push flag"),
                     .json("pushExt", "push options"),
@@ -92,10 +92,10 @@ extension ServerAPI {
                 params: [
                     .string("fromUserId", required: true, "the broadcast's sender"),
                     .string("messageUID", required: true, "uid of the broadcast"),
-                    .integer("sentTime", "the broadcast's sentTime, ms"),
+                    .time("sentTime", "the broadcast's sentTime, ms"),
                     .boolean("isAdmin", "recall as an administrator"),
                     .boolean("isDelete", "delete instead of leaving a notification"),
-                    .string("extra", "extra text carried by the notification"),
+                    .string("extra", maxLength: MessageFieldLimits.maxExtraCharacters, "extra text carried by the notification"),
                     .boolean("disableUpdateLastMsg", "do not update the conversation's last message"),
                 ]) { call in
                 _ = try await core.messages.recall(
@@ -112,11 +112,11 @@ extension ServerAPI {
                     .integer("conversationType", required: true, "1 private, 3 group, 4 chatroom, 6 system, 10 ultra group"),
                     .string("targetId", required: true, "the conversation's other user, the group, the chatroom or the ultra group"),
                     .string("messageUID", required: true, "uid of the message to recall"),
-                    .integer("sentTime", "the message's sentTime, ms"),
+                    .time("sentTime", "the message's sentTime, ms"),
                     .boolean("isAdmin", "recall as an administrator (any sender)"),
                     .boolean("isDelete", "delete instead of leaving a notification"),
                     .boolean("disablePush", "no push notification"),
-                    .string("extra", "extra text carried by the notification"),
+                    .string("extra", maxLength: MessageFieldLimits.maxExtraCharacters, "extra text carried by the notification"),
                     .string("busChannel", "an ultra group message's channel (none: RCDefault)"),
                 ],
                 handler: recall),
@@ -137,8 +137,8 @@ extension ServerAPI {
                 params: [
                     .string("userId", required: true, "one user of the conversation"),
                     .string("targetId", required: true, "the other user"),
-                    .integer("startTime", required: true, "ms"),
-                    .integer("endTime", required: true, "ms"),
+                    .time("startTime", required: true, "ms"),
+                    .time("endTime", required: true, "ms"),
                     .integer("pageSize", "1 to 100 (default 50)"),
                     .boolean("includeStart", "include a message sent exactly at startTime (default true)"),
                     .string("busChannel", "channel id"),
@@ -153,7 +153,7 @@ extension ServerAPI {
             .string("fromUserId", required: true, "sender"),
             .list("toUserId", required: true, max: max, "recipients"),
             .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type"),
-            .string("content", required: true, "the content as a JSON template with {key} placeholders"),
+            .string("content", required: true, maxLength: MessageLimits.maxContentBytes, "the content as a JSON template with {key} placeholders"),
             .list("values", required: true, "one object of placeholder values per recipient"),
             .list("pushContent", "one push text template per recipient"),
             .list("pushData", "one push payload per recipient"),
@@ -171,7 +171,10 @@ extension ServerAPI {
     /// Checks a publish call's content and builds the message each recipient gets a copy of.
     func message(_ call: APICall, type: ConversationType, content: Data, status: Bool) throws -> StoredMessage {
         let sender = call.required("fromUserId")
-        guard UserID.isValid(sender) else { throw APIError.badParameter("fromUserId '\(sender)' is invalid") }
+        guard UserID.isValid(sender) else { throw APIError.badParameter("fromUserId \(TextLength.quoted(sender)) is invalid") }
+        let objectName = call.required("objectName")
+        let pushContent = call.string("pushContent") ?? "", pushData = call.string("pushData") ?? ""
+        try MessageFieldLimits.check(objectName: objectName, pushContent: pushContent, pushData: pushData, code: .apiParameterTooLong)
         guard content.count <= MessageLimits.maxContentBytes else {
             throw APIError.badParameter("content is \(content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes)")
         }
@@ -188,14 +191,17 @@ extension ServerAPI {
         var expansion: [String: String] = [:]
         if let extra = call.string("extraContent"), let object = try? JSONSerialization.jsonObject(with: Data(extra.utf8)) as? [String: Any] {
             for (key, value) in object { expansion[key] = (value as? String) ?? "\(value)" }
+            // The message's first extensions: the limits of any extension (keys, values, 300 in all).
+            try ExpansionLimits.check(set: expansion, remove: [], perCall: ExpansionLimits.keysPerMessage)
         }
         return StoredMessage(
             appId: call.app.id, conversationType: type, conversationKey: "", targetId: "", senderId: sender,
-            objectName: call.required("objectName"), content: content, flags: flags,
-            pushContent: call.string("pushContent") ?? "", pushData: call.string("pushData") ?? "",
+            objectName: objectName, content: content, flags: flags,
+            pushContent: pushContent, pushData: pushData,
             disableNotification: try call.bool("disablePush") ?? false,
             canIncludeExpansion: try call.bool("expansion") ?? !expansion.isEmpty, expansion: expansion,
-            channelId: call.string("busChannel") ?? "", includeSender: try call.bool("isIncludeSender") ?? false)
+            // A channel is an ultra group's; the ultra group endpoints check and set it themselves.
+            channelId: type == .ultraGroup ? (call.string("busChannel") ?? "") : "", includeSender: try call.bool("isIncludeSender") ?? false)
     }
 
     /// The rate rules a publish of `count` messages is charged against.
@@ -248,6 +254,15 @@ extension ServerAPI {
             templates.enumerated().map { index, text in fill(text, index < values.count ? values[index] : [:]) }
         }
         let pushData = (object["pushData"] as? [Any])?.map { ($0 as? String) ?? "" }
+        for list in [pushContents, pushData].compactMap({ $0 }) where list.count > recipients.count {
+            throw APIError.badParameter("pushContent and pushData list at most one entry per toUserId (\(recipients.count)), got \(list.count)")
+        }
+        for (index, text) in (pushContents ?? []).enumerated() where TextLength.bytes(text) > MessageFieldLimits.maxPushContentBytes {
+            throw APIError(.apiParameterTooLong, .badRequest, "pushContent[\(index)] is \(TextLength.bytes(text)) bytes once filled in; at most \(MessageFieldLimits.maxPushContentBytes) are allowed")
+        }
+        for (index, text) in (pushData ?? []).enumerated() where TextLength.bytes(text) > MessageFieldLimits.maxPushDataBytes {
+            throw APIError(.apiParameterTooLong, .badRequest, "pushData[\(index)] is \(TextLength.bytes(text)) bytes; at most \(MessageFieldLimits.maxPushDataBytes) are allowed")
+        }
         // Every filled-in content is checked (JSON object, 128 KB) before anything is sent.
         let checked = try contents.map { try self.message(call, type: type, content: $0, status: false) }
         guard let message = checked.first else { throw APIError.badParameter("toUserId is required") }

@@ -92,8 +92,9 @@ extension ServerAPI {
     }
 
     private func addWords(_ call: APICall, _ words: [SensitiveWord]) async throws -> [String: any Sendable] {
-        for word in words where word.word.count > ModerationLimits.maxWordLength || (word.replacement?.count ?? 0) > ModerationLimits.maxWordLength {
-            throw APIError(.apiParameterTooLong, .badRequest, "'\(word.word)' or its replacement is longer than \(ModerationLimits.maxWordLength) characters")
+        for word in words where TextLength.characters(word.word) > ModerationLimits.maxWordLength
+            || TextLength.characters(word.replacement ?? "") > ModerationLimits.maxWordLength {
+            throw APIError(.apiParameterTooLong, .badRequest, "\(TextLength.quoted(word.word)) or its replacement is longer than \(ModerationLimits.maxWordLength) characters")
         }
         try await core.store.addSensitiveWords(appId: call.app.id, words: words, limit: core.config.maxSensitiveWords, now: core.clock.nowMilliseconds())
         core.sensitiveWords.changed(appId: call.app.id)

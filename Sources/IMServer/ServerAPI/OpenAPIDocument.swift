@@ -4,6 +4,18 @@ import Foundation
 /// same ones the dispatcher checks calls against). Served at `/openapi.json`; a copy is kept in
 /// docs/openapi.json and a test keeps the two equal.
 enum OpenAPIDocument {
+    /// What any endpoint may answer besides success: HTTP status, with RongCloud's code.
+    static let commonFailures: [Int: String] = [
+        400: "bad parameter (1002) or parameter too long (1005)",
+        401: "unknown App-Key or wrong signature (1004)",
+        404: "unknown path (404)",
+        408: "the request's body did not arrive within httpRequestTimeoutSeconds (1003); the connection is closed",
+        413: "the request body is larger than 2 MB (1005)",
+        429: "rate limit exceeded (1008)",
+        500: "internal error, retry (1000)",
+        503: "too many connections from the caller's address (1008, maxConnectionsPerAddress); the connection is closed",
+    ]
+
     static func json(for endpoints: [APIEndpoint]) -> Data {
         var paths: [String: Any] = [:]
         for endpoint in endpoints {
@@ -32,21 +44,20 @@ enum OpenAPIDocument {
                 if let items = field.items { schema["items"] = ["type": items] }
                 responseProperties[field.name] = schema
             }
+            var responses: [String: Any] = [
+                "200": ["description": "success", "content": ["application/json": ["schema": [
+                    "type": "object", "required": ["code"], "properties": responseProperties,
+                ]]]],
+            ]
+            for (status, description) in commonFailures.merging(endpoint.failures, uniquingKeysWith: { _, own in own }) {
+                responses[String(status)] = ref(description)
+            }
             paths[endpoint.path] = ["post": [
                 "tags": [endpoint.tag],
                 "summary": endpoint.summary,
                 "operationId": endpoint.path.dropFirst().replacingOccurrences(of: ".json", with: "").replacingOccurrences(of: "/", with: "_"),
                 "requestBody": ["required": true, "content": [mediaType: ["schema": body]]],
-                "responses": [
-                    "200": ["description": "success", "content": ["application/json": ["schema": [
-                        "type": "object", "required": ["code"], "properties": responseProperties,
-                    ]]]],
-                    "400": ref("bad parameter (1002) or parameter too long (1005)"),
-                    "401": ref("unknown App-Key or wrong signature (1004)"),
-                    "404": ref("unknown path (404)"),
-                    "429": ref("rate limit exceeded (1008)"),
-                    "500": ref("internal error, retry (1000)"),
-                ],
+                "responses": responses,
             ]]
         }
         let document: [String: Any] = [

@@ -34,6 +34,7 @@ extension ServerAPI {
                     APIField("messageUID", "string", "with is_to_all: the broadcast's uid"),
                     APIField("messageUIDs", "array", items: "object", "for tags and user ids: {userId, messageUID} per recipient"),
                 ],
+                failures: [430: "a push-only call (no `message`): this server has no push service yet (1009)"],
                 handler: push),
         ]
     }
@@ -101,11 +102,11 @@ extension ServerAPI {
         guard let sender = (object["fromuserid"] ?? object["fromUserId"]) as? String, !sender.isEmpty else {
             throw APIError.badParameter("fromuserid is required with message: the system account that sends it")
         }
-        guard UserID.isValid(sender) else { throw APIError.badParameter("fromuserid '\(sender)' is invalid") }
+        guard UserID.isValid(sender) else { throw APIError.badParameter("fromuserid \(TextLength.quoted(sender)) is invalid") }
         guard let objectName = message["objectName"] as? String, !objectName.isEmpty else {
             throw APIError.badParameter("message.objectName is required, e.g. RC:TxtMsg")
         }
-        guard objectName.count <= MessageLimits.maxObjectNameLength else {
+        guard MessageFieldLimits.isValidObjectName(objectName) else {
             throw APIError(.apiParameterTooLong, .badRequest, "message.objectName is longer than \(MessageLimits.maxObjectNameLength) characters")
         }
         guard !MessageService.serverOnlyObjectNames.contains(objectName) else {
@@ -125,6 +126,9 @@ extension ServerAPI {
         }
         _ = try Self.flag(message["disableUpdateLastMsg"], "message.disableUpdateLastMsg")
         let alert = Self.object(object["notification"])?["alert"] as? String
+        if let alert, TextLength.bytes(alert) > MessageFieldLimits.maxPushContentBytes {
+            throw APIError(.apiParameterTooLong, .badRequest, "notification.alert is \(TextLength.bytes(alert)) bytes; at most \(MessageFieldLimits.maxPushContentBytes) are allowed")
+        }
         return StoredMessage(
             appId: call.app.id, conversationType: .system, conversationKey: "", targetId: "", senderId: sender,
             objectName: objectName, content: content, flags: [.isPersisted, .isCounted], pushContent: alert ?? "",

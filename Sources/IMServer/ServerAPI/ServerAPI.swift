@@ -86,8 +86,9 @@ struct ServerAPI: Sendable {
         }
         let window = core.config.apiTimestampWindowSeconds
         if window > 0 {
-            guard let value = Int64(timestamp) else {
-                throw APIError(.apiSignatureFailed, .unauthorized, "Timestamp must be a number")
+            // Seconds or milliseconds since 1970, up to the year 9999, so no arithmetic below can overflow.
+            guard let value = Int64(timestamp), (1...APIParameters.maxIntegerMagnitude).contains(value) else {
+                throw APIError(.apiSignatureFailed, .unauthorized, "Timestamp must be the time in seconds (or milliseconds) since 1970")
             }
             let millis = value > 1_000_000_000_000 ? value : value * 1000
             guard abs(core.clock.nowMilliseconds() - millis) <= Int64(window) * 1000 else {

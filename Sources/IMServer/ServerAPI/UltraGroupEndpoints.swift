@@ -361,7 +361,7 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/ultragroup/hismsg/query.json", tag: "ultragroup",
                 summary: "A channel's history between two times at most 14 days apart (within the history retention), oldest first, optionally from one sender.",
-                params: [groupId, channel, .integer("startTime", required: true, "ms"), .integer("endTime", required: true, "ms, after startTime"),
+                params: [groupId, channel, .time("startTime", required: true, "ms"), .time("endTime", required: true, "ms, after startTime"),
                          .string("fromUserId", "only this sender's messages"), .integer("pageSize", "1 to \(UltraGroupLimits.maxHistoryCount) (default 50)")],
                 response: Self.ultraGroupHistoryResponse) { call in
                 let (roster, found) = try await existingChannel(call)

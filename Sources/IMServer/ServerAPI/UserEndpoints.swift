@@ -44,7 +44,7 @@ extension ServerAPI {
                 summary: "Revokes the users' tokens issued before `time`; their next connect gets 31004.",
                 params: [
                     .list("userId", required: true, max: 20, "user ids"),
-                    .integer("time", required: true, "ms since the epoch; tokens issued before it stop working"),
+                    .time("time", required: true, "ms since the epoch; tokens issued before it stop working"),
                 ],
                 handler: expireTokens),
             APIEndpoint(
