@@ -125,8 +125,17 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
         var buffer = context.channel.allocator.buffer(capacity: body.count + 160)
         buffer.writeString("HTTP/1.1 \(status)\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\nContent-Length: \(body.count)\r\n\r\n")
         buffer.writeBytes(body)
-        context.writeAndFlush(NIOAny(buffer)).whenComplete { _ in context.close(promise: nil) }
+        context.writeAndFlush(NIOAny(buffer)).whenComplete { _ in closeAfterAnswer(context) }
     }
+}
+
+/// Ends a connection the server has answered without reading all the client sent: the write side
+/// first (the answer is followed by a FIN), the rest a second later. Closing at once would make the
+/// kernel answer the unread bytes with a reset, which can discard the answer at the client.
+func closeAfterAnswer(_ context: ChannelHandlerContext) {
+    context.close(mode: .output, promise: nil)
+    let loop = context.eventLoop.assumeIsolated()
+    loop.scheduleTask(in: .seconds(1)) { context.close(promise: nil) }
 }
 
 /// Bounds the time a request may take to arrive: from its head to the end of its body, at most
@@ -193,7 +202,7 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
         ])
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: body))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in closeAfterAnswer(context) }
     }
 }
 

@@ -41,6 +41,43 @@ struct ServerConfigTests {
         }
     }
 
+    @Test("settings that feed time arithmetic are bounded, so no value can overflow it; resource limits say what is allowed")
+    func boundedSettings() throws {
+        let tooLarge: [(String, (inout ServerConfig) -> Void)] = [
+            ("heartbeatIntervalSeconds", { $0.heartbeatIntervalSeconds = Int.max }),
+            ("heartbeatIntervalSeconds", { $0.heartbeatIntervalSeconds = 2_147_484 }),
+            ("handshakeTimeoutSeconds", { $0.handshakeTimeoutSeconds = Int.max }),
+            ("handshakeTimeoutSeconds", { $0.handshakeTimeoutSeconds = 0 }),
+            ("apiTimestampWindowSeconds", { $0.apiTimestampWindowSeconds = Int.max }),
+            ("recallWindowSeconds", { $0.recallWindowSeconds = Int.max }),
+            ("chatroomHistoryRetentionDays", { $0.chatroomHistoryRetentionDays = 106_751_991_168 }),
+            ("ultraGroupHistoryRetentionDays", { $0.ultraGroupHistoryRetentionDays = Int.max }),
+            ("maxQueuedBytesPerConnection", { $0.maxQueuedBytesPerConnection = 1024 }),
+            ("maxConnectionsPerAddress", { $0.maxConnectionsPerAddress = -1 }),
+            ("httpIdleTimeoutSeconds", { $0.httpIdleTimeoutSeconds = 0 }),
+            ("httpRequestTimeoutSeconds", { $0.httpRequestTimeoutSeconds = Int.max }),
+            ("closeTimeoutSeconds", { $0.closeTimeoutSeconds = -1 }),
+            ("chatroomJoinsPerSecond", { $0.chatroomJoinsPerSecond = 0 }),
+            ("chatroomMaxRooms", { $0.chatroomMaxRooms = -1 }),
+        ]
+        for (name, change) in tooLarge {
+            var config = ServerConfig()
+            change(&config)
+            do {
+                try config.validate()
+                Issue.record("\(name) out of range was accepted")
+            } catch let error as IMError {
+                #expect(error.message.contains(name), "\(error.message)")
+            }
+        }
+        var config = ServerConfig()
+        try config.apply(environment: ["IMSERVER_MAX_CONNECTIONS_PER_ADDRESS": "0", "IMSERVER_CHATROOM_MAX_ROOMS": "10",
+                                       "IMSERVER_HTTP_IDLE_TIMEOUT_SECONDS": "5", "IMSERVER_MAX_QUEUED_BYTES_PER_CONNECTION": "16777216"])
+        #expect(config.maxConnectionsPerAddress == 0 && config.chatroomMaxRooms == 10 && config.httpIdleTimeoutSeconds == 5)
+        #expect(config.maxQueuedBytesPerConnection == 16_777_216)
+        try config.validate()
+    }
+
     @Test("the generated development app is kept across restarts; fixed credentials replace its secret")
     func developmentAppPersists() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-config-\(UUID().uuidString)")

@@ -138,17 +138,20 @@ extension APIParam {
             if let limit, list.count > limit {
                 throw APIError(.apiParameterTooLong, .badRequest, "\(name) lists more than \(limit) entries; split the call")
             }
-            for entry in list where TextLength.characters(entry) > Self.defaultMaxCharacters {
-                throw APIError(.apiParameterTooLong, .badRequest, "an entry of \(name) is longer than \(Self.defaultMaxCharacters) characters")
-            }
             if format == .id, let bad = list.first(where: { !UserID.isValid($0) }) {
                 throw APIError.badParameter("\(name) entry \(TextLength.quoted(bad)) is not a valid id: use 1 to 64 bytes of letters, digits and + = - _ |")
+            }
+            for entry in list where TextLength.characters(entry) > Self.defaultMaxCharacters {
+                throw APIError(.apiParameterTooLong, .badRequest, "an entry of \(name) is longer than \(Self.defaultMaxCharacters) characters")
             }
             return
         }
         let present = parameters.string(name) != nil
         if required && !present {
             throw APIError.badParameter("\(name) is required: \(summary)")
+        }
+        if format == .id, let bad = (parameters.values[name] ?? []).first(where: { !$0.isEmpty && !UserID.isValid($0) }) {
+            throw APIError.badParameter("\(name) \(TextLength.quoted(bad)) is not a valid id: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         if kind == .string || kind == .integer || kind == .boolean {
             let most = kind == .string ? (limit ?? Self.defaultMaxCharacters) : Self.defaultMaxCharacters
@@ -159,9 +162,7 @@ extension APIParam {
         guard present else { return }
         switch kind {
         case .string:
-            if format == .id, let value = parameters.string(name), !UserID.isValid(value) {
-                throw APIError.badParameter("\(name) \(TextLength.quoted(value)) is not a valid id: use 1 to 64 bytes of letters, digits and + = - _ |")
-            }
+            break
         case .integer:
             if let value = try parameters.int(name), let range, !range.contains(value) {
                 throw APIError.badParameter("\(name) must be between \(range.lowerBound) and \(range.upperBound), got \(value)")

@@ -1,0 +1,131 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+import IMCore
+import IMWire
+
+/// A plain TCP connection to the test server, for the tests that play a misbehaving peer: one that
+/// sends half a request, never answers a close, or never reads. Blocking reads, each bounded by a
+/// timeout, run on dispatch threads: blocking the cooperative pool would starve the in-process
+/// server that runs on it.
+final class RawSocket: @unchecked Sendable {
+    // @unchecked: the descriptor is used by one test task at a time; `close` is idempotent.
+    private var fd: Int32
+
+    /// Connects to `port` on 127.0.0.1; `receiveBuffer` shrinks the socket's receive buffer (a peer
+    /// that never reads then fills up quickly).
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw IMError(.socketDisconnected, "socket() failed") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            Glibc.close(fd)
+            throw IMError(.socketDisconnected, "connect() failed: \(errno)")
+        }
+    }
+
+    deinit { close() }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd); fd = -1 }
+    }
+
+    func send(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let result = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard result > 0 else { throw IMError(.socketDisconnected, "send() failed: \(errno)") }
+            sent += result
+        }
+    }
+
+    func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    /// What the peer sent within `timeout`: bytes, or nil once the server has closed the connection.
+    /// Returns an empty array when nothing arrived in time.
+    func receive(timeout: Duration) async -> [UInt8]? {
+        let fd = self.fd
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let millis = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+                guard poll(&poller, 1, max(millis, 1)) > 0 else { return continuation.resume(returning: []) }
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                continuation.resume(returning: count > 0 ? Array(buffer[..<count]) : nil)
+            }
+        }
+    }
+
+    /// Reads until the server closes the connection; returns everything it sent, or nil if the
+    /// connection was still open after `timeout`.
+    func readUntilClosed(timeout: Duration) async -> [UInt8]? {
+        let deadline = ContinuousClock.now + timeout
+        var all: [UInt8] = []
+        while ContinuousClock.now < deadline {
+            guard let bytes = await receive(timeout: deadline - .now) else { return all }
+            all += bytes
+        }
+        return nil
+    }
+
+    /// Reads until `marker` has arrived (or the time is up); returns what was read.
+    func read(until marker: String, timeout: Duration) async -> String {
+        let deadline = ContinuousClock.now + timeout
+        var all: [UInt8] = []
+        while ContinuousClock.now < deadline, !String(decoding: all, as: UTF8.self).contains(marker) {
+            guard let bytes = await receive(timeout: deadline - .now) else { break }
+            all += bytes
+        }
+        return String(decoding: all, as: UTF8.self)
+    }
+
+    // MARK: WebSocket
+
+    /// Upgrades to a WebSocket on /ws; returns the server's answer head.
+    @discardableResult
+    func upgradeToWebSocket() async throws -> String {
+        try send("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                 + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+        let head = await read(until: "\r\n\r\n", timeout: .seconds(10))
+        guard head.hasPrefix("HTTP/1.1 101") else { throw IMError(.socketDisconnected, "no WebSocket upgrade: \(head.prefix(200))") }
+        return head
+    }
+
+    /// Sends one masked binary WebSocket message (RFC 6455 §5.2) carrying `payload`.
+    func sendFrame(_ payload: [UInt8]) throws {
+        var frame: [UInt8] = [0x82]
+        switch payload.count {
+        case ..<126: frame.append(0x80 | UInt8(payload.count))
+        case ..<65_536: frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default:
+            frame.append(0x80 | 127)
+            for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((UInt64(payload.count) >> UInt64(shift)) & 0xFF)) }
+        }
+        let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+        frame += mask
+        frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        try send(frame)
+    }
+
+    /// Sends CONNECT for `token` (the reply is left unread).
+    func sendConnect(appKey: String, token: String) throws {
+        var connect = Im_ConnectRequest()
+        connect.appKey = appKey
+        connect.token = token
+        connect.platform = .linux
+        try sendFrame(try FrameCodec.request(id: 1, op: .connect, connect))
+    }
+}
