@@ -25,9 +25,11 @@ public enum ChatroomLimits {
     public static let defaultHistoryRetentionDays = 60
     /// Chatroom messages per second through the Server API (E).
     public static let serverMessagesPerSecond = 100
+    /// A chatroom's name (RongCloud names no figure; a group name's 128 characters).
+    public static let maxNameCharacters = 128
     /// Joins per second from one client connection: a join may create a room, so joining is not
     /// free (RongCloud names no figure; 20607 is its code for calls that come too often).
-    public static let defaultJoinsPerSecond = 5
+    public static let defaultJoinsPerSecond = 10
     /// Rooms one app may have at once. RongCloud sets no limit ("App Key 下可创建的聊天室数量没有限制");
     /// this bound keeps memory finite (an empty room costs about a kilobyte) and is a setting.
     public static let defaultMaxRoomsPerApp = 100_000
@@ -52,7 +54,7 @@ public enum ChatroomEntryLimits {
     /// one is wrong.
     public static func check(key: String, value: String? = nil, extra: String? = nil) throws {
         guard isValidKey(key) else {
-            throw IMError(.chatroomParameterInvalid, "chatroom attribute key '\(key.prefix(140))' is invalid: use 1 to \(maxKeyLength) characters of A-Z, a-z, 0-9 and + = - _")
+            throw IMError(.chatroomParameterInvalid, "chatroom attribute key \(TextLength.quoted(key)) is invalid: use 1 to \(maxKeyLength) characters of A-Z, a-z, 0-9 and + = - _")
         }
         if let value, TextLength.characters(value) > maxValueLength {
             throw IMError(.chatroomParameterInvalid, "the value of chatroom attribute '\(key)' has \(TextLength.characters(value)) characters; at most \(maxValueLength) are allowed")

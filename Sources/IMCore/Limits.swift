@@ -46,6 +46,8 @@ public enum UserID {
 public enum GroupLimits {
     /// "默认一个群上限为 3000 人，可调整" (3000 members per group by default, adjustable).
     public static let defaultMaxMembers = 3000
+    /// A group's name: 128 characters (RongCloud's older documents; newer ones say 64).
+    public static let maxNameCharacters = 128
     /// Users per join/quit/create call (spec/server-api.md §6.3).
     public static let usersPerCall = 1000
     /// Users and groups per mute call (spec/server-api.md §6.3).
@@ -164,10 +166,15 @@ public enum ConnectLimits {
 /// Limits on one connection and on the connections of one source address (the server's own
 /// choices: RongCloud's documents give none).
 public enum ConnectionLimits {
-    /// Bytes waiting for a slow connection before it is closed, and bytes held for a client while it
-    /// syncs: two 4 MB frames.
+    /// Bytes waiting for a slow connection before it is closed: two 4 MB frames.
     public static let defaultMaxQueuedBytes = 8 * 1024 * 1024
-    public static let queuedBytesRange = (4 * 1024 * 1024 + 64 * 1024)...(1024 * 1024 * 1024)
+    public static let queuedBytesRange = (8 * 1024 * 1024)...(1024 * 1024 * 1024)
+
+    /// Bytes held for a client while it syncs, for a queue bound of `queue`: half of it less one
+    /// page, so the last sync page and everything held, released together, still fit the queue.
+    public static func heldBytes(forQueue queue: Int) -> Int {
+        queue / 2 - MessageLimits.frameBudgetBytes
+    }
     /// Connections from one address: room for a large office or carrier NAT, far below the
     /// process's file limit.
     public static let defaultMaxConnectionsPerAddress = 1000

@@ -98,7 +98,9 @@ extension IMClient {
         let connection = try connected()
         let store = try openStore()
         var request = Im_UltraGroupSummaryRequest()
-        request.modifiedSince = Int64(try store.meta("ultra_modified_since"))
+        let cursor = try store.ultraModifiedCursor()
+        request.modifiedSince = cursor.time
+        request.modifiedAfterSeq = cursor.seq
         var summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
             .body(Im_UltraGroupSummary.self)
         var fetched = 0
@@ -119,13 +121,15 @@ extension IMClient {
         var modified = applyModified(summary.modified)
         // Modifications come oldest first, a page at a time.
         while summary.moreModified {
-            try store.raise("ultra_modified_since", to: UInt64(max(summary.serverTime, 0)))
+            try store.advanceUltraModifiedCursor(time: summary.serverTime, seq: summary.modifiedThroughSeq)
             request.modifiedSince = summary.serverTime
+            request.modifiedAfterSeq = summary.modifiedThroughSeq
+            request.modifiedOnly = true
             summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
                 .body(Im_UltraGroupSummary.self)
             modified += applyModified(summary.modified)
         }
-        try store.raise("ultra_modified_since", to: UInt64(max(summary.serverTime, 0)))
+        try store.advanceUltraModifiedCursor(time: summary.serverTime, seq: summary.modifiedThroughSeq)
         let result = UltraGroupSyncResult(channels: summary.channels.count, fetched: fetched, modified: modified)
         ultraGroupSyncEvents.yield(result)
         return result

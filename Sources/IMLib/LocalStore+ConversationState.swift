@@ -121,7 +121,7 @@ extension LocalStore {
                 ON CONFLICT(tag_id) DO UPDATE SET name = excluded.name, created_at = excluded.created_at,
                     removed = excluded.removed, version = excluded.version
                 WHERE excluded.version > conversation_tags.version
-                """, arguments: [tag.tagID, tag.name, tag.createdAt, tag.removed, Int64(tag.version)])
+                """, arguments: [tag.tagID, tag.name, tag.createdAt, tag.removed, Int64(clamping: tag.version)])
             guard db.changesCount > 0 else { continue }
             changes.append(tag.removed ? .tagRemoved(tagId: tag.tagID) : .tag(tagId: tag.tagID, name: tag.name))
         }
@@ -134,7 +134,7 @@ extension LocalStore {
                     linked_at = excluded.linked_at, removed = excluded.removed, version = excluded.version
                 WHERE excluded.version > conversation_tag_links.version
                 """, arguments: [link.tagID, conversation.type.rawValue, conversation.targetId, conversation.channelId,
-                                 link.isTop, link.linkedAt, link.removed, Int64(link.version)])
+                                 link.isTop, link.linkedAt, link.removed, Int64(clamping: link.version)])
             guard db.changesCount > 0 else { continue }
             changes.append(link.removed ? .conversationUntagged(tagId: link.tagID, conversation)
                                         : .conversationTagged(tagId: link.tagID, conversation, isTopInTag: link.isTop))
@@ -149,14 +149,14 @@ extension LocalStore {
             SELECT notification_level, is_top, version FROM conversation_state WHERE conv_type = ? AND target_id = ? AND channel_id = ?
             """, arguments: key)
         let oldVersion: Int64 = old?["version"] ?? 0
-        guard Int64(setting.version) > oldVersion else { return [] }
+        guard Int64(clamping: setting.version) > oldVersion else { return [] }
         let oldLevel: Int = old?["notification_level"] ?? 0
         let oldTop: Bool = old?["is_top"] ?? false
         let level = PushNotificationLevel(rawValue: Int(setting.notificationLevel)) ?? .default
         try db.execute(sql: """
             INSERT OR REPLACE INTO conversation_state (conv_type, target_id, channel_id, notification_level, is_top, version)
             VALUES (?, ?, ?, ?, ?, ?)
-            """, arguments: key + [level.rawValue, setting.isTop, Int64(setting.version)])
+            """, arguments: key + [level.rawValue, setting.isTop, Int64(clamping: setting.version)])
         var changes: [ConversationStateChange] = []
         if oldLevel != level.rawValue { changes.append(.notificationLevel(conversation, level)) }
         guard !conversation.targetId.isEmpty else { return changes }

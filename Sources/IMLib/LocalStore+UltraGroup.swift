@@ -18,6 +18,27 @@ extension LocalStore {
         try raise("ultra_through|\(groupId)|\(channelId)", to: UInt64(max(time, 1)))
     }
 
+    /// Where this device is in the server's order of ultra group modifications: a time (ms) and a
+    /// seq inside that millisecond (0: all of it).
+    func ultraModifiedCursor() throws -> (time: Int64, seq: UInt64) {
+        (Int64(clamping: try meta("ultra_modified_since")), try meta("ultra_modified_seq"))
+    }
+
+    /// Moves the modification cursor forward (never back); seq 0 stands after every seq of its millisecond.
+    func advanceUltraModifiedCursor(time: Int64, seq: UInt64) throws {
+        try pool.write { db in
+            let held: (Int64, UInt64) = (
+                try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'ultra_modified_since'").flatMap(Int64.init) ?? 0,
+                try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'ultra_modified_seq'").flatMap(UInt64.init) ?? 0)
+            func rank(_ seq: UInt64) -> UInt64 { seq == 0 ? UInt64.max : seq }
+            guard (time, rank(seq)) > (held.0, rank(held.1)) else { return }
+            for (key, value) in [("ultra_modified_since", String(max(time, 0))), ("ultra_modified_seq", String(seq))] {
+                try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                               arguments: [key, value])
+            }
+        }
+    }
+
     /// Raises a value in `meta` (never lowers it).
     func raise(_ key: String, to value: UInt64) throws {
         try pool.write { db in try Self.raise(key, to: value, db) }

@@ -91,13 +91,10 @@ public final class ChatroomService: Sendable {
     func join(_ request: Im_JoinChatroomRequest, frame: Im_Frame, from session: ClientSession) async throws {
         let roomId = request.roomID
         guard ChatroomID.isValid(roomId) else {
-            throw IMError(.chatroomParameterInvalid, "chatroom id '\(roomId.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(roomId)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         guard let count = chatroomJoinHistoryCount(Int(request.messageCount)) else {
             throw IMError(.chatroomParameterInvalid, "messageCount must be -1 (no history), 0 (the default, 10) or 1 to 50; got \(request.messageCount)")
-        }
-        guard session.admitChatroomJoin(now: clock.nowMilliseconds(), perSecond: config.chatroomJoinsPerSecond) else {
-            throw IMError(.callFrequencyExceeded, "more than \(config.chatroomJoinsPerSecond) chatroom joins per second from this client: wait a second before joining again")
         }
         try await loadSettings(appId: session.appId)
         let key = ChatroomRoom.Key(appId: session.appId, roomId: roomId)
@@ -110,6 +107,12 @@ public final class ChatroomService: Sendable {
                 throw IMError(.bannedFromChatroom, "user \(session.userId) is banned from chatroom \(roomId) until \(until) (ms): the app's server can lift it with /chatroom/user/block/rollback.json")
             }
             let existing = state.rooms[key]
+            // Joins are limited per connection; a client's automatic rejoin of a room that still
+            // exists (after a reconnect, every room at once) is not charged.
+            if existing == nil || !request.rejoin,
+               !session.admitChatroomJoin(now: now, perSecond: config.chatroomJoinsPerSecond) {
+                throw IMError(.callFrequencyExceeded, "more than \(config.chatroomJoinsPerSecond) chatroom joins per second from this client: wait a second before joining again")
+            }
             if existing == nil && request.mustExist {
                 throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist: use joinChatRoom to create it, or create it through the Server API")
             }
@@ -432,7 +435,8 @@ public final class ChatroomService: Sendable {
         try checkMember(session, roomId: request.roomID)
         let minTime = clock.nowMilliseconds() - Int64(config.chatroomHistoryRetentionDays) * 86_400_000
         let page = try await store.chatroomHistory(appId: session.appId, roomId: request.roomID, recordTime: request.recordTime,
-                                                   count: Int(request.count), ascending: request.ascending, minSentTime: minTime)
+                                                   count: Int(request.count), ascending: request.ascending, minSentTime: minTime,
+                                                   maxBytes: Self.frameBudgetBytes)
         // A page of large messages is cut to the frame budget; syncTime then continues after the cut.
         var bytes = 0
         let messages = Array(page.prefix { message in

@@ -16,7 +16,7 @@ public protocol ChatroomStore: Sendable {
     /// A page of a room's history: messages sent before (descending) or after (ascending) `recordTime`.
     /// Messages sent before `minSentTime` (out of retention) are left out.
     func chatroomHistory(appId: Int64, roomId: String, recordTime: Int64, count: Int, ascending: Bool,
-                         minSentTime: Int64) async throws -> [StoredMessage]
+                         minSentTime: Int64, maxBytes: Int) async throws -> [StoredMessage]
     /// A message of the room history by uid.
     func chatroomMessage(appId: Int64, uid: String) async throws -> StoredMessage?
     /// Replaces a history message's content (recall).

@@ -178,6 +178,8 @@ public final class ClientSession: Sendable {
     func close() {
         outbound.finish()
         state.withLock { state in
+            // Nothing more is held: what arrives now goes to the finished queue, which drops it.
+            state.syncing = false
             state.held = []
             state.heldBytes = 0
         }

@@ -40,6 +40,21 @@ final class AddressConnections: Sendable {
 
     /// Connections open from `address` (for tests and the console).
     func count(_ address: String) -> Int { counts.withLock { $0[address, default: 0] } }
+
+    /// What connections are counted under: the IPv4 address, or the /64 network of an IPv6 one
+    /// (one IPv6 host commonly holds a whole /64, so its single addresses would be no limit).
+    static func key(of address: SocketAddress?) -> String {
+        guard let address else { return "unknown" }
+        if case .v6(let v6) = address {
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            // An IPv4-mapped address (::ffff:a.b.c.d) is its IPv4 address.
+            if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+                return bytes[12..<16].map(String.init).joined(separator: ".")
+            }
+            return bytes[0..<8].map { String(format: "%02x", $0) }.joined() + "::/64"
+        }
+        return address.ipAddress ?? "unknown"
+    }
 }
 
 /// The first handler of every accepted connection, before any HTTP parsing:
@@ -62,6 +77,8 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
     private var deadline: Scheduled<Void>?
     /// The gateway took the connection over (a WebSocket session).
     private var webSocket = false
+    /// Refused (past its address's limit): nothing it sends is read any more.
+    private var refused = false
 
     init(addresses: AddressConnections, firstRequestTimeout: TimeAmount) {
         self.addresses = addresses
@@ -79,10 +96,11 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
 
     private func start(_ context: ChannelHandlerContext) {
         guard address == nil, deadline == nil else { return }
-        let remote = context.channel.remoteAddress?.ipAddress ?? "unknown"
+        let remote = AddressConnections.key(of: context.channel.remoteAddress)
         guard addresses.open(remote) else {
+            refused = true
             Self.refuse(context, status: "503 Service Unavailable", code: .apiRateLimited,
-                        message: "too many connections from \(remote): close some before opening more")
+                        message: "too many connections from \(AddressConnections.key(of: context.channel.remoteAddress)): close some before opening more")
             return
         }
         address = remote
@@ -98,6 +116,12 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
     /// The gateway has the connection (a WebSocket upgrade happened): its own timeouts apply.
     func enteredWebSocket() {
         webSocket = true
+    }
+
+    /// A refused connection's requests are never parsed, so none of them runs.
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refused else { return }
+        context.fireChannelRead(data)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -151,12 +175,15 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
     private let timeout: TimeAmount
     private var deadline: Scheduled<Void>?
     private var responded = false
+    /// The request ran out of time: the rest of it is never read, so its handler never runs.
+    private var expired = false
 
     init(timeout: TimeAmount) {
         self.timeout = timeout
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !expired else { return }
         switch unwrapInboundIn(data) {
         case .head:
             responded = false
@@ -187,6 +214,7 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
     }
 
     private func expire(_ context: ChannelHandlerContext, after timeout: TimeAmount) {
+        expired = true
         guard !responded else {
             context.close(promise: nil)
             return

@@ -35,8 +35,9 @@ struct Gateway: Sendable {
         let timeout = Task.detached { [core] in
             try await Task.sleep(for: .seconds(core.config.handshakeTimeoutSeconds))
             if handshake.expire() {
-                Self.closeSoon(channel, after: grace)
-                try? await outbound.close(.policyViolation, reason: "no CONNECT frame in time")
+                await Self.closing(channel, grace: grace) {
+                    try? await outbound.close(.policyViolation, reason: "no CONNECT frame in time")
+                }
             }
         }
         defer { timeout.cancel() }
@@ -45,8 +46,9 @@ struct Gateway: Sendable {
         guard let first = try? await messages.next(), handshake.complete() else { return }
         timeout.cancel()
         guard case .binary(let buffer) = first, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
-            Self.closeSoon(channel, after: grace)
-            try? await outbound.close(.unacceptableData, reason: "expected a binary CONNECT frame")
+            await Self.closing(channel, grace: grace) {
+                try? await outbound.close(.unacceptableData, reason: "expected a binary CONNECT frame")
+            }
             return
         }
         let session: ClientSession
@@ -57,9 +59,10 @@ struct Gateway: Sendable {
             let imError = (error as? IMError) ?? IMError(.serverUnavailable, "the server could not open the session: retry later")
             var buffer = ByteBufferAllocator().buffer(capacity: 64)
             buffer.writeBytes(FrameCodec.errorReply(to: frame, imError))
-            Self.closeSoon(channel, after: grace)
-            try? await outbound.write(.binary(buffer))
-            try? await outbound.close(.normalClosure, reason: "connect refused: \(imError.code.rawValue)")
+            await Self.closing(channel, grace: grace) {
+                try? await outbound.write(.binary(buffer))
+                try? await outbound.close(.normalClosure, reason: "connect refused: \(imError.code.rawValue)")
+            }
             return
         }
         logger.debug("session opened", metadata: ["user": "\(session.userId)", "session": "\(session.id)", "platform": "\(session.platform)"])
@@ -71,8 +74,11 @@ struct Gateway: Sendable {
         let closer = Task.detached { [core] in
             await session.outbound.finished()
             core.sessionEnded(session)
-            Self.closeSoon(channel, after: session.outbound.wasSlowReader ? .zero : grace)
-            try? await outbound.close(.normalClosure, reason: nil)
+            if session.outbound.wasSlowReader {
+                channel.close(promise: nil)
+            } else {
+                await Self.closing(channel, grace: grace) { try? await outbound.close(.normalClosure, reason: nil) }
+            }
         }
         while let message = try? await messages.next() {
             guard case .binary(let buffer) = message, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
@@ -85,6 +91,17 @@ struct Gateway: Sendable {
         await closer.value
         core.sessionEnded(session)
         logger.debug("session closed", metadata: ["user": "\(session.userId)", "session": "\(session.id)"])
+    }
+
+    /// Runs the last writes of a close the server starts, then drops the TCP connection `grace`
+    /// later unless the peer has closed it by then. The timer is armed before the writes, since a
+    /// write to a peer that reads nothing waits for ever, but never fires before the writes had
+    /// half a second.
+    static func closing(_ channel: any Channel, grace: TimeAmount, _ writes: () async -> Void) async {
+        let backstop = max(grace, .milliseconds(500))
+        closeSoon(channel, after: backstop)
+        await writes()
+        if grace < backstop { closeSoon(channel, after: grace) }
     }
 
     /// Drops the TCP connection after `delay` unless it has closed by then.
@@ -124,7 +141,7 @@ struct Gateway: Sendable {
             id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
             outbound: try await SessionOutbound.attach(to: channel, maxQueuedBytes: core.config.maxQueuedBytesPerConnection),
-            maxHeldBytes: core.config.maxQueuedBytesPerConnection)
+            maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.maxQueuedBytesPerConnection))
         let displaced = try core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block committed while this connect was being checked must not leave the user online.
         if try await core.store.userAccess(appId: app.id, userId: claims.userId).blockedUntil > core.clock.nowMilliseconds() {

@@ -238,10 +238,10 @@ public final class MessageService: Sendable {
             throw IMError(.invalidParameter, "conversation type \(type) cannot be sent to by this server yet; private (1), group (3), chatroom (4) and ultra group (10) conversations are supported")
         }
         if type == .ultraGroup, !request.channelID.isEmpty, !UltraGroupLimits.isValidChannelId(request.channelID) {
-            throw IMError(.ultraGroupParameterInvalid, "channel id '\(request.channelID.prefix(40))' is invalid: use 1 to \(UltraGroupLimits.maxChannelIdLength) letters and digits, or none for \(UltraGroupLimits.defaultChannelId)")
+            throw IMError(.ultraGroupParameterInvalid, "channel id \(TextLength.quoted(request.channelID)) is invalid: use 1 to \(UltraGroupLimits.maxChannelIdLength) letters and digits, or none for \(UltraGroupLimits.defaultChannelId)")
         }
         if type == .chatroom, !ChatroomID.isValid(request.targetID) {
-            throw IMError(.chatroomParameterInvalid, "chatroom id '\(request.targetID.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(request.targetID)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         guard UserID.isValid(request.targetID) else {
             throw IMError(.invalidParameter, "targetId \(TextLength.quoted(request.targetID)) is not a valid \(type == .group ? "group" : type == .chatroom ? "chatroom" : "user") id: use 1 to 64 bytes of letters, digits and + = - _ |")

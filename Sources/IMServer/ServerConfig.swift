@@ -27,8 +27,8 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     /// Seconds a new WebSocket connection has to send its CONNECT frame.
     public var handshakeTimeoutSeconds: Int = 10
     /// Bytes waiting to be written to one connection before it is treated as a slow reader and
-    /// closed (its queue is dropped); also the most a connection holds back for the client while it
-    /// syncs. At least one frame (4 MB) must fit.
+    /// closed (its queue is dropped); at least two 4 MB frames. A client that is syncing has held
+    /// back for it at most half of this, less one page (`ConnectionLimits.heldBytes`).
     public var maxQueuedBytesPerConnection: Int = ConnectionLimits.defaultMaxQueuedBytes
     /// Connections one source address may hold open at once (HTTP and WebSocket); 0 = no limit.
     /// Behind a reverse proxy every connection comes from the proxy: set 0 and limit at the proxy.
@@ -118,7 +118,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
             throw fail("apiTimestampWindowSeconds must be 0 (off) to 31536000 (a year), got \(apiTimestampWindowSeconds)")
         }
         guard ConnectionLimits.queuedBytesRange.contains(maxQueuedBytesPerConnection) else {
-            throw fail("maxQueuedBytesPerConnection must be \(ConnectionLimits.queuedBytesRange.lowerBound)...\(ConnectionLimits.queuedBytesRange.upperBound) (one 4 MB frame must fit), got \(maxQueuedBytesPerConnection)")
+            throw fail("maxQueuedBytesPerConnection must be \(ConnectionLimits.queuedBytesRange.lowerBound)...\(ConnectionLimits.queuedBytesRange.upperBound) (two 4 MB frames), got \(maxQueuedBytesPerConnection)")
         }
         guard (0...1_000_000).contains(maxConnectionsPerAddress) else {
             throw fail("maxConnectionsPerAddress must be 0 (no limit) to 1000000, got \(maxConnectionsPerAddress)")
@@ -226,7 +226,22 @@ public struct ServerConfig: Sendable, Codable, Equatable {
              ultraGroupHistoryRetentionDays, ultraGroupPreJoinHistory, ultraGroupPublishPerSecond
     }
 
+    /// Keys of earlier versions that no longer mean anything, with what replaced them.
+    private struct ObsoleteKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+        static let replacements = [
+            "maxQueuedFramesPerConnection": "maxQueuedBytesPerConnection (a slow reader is now measured in bytes)",
+        ]
+    }
+
     public init(from decoder: any Decoder) throws {
+        let obsolete = try decoder.container(keyedBy: ObsoleteKey.self)
+        for (key, replacement) in ObsoleteKey.replacements where obsolete.contains(ObsoleteKey(stringValue: key)) {
+            throw IMError(.invalidParameter, "\(key) is no longer a setting: use \(replacement)")
+        }
         let c = try decoder.container(keyedBy: CodingKeys.self)
         let d = ServerConfig()
         host = try c.decodeIfPresent(String.self, forKey: .host) ?? d.host

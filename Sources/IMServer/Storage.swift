@@ -220,9 +220,9 @@ public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore, 
     /// Deletes a message from the log.
     func deleteMessage(appId: Int64, uid: String) async throws
     /// Messages of a conversation with sentTime between `start` and `end` (inclusive of `start`
-    /// only when `includeStart`), oldest first when ascending.
+    /// only when `includeStart`), oldest first when ascending; only `senderId`'s when given.
     func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
-                              ascending: Bool, limit: Int) async throws -> [StoredMessage]
+                              ascending: Bool, limit: Int, senderId: String?) async throws -> [StoredMessage]
     /// Messages of the app with `from <= sentTime < to`, ordered by (sentTime, seq), starting after
     /// the cursor `(from, afterSeq)` (the hourly message log, read in pages).
     func messages(appId: Int64, sentFrom from: Int64, afterSeq: UInt64, to: Int64, limit: Int) async throws -> [StoredMessage]
@@ -262,5 +262,14 @@ extension IMStore {
                         viewer: HistoryViewer?) async throws -> HistoryPage {
         try await history(appId: appId, conversationKey: conversationKey, recordTime: recordTime, count: count,
                           ascending: ascending, viewer: viewer, maxBytes: Int.max)
+    }
+}
+
+extension IMStore {
+    /// Messages of a conversation between two times, from every sender.
+    public func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
+                                     ascending: Bool, limit: Int) async throws -> [StoredMessage] {
+        try await conversationMessages(appId: appId, conversationKey: conversationKey, start: start, end: end,
+                                       includeStart: includeStart, ascending: ascending, limit: limit, senderId: nil)
     }
 }

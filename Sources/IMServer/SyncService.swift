@@ -94,8 +94,16 @@ public final class SyncService: Sendable {
                 recordTime: request.recordTime, count: Int(request.count), ascending: ascending, viewer: viewer,
                 maxBytes: FrameBudget.bytes))
         }
-        let merged = (pages[0].messages + pages[1].messages).sorted {
-            ascending ? ($0.sentTime, $0.seq) < ($1.sentTime, $1.seq) : ($0.sentTime, $0.seq) > ($1.sentTime, $1.seq)
+        func before(_ a: StoredMessage, _ b: StoredMessage) -> Bool {
+            ascending ? (a.sentTime, a.seq) < (b.sentTime, b.seq) : (a.sentTime, a.seq) > (b.sentTime, b.seq)
+        }
+        var merged = (pages[0].messages + pages[1].messages).sorted(by: before)
+        // A log whose page stopped early (by count or bytes) has more messages after its last one:
+        // the other log's messages past that point wait for the next page, or they would be
+        // returned before messages of the first log that come earlier.
+        for page in pages where page.hasMore {
+            guard let last = page.messages.last else { continue }
+            merged = merged.filter { !before(last, $0) }
         }
         let count = Int(request.count)
         let (fitting, cut) = FrameBudget.prefix(Array(merged.prefix(count)))

@@ -36,6 +36,8 @@ public final class UltraGroupService: Sendable {
     /// Message bytes a summary carries at most (last messages, then modifications); the channels
     /// past it carry their last message's time only.
     static let summaryBudgetBytes = MessageLimits.frameBudgetBytes
+    /// The most a summary frame may hold: the 4 MB frame less room for its envelope.
+    static let summaryFrameBytes = FrameCodec.maxFrameBytes - 256 * 1024
 
     // MARK: membership (Server API)
 
@@ -269,45 +271,56 @@ public final class UltraGroupService: Sendable {
         var reply = Im_UltraGroupSummary()
         reply.serverTime = now
         reply.countedAt = now
+        // The frame's bytes so far: each channel's state, and the last messages it carries (the
+        // newest of each channel while they fit the budget; past it, only their times).
         var bytes = 0
-        for summary in try await store.ultraGroupSummaries(appId: session.appId, userId: session.userId, channels: views, minSentTime: floor) {
+        var lastMessageBytes = 0
+        let channels = request.modifiedOnly ? [] : try await store.ultraGroupSummaries(appId: session.appId, userId: session.userId,
+                                                                                        channels: views, minSentTime: floor)
+        for summary in channels {
             var state = Im_UltraGroupChannelState()
             state.groupID = summary.groupId
             state.channelID = summary.channelId
             state.channelType = Int32(summary.channelType.rawValue)
+            bytes += 64 + summary.groupId.utf8.count + summary.channelId.utf8.count
             if let last = summary.lastMessage {
                 state.lastSentTime = last.sentTime
-                bytes += last.wireSize
-                if bytes <= Self.summaryBudgetBytes { state.lastMessage = last.wire }
+                if lastMessageBytes + last.wireSize <= Self.summaryBudgetBytes {
+                    state.lastMessage = last.wire
+                    lastMessageBytes += last.wireSize
+                    bytes += last.wireSize
+                }
             }
             state.readTime = summary.readTime
             state.unreadCount = Int32(clamping: summary.unreadCount)
             state.mentionedCount = Int32(clamping: summary.mentionedCount)
             reply.channels.append(state)
         }
-        if request.modifiedSince > 0 {
-            // Oldest first, whole milliseconds, within what is left of the byte budget; the client
-            // asks again from `serverTime` while `moreModified`.
-            let modified = try await store.modifiedMessages(appId: session.appId, conversationKeys: Array(afterSeq.keys),
-                                                            since: request.modifiedSince, limit: Self.maxModifiedPerSummary)
-            var through = request.modifiedSince
-            var index = 0
-            while index < modified.count {
-                let time = modified[index].modifiedTime
-                let sameTime = modified[index...].prefix { $0.modifiedTime == time }
-                let size = sameTime.reduce(0) { $0 + $1.message.wireSize }
-                if bytes + size > Self.summaryBudgetBytes && through > request.modifiedSince { break }
-                bytes += size
-                for (_, message) in sameTime where message.sentTime >= floor
-                    && message.seq > afterSeq[message.conversationKey, default: UInt64.max] && message.isVisible(to: session.userId) {
-                    reply.modified.append(message.wire)
-                }
-                through = time
-                index += sameTime.count
+        if request.modifiedSince > 0 || request.modifiedAfterSeq > 0 {
+            // Oldest first, by (modification time, seq), within the byte budget; the client asks
+            // again from (`serverTime`, `modifiedThroughSeq`) while `moreModified`, for the
+            // modifications only. A first modification that would not fit in the frame beside the
+            // channels is left for that next request.
+            let cursor = ModificationCursor(time: request.modifiedSince, seq: request.modifiedAfterSeq)
+            let room = max(1, FrameBudget.bytes - lastMessageBytes)
+            let page = try await store.modifiedMessages(appId: session.appId, conversationKeys: Array(afterSeq.keys), after: cursor,
+                                                        limit: Self.maxModifiedPerSummary, maxBytes: room)
+            var modified = page.messages
+            var next = page.next
+            var more = page.hasMore
+            if !request.modifiedOnly, let first = modified.first, bytes + first.message.wireSize > Self.summaryFrameBytes {
+                modified = []
+                next = cursor
+                more = true
             }
-            if index < modified.count || modified.count >= Self.maxModifiedPerSummary {
+            for (_, message) in modified where message.sentTime >= floor
+                && message.seq > afterSeq[message.conversationKey, default: UInt64.max] && message.isVisible(to: session.userId) {
+                reply.modified.append(message.wire)
+            }
+            if more {
                 reply.moreModified = true
-                reply.serverTime = through
+                reply.serverTime = next.time
+                reply.modifiedThroughSeq = next.seq
             }
         }
         return reply
@@ -460,7 +473,7 @@ public final class UltraGroupService: Sendable {
 
     static func checkChannelId(_ id: String, what: String = "channel id") throws {
         guard UltraGroupLimits.isValidChannelId(id) else {
-            throw IMError(.ultraGroupParameterInvalid, "\(what) '\(id.prefix(40))' is invalid: use 1 to \(UltraGroupLimits.maxChannelIdLength) letters and digits")
+            throw IMError(.ultraGroupParameterInvalid, "\(what) \(TextLength.quoted(id)) is invalid: use 1 to \(UltraGroupLimits.maxChannelIdLength) letters and digits")
         }
     }
 

@@ -217,9 +217,48 @@ public protocol UltraGroupStore: Sendable {
     /// Replaces the content of a message (a modification), keeping its uid, time and object name,
     /// and stamps it with `modifiedTime`.
     func modifyMessage(appId: Int64, uid: String, content: Data, mentions: MentionedInfo?, modifiedTime: Int64) async throws
-    /// Messages of these conversations modified after `since`, oldest modification first, each with
-    /// its modification time: the first `limit`, and any others modified in the same millisecond as
-    /// the last of them (so a next page can start after that time).
-    func modifiedMessages(appId: Int64, conversationKeys: [String], since: Int64, limit: Int) async throws
-        -> [(modifiedTime: Int64, message: StoredMessage)]
+    /// Messages of these conversations modified after `cursor`, oldest modification first (by
+    /// modification time, then seq): at most `limit`, and no more than `maxBytes` of them
+    /// (`StoredMessage.wireSize`; the first is always taken). Full rows are read only for the
+    /// messages the page takes.
+    func modifiedMessages(appId: Int64, conversationKeys: [String], after cursor: ModificationCursor, limit: Int,
+                          maxBytes: Int) async throws -> ModifiedPage
+}
+
+/// A position in the order of modifications: (modification time, seq). `seq == 0` stands for the
+/// whole millisecond `time` (every message modified then is behind the cursor), the meaning a
+/// cursor of a time alone always had.
+public struct ModificationCursor: Sendable, Equatable, Comparable {
+    public var time: Int64
+    public var seq: UInt64
+
+    public init(time: Int64, seq: UInt64 = 0) {
+        self.time = time
+        self.seq = seq
+    }
+
+    /// Whether a modification at (`time`, `seq`) is behind this cursor.
+    public func covers(time: Int64, seq: UInt64) -> Bool {
+        self.time > time || (self.time == time && (self.seq == 0 || self.seq >= seq))
+    }
+
+    public static func < (a: ModificationCursor, b: ModificationCursor) -> Bool {
+        if a.time != b.time { return a.time < b.time }
+        return (a.seq == 0 ? UInt64.max : a.seq) < (b.seq == 0 ? UInt64.max : b.seq)
+    }
+}
+
+/// A page of modified messages and where the next page starts.
+public struct ModifiedPage: Sendable {
+    public var messages: [(modifiedTime: Int64, message: StoredMessage)]
+    /// The cursor after this page.
+    public var next: ModificationCursor
+    /// More modifications wait after `next`.
+    public var hasMore: Bool
+
+    public init(messages: [(modifiedTime: Int64, message: StoredMessage)], next: ModificationCursor, hasMore: Bool) {
+        self.messages = messages
+        self.next = next
+        self.hasMore = hasMore
+    }
 }

@@ -80,14 +80,24 @@ extension SQLiteStore {
     }
 
     public func chatroomHistory(appId: Int64, roomId: String, recordTime: Int64, count: Int, ascending: Bool,
-                                minSentTime: Int64) async throws -> [StoredMessage] {
+                                minSentTime: Int64, maxBytes: Int) async throws -> [StoredMessage] {
         try await pool.read { db in
             let range = ascending ? "sent_time > ? ORDER BY sent_time ASC" : "sent_time < ? ORDER BY sent_time DESC"
             let bound = ascending ? recordTime : (recordTime <= 0 ? Int64.max : recordTime)
-            return try Row.fetchAll(db.cachedStatement(sql: """
+            // Rows are read one at a time, and reading stops once the page has `maxBytes`.
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: """
                 SELECT \(Self.chatroomColumns) FROM chatroom_messages
                 WHERE app_id = ? AND room_id = ? AND sent_time >= ? AND \(range) LIMIT ?
-                """), arguments: [appId, roomId, minSentTime, bound, count]).map(Self.chatroomMessage)
+                """), arguments: [appId, roomId, minSentTime, bound, count])
+            var messages: [StoredMessage] = []
+            var bytes = 0
+            while let row = try rows.next() {
+                let message = Self.chatroomMessage(row)
+                bytes += message.wireSize
+                if bytes > maxBytes && !messages.isEmpty { break }
+                messages.append(message)
+            }
+            return messages
         }
     }
 

@@ -460,25 +460,42 @@ extension SQLiteStore {
         }
     }
 
-    public func modifiedMessages(appId: Int64, conversationKeys: [String], since: Int64, limit: Int) async throws
-        -> [(modifiedTime: Int64, message: StoredMessage)] {
-        guard !conversationKeys.isEmpty, limit > 0 else { return [] }
+    public func modifiedMessages(appId: Int64, conversationKeys: [String], after cursor: ModificationCursor, limit: Int,
+                                 maxBytes: Int) async throws -> ModifiedPage {
+        guard !conversationKeys.isEmpty, limit > 0 else { return ModifiedPage(messages: [], next: cursor, hasMore: false) }
         return try await pool.read { db in
+            // Candidates from the (app_id, conv_key, modified_time) index: times and seqs only.
             let statement = try db.cachedStatement(sql: """
-                SELECT \(Self.columns), modified_time FROM messages
-                WHERE app_id = ? AND conv_key = ? AND modified_time > ? ORDER BY modified_time LIMIT ?
+                SELECT modified_time, seq FROM messages
+                WHERE app_id = ? AND conv_key = ? AND modified_time >= ? AND (modified_time > ? OR seq > ?)
+                ORDER BY modified_time, seq LIMIT ?
                 """)
-            var found: [(modifiedTime: Int64, message: StoredMessage)] = []
+            // Within the cursor's millisecond, only seqs after it (none when it covers the whole millisecond).
+            let afterSeq = cursor.seq == 0 ? Int64.max : Int64(clamping: cursor.seq)
+            var candidates: [(time: Int64, seq: UInt64)] = []
             for key in conversationKeys {
-                let rows = try Row.fetchCursor(statement, arguments: [appId, key, since, limit + 1])
-                while let row = try rows.next() { found.append((row[21], try Self.message(row))) }
+                for row in try Row.fetchAll(statement, arguments: [appId, key, cursor.time, cursor.time, afterSeq, limit + 1]) {
+                    let time: Int64 = row[0], seq: Int64 = row[1]
+                    candidates.append((time, UInt64(seq)))
+                }
             }
-            found.sort { ($0.modifiedTime, $0.message.seq) < ($1.modifiedTime, $1.message.seq) }
-            guard found.count > limit else { return found }
-            // Whole milliseconds only: the next page starts after the last one returned. Each key
-            // read limit + 1 rows, so every row of that millisecond up to the limit is here.
-            let last = found[limit - 1].modifiedTime
-            return Array(found.prefix { $0.modifiedTime <= last })
+            candidates.sort { ($0.time, $0.seq) < ($1.time, $1.seq) }
+            let page = Array(candidates.prefix(limit))
+            var messages: [(modifiedTime: Int64, message: StoredMessage)] = []
+            var bytes = 0
+            var next = cursor
+            let read = try db.cachedStatement(sql: "SELECT \(Self.columns) FROM messages WHERE seq = ?")
+            for candidate in page {
+                guard let row = try Row.fetchOne(read, arguments: [Int64(clamping: candidate.seq)]) else { continue }
+                let message = try Self.message(row)
+                bytes += message.wireSize
+                if bytes > maxBytes && !messages.isEmpty {
+                    return ModifiedPage(messages: messages, next: next, hasMore: true)
+                }
+                messages.append((candidate.time, message))
+                next = ModificationCursor(time: candidate.time, seq: candidate.seq)
+            }
+            return ModifiedPage(messages: messages, next: next, hasMore: candidates.count > limit)
         }
     }
 }

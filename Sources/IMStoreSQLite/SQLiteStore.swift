@@ -445,7 +445,7 @@ public final class SQLiteStore: IMStore {
     }
 
     public func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
-                                     ascending: Bool, limit: Int) async throws -> [StoredMessage] {
+                                     ascending: Bool, limit: Int, senderId: String?) async throws -> [StoredMessage] {
         try await pool.read { db in
             let low = ascending ? (includeStart ? ">=" : ">") : ">="
             let high = ascending ? "<=" : (includeStart ? "<=" : "<")
@@ -453,8 +453,9 @@ public final class SQLiteStore: IMStore {
             return try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT \(Self.columns) FROM messages
                 WHERE app_id = ? AND conv_key = ? AND in_history = 1 AND sent_time \(low) ? AND sent_time \(high) ?
+                    AND (? IS NULL OR sender_id = ?)
                 ORDER BY sent_time \(ascending ? "ASC" : "DESC") LIMIT ?
-                """), arguments: [appId, conversationKey, from, to, limit]).map(Self.message)
+                """), arguments: [appId, conversationKey, from, to, senderId, senderId, limit]).map(Self.message)
         }
     }
 

@@ -1800,6 +1800,13 @@ public nonisolated struct Im_UltraGroupSummaryRequest: Sendable {
   /// Modifications after this server time (ms) are listed; 0 for none (a device that has no messages).
   public var modifiedSince: Int64 = 0
 
+  /// With modified_since, a position inside that millisecond: modifications of it with a higher seq
+  /// are listed. 0: the whole millisecond is behind (the previous reply's modified_through_seq).
+  public var modifiedAfterSeq: UInt64 = 0
+
+  /// A next page of modifications: the reply lists no channels, only modifications.
+  public var modifiedOnly: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -1859,11 +1866,14 @@ public nonisolated struct Im_UltraGroupSummary: Sendable {
   /// the next modified_since
   public var serverTime: Int64 = 0
 
-  /// more modifications follow: ask again with modified_since = server_time
+  /// more modifications follow: ask again with modified_since = server_time,
   public var moreModified: Bool = false
 
-  /// the server time the channels' counts were taken at
+  /// modified_after_seq = modified_through_seq and modified_only
   public var countedAt: Int64 = 0
+
+  /// with more_modified: where inside server_time's millisecond the page ended (0: its end)
+  public var modifiedThroughSeq: UInt64 = 0
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -4480,7 +4490,7 @@ nonisolated extension Im_ChatroomEvent: SwiftProtobuf.Message, SwiftProtobuf._Me
 
 nonisolated extension Im_UltraGroupSummaryRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".UltraGroupSummaryRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}modified_since\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}modified_since\0\u{3}modified_after_seq\0\u{3}modified_only\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4489,6 +4499,8 @@ nonisolated extension Im_UltraGroupSummaryRequest: SwiftProtobuf.Message, SwiftP
       // enabled. https://github.com/apple/swift-protobuf/issues/1034
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularInt64Field(value: &self.modifiedSince) }()
+      case 2: try { try decoder.decodeSingularUInt64Field(value: &self.modifiedAfterSeq) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.modifiedOnly) }()
       default: break
       }
     }
@@ -4498,11 +4510,19 @@ nonisolated extension Im_UltraGroupSummaryRequest: SwiftProtobuf.Message, SwiftP
     if self.modifiedSince != 0 {
       try visitor.visitSingularInt64Field(value: self.modifiedSince, fieldNumber: 1)
     }
+    if self.modifiedAfterSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.modifiedAfterSeq, fieldNumber: 2)
+    }
+    if self.modifiedOnly != false {
+      try visitor.visitSingularBoolField(value: self.modifiedOnly, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Im_UltraGroupSummaryRequest, rhs: Im_UltraGroupSummaryRequest) -> Bool {
     if lhs.modifiedSince != rhs.modifiedSince {return false}
+    if lhs.modifiedAfterSeq != rhs.modifiedAfterSeq {return false}
+    if lhs.modifiedOnly != rhs.modifiedOnly {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4579,7 +4599,7 @@ nonisolated extension Im_UltraGroupChannelState: SwiftProtobuf.Message, SwiftPro
 
 nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".UltraGroupSummary"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}channels\0\u{1}modified\0\u{3}server_time\0\u{3}more_modified\0\u{3}counted_at\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}channels\0\u{1}modified\0\u{3}server_time\0\u{3}more_modified\0\u{3}counted_at\0\u{3}modified_through_seq\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -4592,6 +4612,7 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
       case 3: try { try decoder.decodeSingularInt64Field(value: &self.serverTime) }()
       case 4: try { try decoder.decodeSingularBoolField(value: &self.moreModified) }()
       case 5: try { try decoder.decodeSingularInt64Field(value: &self.countedAt) }()
+      case 6: try { try decoder.decodeSingularUInt64Field(value: &self.modifiedThroughSeq) }()
       default: break
       }
     }
@@ -4613,6 +4634,9 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
     if self.countedAt != 0 {
       try visitor.visitSingularInt64Field(value: self.countedAt, fieldNumber: 5)
     }
+    if self.modifiedThroughSeq != 0 {
+      try visitor.visitSingularUInt64Field(value: self.modifiedThroughSeq, fieldNumber: 6)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -4622,6 +4646,7 @@ nonisolated extension Im_UltraGroupSummary: SwiftProtobuf.Message, SwiftProtobuf
     if lhs.serverTime != rhs.serverTime {return false}
     if lhs.moreModified != rhs.moreModified {return false}
     if lhs.countedAt != rhs.countedAt {return false}
+    if lhs.modifiedThroughSeq != rhs.modifiedThroughSeq {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -109,7 +109,7 @@ struct ChatTests {
         let synced = EventRecorder(bob.offlineMessageSyncCompleted())
         try await bob.connect(token: try await server.token("bob"))
         #expect(await synced.wait(for: 1).count == 1)
-        #expect(inbox.items.map(\.message.messageUId) == [kept.messageUId])
+        #expect(await inbox.wait(for: 1).map(\.message.messageUId) == [kept.messageUId])
         // Cloud history still has both.
         #expect(try await bob.getRemoteHistoryMessages(.private, targetId: "alice").messages.count == 2)
     }

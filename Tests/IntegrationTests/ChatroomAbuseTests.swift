@@ -66,4 +66,27 @@ struct ChatroomAbuseTests {
         try await late.joinChatRoom("room-3", messageCount: -1)
         #expect(server.core.chatrooms.summary(appId: server.app.id, roomId: "room-3") != nil)
     }
+
+    @Test("after a reconnect, a device in more rooms than the join limit allows per second rejoins every one of them")
+    func rejoinIsNotLimited() async throws {
+        let clock = ManualClock()
+        let server = try await ChatroomTests.server(clock: clock) { $0.chatroomMultipleRooms = true }
+        defer { Task { await server.stop() } }
+        let rooms = (0..<(ChatroomLimits.defaultJoinsPerSecond + 5)).map { "multi-\($0)" }
+        let client = try await server.connectedClient("alice")
+        for (index, room) in rooms.enumerated() {
+            if index % ChatroomLimits.defaultJoinsPerSecond == 0 { clock.advance(milliseconds: 1000) }
+            try await client.joinChatRoom(room, messageCount: -1)
+        }
+        let status = EventRecorder(client.chatRoomStatusUpdates())
+        #expect(server.core.dropConnections(appId: server.app.id, userId: "alice") == 1)
+        let rejoined = await status.wait(for: rooms.count * 2).filter { if case .joined = $0 { true } else { false } }
+        #expect(rejoined.count == rooms.count, "every room rejoined: \(status.items)")
+        #expect(!status.items.contains { if case .joinFailed = $0 { true } else { false } })
+        // Every room's next message reaches the device: it holds its seat in each.
+        let inbox = EventRecorder(client.receivedMessages())
+        for room in rooms { #expect(try await ChatroomTests.publish(server, room: room, text: "to \(room)")) }
+        let got = await inbox.wait(for: rooms.count).compactMap(ChatroomTests.text)
+        #expect(Set(got) == Set(rooms.map { "to \($0)" }))
+    }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import IMCore
 @testable import IMLib
-import IMServer
+@testable import IMServer
 import IMWire
 import Testing
 
@@ -103,6 +103,50 @@ struct FrameBudgetTests {
         #expect(total == 40)
     }
 
+    @Test("a system conversation's history, its own messages and broadcasts read together, loses none when one log's page is cut by bytes")
+    func largeSystemHistory() async throws {
+        let clock = ManualClock()
+        let server = try await TestServer.start(clock: clock) { $0.systemPublishPerSecond = 0 }
+        defer { Task { await server.stop() } }
+        // Large messages to bob and small broadcasts, interleaved in time.
+        var expected: [String] = []
+        for index in 0..<20 {
+            clock.advance(milliseconds: 10)
+            let large = StoredMessage(appId: server.app.id, conversationType: .system, conversationKey: "", targetId: "", senderId: "notice",
+                                      objectName: TextMessage.objectName, content: try TextMessage(content: "big \(index) \(Self.filler)").encode(),
+                                      flags: .persistedAndCounted, includeSender: false)
+            _ = try await server.core.messages.publish(large, to: ["bob"], verifyBlacklist: false)
+            expected.append("big \(index)")
+            clock.advance(milliseconds: 10)
+            let small = StoredMessage(appId: server.app.id, conversationType: .system, conversationKey: "", targetId: "", senderId: "notice",
+                                      objectName: TextMessage.objectName, content: try TextMessage(content: "all \(index)").encode(),
+                                      flags: .persistedAndCounted, includeSender: false)
+            _ = try await server.core.messages.broadcast(small)
+            expected.append("all \(index)")
+        }
+        let bob = try await MessageRulesTests.rawConnection(server, user: "bob")
+        for ascending in [false, true] {
+            var recordTime: Int64 = 0
+            var texts: [String] = []
+            for _ in 0..<40 {
+                var request = Im_HistoryRequest()
+                request.conversationType = 6
+                request.targetID = "notice"
+                request.recordTime = recordTime
+                request.count = 100
+                request.order = ascending ? 1 : 0
+                let frame = try await bob.request(.history, request, timeout: .seconds(10))
+                #expect(frame.payload.count <= Self.budget + 130_000)
+                let page = try frame.body(Im_HistoryReply.self)
+                texts += page.messages.compactMap { (try? JSONDecoder().decode(TextMessage.self, from: $0.content))?.content }
+                    .map { String($0.split(separator: " ").prefix(2).joined(separator: " ")) }
+                guard page.isRemaining, let last = page.messages.last else { break }
+                recordTime = last.sentTime
+            }
+            #expect(texts == (ascending ? expected : expected.reversed()), "\(ascending ? "oldest" : "newest") first, every message once")
+        }
+    }
+
     @Test("removing a tag that holds 15,000 conversations answers with its version only, and the device pulls the change in pages")
     func largeTagRemoval() async throws {
         let server = try await TestServer.start()
@@ -138,7 +182,8 @@ struct FrameBudgetTests {
         let server = try await TestServer.start()
         defer { Task { await server.stop() } }
         try await Self.tagManyConversations(server, user: "alice")
-        let client = server.client()
+        // Removing 15,000 links is one large transaction: give it time on a busy machine.
+        let client = server.client { $0.requestTimeout = .seconds(120) }
         let changes = EventRecorder(client.conversationStateChanges())
         try await client.connect(token: try await server.token("alice"))
         // The state sync after connecting brings the tag and its 15,000 conversations.

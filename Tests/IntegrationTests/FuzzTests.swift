@@ -302,10 +302,11 @@ struct FuzzTests {
 
     @Test("conversation keys are equal exactly when their conversations are")
     func keysAreInjective() async {
-        await propertyCheck(count: Self.iterations * 20, input: Gen.uint64()) { seed in
+        await propertyCheck(count: Self.iterations * 100, input: Gen.uint64()) { seed in
             var values = FuzzValues(seed: seed)
+            // Short ids over a small alphabet, so that different tuples often join to the same text.
             func id() -> String {
-                String((0..<Int(values.next() % 6)).map { _ in values.pick(["a", "b", "|", "%", "7", "C", "2", "5"] as [Character]) })
+                String((0..<Int(values.next() % 5)).map { _ in values.pick(["a", "|", "%", "7", "C"] as [Character]) })
             }
             let (a, b, c, d) = (id(), id(), id(), id())
             #expect((privateConversationKey(a, b) == privateConversationKey(c, d)) == (Set([a, b]) == Set([c, d]) && (a == b) == (c == d)),

@@ -213,7 +213,7 @@ struct GroupChatTests {
         clock.advance(milliseconds: 86_400_000 + 1)
         let fresh = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "fresh"))
         let (bob, inbox) = try await server.syncedDevice("bob")
-        #expect(inbox.items.map(\.message.messageUId) == [fresh.messageUId], "the day-old message was not synced")
+        #expect(await inbox.wait(for: 1).map(\.message.messageUId) == [fresh.messageUId], "the day-old message was not synced")
         #expect(try await Self.historyTexts(bob, "g1") == ["fresh", "expires"], "cloud history keeps both")
         await ann.disconnect()
         await bob.disconnect()

@@ -182,7 +182,7 @@ struct LocalFeaturesTests {
 
         // The draft never reached bob.
         let (bob, inbox) = try await server.syncedDevice("bob")
-        #expect(inbox.items.map { Self.text($0.message) } == ["sent"])
+        #expect(await inbox.wait(for: 1).map { Self.text($0.message) } == ["sent"])
         await alice.disconnect()
         await bob.disconnect()
     }

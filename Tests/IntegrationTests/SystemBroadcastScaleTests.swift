@@ -70,7 +70,8 @@ struct SystemBroadcastScaleTests {
         #expect(sample.count == 30)
         for user in sample {
             let (device, inbox) = try await server.syncedDevice(user)
-            #expect(inbox.items.map(\.message.messageUId) == uids, "\(user)")
+            // The inbox's recorder runs apart from the sync event's: wait for it to have them all.
+            #expect(await inbox.wait(for: uids.count).map(\.message.messageUId) == uids, "\(user)")
             #expect(inbox.items.allSatisfy { $0.offline })
             #expect(try await device.getConversationList(types: [.system]).map(\.targetId) == ["ops"])
             await device.disconnect()

@@ -235,7 +235,7 @@ struct SystemConversationTests {
         try await Self.publish(server, to: ["carol"], "inside the day")
         clock.advance(milliseconds: 120_000)   // the first system message is now a day and a minute old
         let (carol, inbox) = try await server.syncedDevice("carol")
-        #expect(inbox.items.map { $0.message.content(as: TextMessage.self)?.content } == ["private, kept 7 days", "inside the day"])
+        #expect(await inbox.wait(for: 2).map { $0.message.content(as: TextMessage.self)?.content } == ["private, kept 7 days", "inside the day"])
         #expect(inbox.items.first?.message.messageUId == privateMessage.messageUId)
         // Offline retention is not history: cloud history still has every system message.
         let history = try await carol.getRemoteHistoryMessages(.system, targetId: "notice", count: 10)

@@ -78,7 +78,9 @@ final class TestServer: Sendable {
         var options = IMClientOptions()
         options.platform = platform
         options.databaseDirectory = dataDir.appendingPathComponent("clients/\(UUID().uuidString)")
-        options.requestTimeout = .seconds(10)
+        // Generous: the suite runs its tests side by side on two cores, and a request can wait its
+        // turn for seconds; a server that does not answer at all still fails the test.
+        options.requestTimeout = .seconds(30)
         configure(&options)
         return IMClient(appKey: (app ?? self.app).appKey, serverURL: baseURL, options: options)
     }

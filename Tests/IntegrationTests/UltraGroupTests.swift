@@ -370,4 +370,49 @@ struct UltraGroupTests {
         #expect(local.count == 20 && local.allSatisfy { Self.text($0) == "v2" })
         #expect(try await carol.syncUltraGroups().modified == 0, "nothing is applied twice")
     }
+
+    @Test("modifications of 5 MB in one millisecond reach a device away in summaries that each fit the frame budget")
+    func modificationsInOneMillisecond() async throws {
+        let clock = ManualClock()
+        let server = try await TestServer.start(clock: clock) { $0.clientSendsPerSecond = 100_000 }
+        defer { Task { await server.stop() } }
+        try await Self.group(server, "ug9", ["alice", "carol"])
+        let (alice, _) = try await Self.member(server, "alice")
+        let (carol, carolInbox) = try await Self.member(server, "carol")
+        let count = 40
+        var sent: [Message] = []
+        for index in 0..<count { sent.append(try await Self.send(alice, "ug9", "", "v1 \(index)")) }
+        #expect(await carolInbox.wait(for: count).count == count)
+        await carol.disconnect()
+        clock.advance(milliseconds: 1000)
+        // The clock stands still: every modification has the same millisecond, 40 x 120 KB in all.
+        let large = String(repeating: "y", count: 120_000)
+        for message in sent {
+            _ = try await alice.modifyUltraGroupMessage(messageUId: message.messageUId, content: TextMessage(content: "v2 \(large)"))
+        }
+
+        // Over the wire: each summary within the budget, every modification once.
+        let raw = try await MessageRulesTests.rawConnection(server, user: "carol")
+        var request = Im_UltraGroupSummaryRequest()
+        request.modifiedSince = 1
+        var uids: [String] = []
+        for _ in 0..<20 {
+            let frame = try await raw.request(.ultraGroupSummary, request, timeout: .seconds(10))
+            #expect(frame.payload.count <= MessageLimits.frameBudgetBytes + 200_000, "a summary of \(frame.payload.count) bytes")
+            let summary = try frame.body(Im_UltraGroupSummary.self)
+            uids += summary.modified.map(\.messageUid)
+            guard summary.moreModified else { break }
+            request.modifiedSince = summary.serverTime
+            request.modifiedAfterSeq = summary.modifiedThroughSeq
+            request.modifiedOnly = true
+        }
+        #expect(uids.count == count && Set(uids) == Set(sent.map(\.messageUId)), "each modification once")
+        await raw.close()
+
+        // And IMLib catches them all up.
+        let caughtUp = EventRecorder(carol.ultraGroupSyncCompleted())
+        try await carol.connect(token: try await server.token("carol"))
+        #expect(try #require(await caughtUp.wait(for: 1).first).modified == count)
+        #expect(try await carol.syncUltraGroups().modified == 0, "nothing is applied twice")
+    }
 }

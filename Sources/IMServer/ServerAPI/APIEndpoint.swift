@@ -30,6 +30,8 @@ struct APIParam: Sendable {
     var format: Format?
     /// The code a string longer than `limit` gets (1005 unless the endpoint's own code is RongCloud's).
     var tooLong: ErrorCode = .apiParameterTooLong
+    /// Most characters of one entry of a list (`defaultMaxCharacters` when nil).
+    var entryLength: Int?
     /// The values a whole number may take (besides the bound every number has,
     /// `APIParameters.maxIntegerMagnitude`).
     var range: ClosedRange<Int64>?
@@ -63,8 +65,8 @@ struct APIParam: Sendable {
     static func boolean(_ name: String, _ summary: String) -> APIParam {
         APIParam(name: name, kind: .boolean, required: false, summary: summary)
     }
-    static func list(_ name: String, required: Bool = false, max: Int? = nil, _ summary: String) -> APIParam {
-        APIParam(name: name, kind: .list, required: required, summary: summary, limit: max)
+    static func list(_ name: String, required: Bool = false, max: Int? = nil, entryLength: Int? = nil, _ summary: String) -> APIParam {
+        APIParam(name: name, kind: .list, required: required, summary: summary, limit: max, entryLength: entryLength)
     }
     static func json(_ name: String, required: Bool = false, _ summary: String) -> APIParam {
         APIParam(name: name, kind: .json, required: required, summary: summary)
@@ -141,8 +143,9 @@ extension APIParam {
             if format == .id, let bad = list.first(where: { !UserID.isValid($0) }) {
                 throw APIError.badParameter("\(name) entry \(TextLength.quoted(bad)) is not a valid id: use 1 to 64 bytes of letters, digits and + = - _ |")
             }
-            for entry in list where TextLength.characters(entry) > Self.defaultMaxCharacters {
-                throw APIError(.apiParameterTooLong, .badRequest, "an entry of \(name) is longer than \(Self.defaultMaxCharacters) characters")
+            let most = entryLength ?? Self.defaultMaxCharacters
+            for entry in list where TextLength.characters(entry) > most {
+                throw APIError(.apiParameterTooLong, .badRequest, "an entry of \(name) is longer than \(most) characters")
             }
             return
         }

@@ -69,7 +69,10 @@ extension ServerAPI {
                     throw APIError.badParameter("chatroom[<id>]=<name> is required: one per room to create")
                 }
                 for room in rooms where !ChatroomID.isValid(room.id) {
-                    throw Self.chatroomParameter("chatroom id '\(room.id.prefix(80))' in chatroom[...] is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+                    throw Self.chatroomParameter("chatroom id \(TextLength.quoted(room.id)) in chatroom[...] is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+                }
+                for room in rooms where TextLength.characters(room.value) > ChatroomLimits.maxNameCharacters {
+                    throw Self.chatroomParameter("the name of chatroom \(room.id) is longer than \(ChatroomLimits.maxNameCharacters) characters")
                 }
                 try core.chatrooms.create(appId: call.app.id, rooms: rooms.map { ($0.id, $0.value.isEmpty ? $0.id : $0.value) })
                 return [:]
@@ -622,7 +625,7 @@ extension ServerAPI {
                 var seen = Set<String>()
                 let rooms = call.list("toChatroomId").filter { seen.insert($0).inserted }
                 for id in rooms where !ChatroomID.isValid(id) {
-                    throw Self.chatroomParameter("toChatroomId '\(id.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+                    throw Self.chatroomParameter("toChatroomId \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
                 }
                 let missing = rooms.filter { core.chatrooms.summary(appId: call.app.id, roomId: $0) == nil }
                 guard missing.isEmpty else {
@@ -713,7 +716,7 @@ extension ServerAPI {
     private func chatroomId(_ call: APICall) throws -> String {
         let id = call.required("chatroomId")
         guard ChatroomID.isValid(id) else {
-            throw Self.chatroomParameter("chatroomId '\(id.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw Self.chatroomParameter("chatroomId \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         return id
     }
@@ -722,14 +725,14 @@ extension ServerAPI {
         var seen = Set<String>()
         let ids = call.list(name).filter { seen.insert($0).inserted }
         for id in ids where !ChatroomID.isValid(id) {
-            throw Self.chatroomParameter("\(name) '\(id.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw Self.chatroomParameter("\(name) \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         return ids
     }
 
     private func userId(_ id: String, _ name: String) throws -> String {
         guard UserID.isValid(id) else {
-            throw Self.chatroomParameter("\(name) '\(id.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw Self.chatroomParameter("\(name) \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         return id
     }

@@ -13,12 +13,12 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/create.json", tag: "group",
                 summary: "Creates a group with these members (an existing group gets them added). At most maxGroupMembers (3000) members.",
-                params: [members, groupId, .string("groupName", maxLength: 128, "group name")],
+                params: [members, groupId, .string("groupName", maxLength: GroupLimits.maxNameCharacters, "group name")],
                 handler: joinGroup),
             APIEndpoint(
                 path: "/group/join.json", tag: "group",
                 summary: "Adds members to a group (creating it if needed); all or none when the member limit would be passed.",
-                params: [members, groupId, .string("groupName", maxLength: 128, "group name")],
+                params: [members, groupId, .string("groupName", maxLength: GroupLimits.maxNameCharacters, "group name")],
                 handler: joinGroup),
             APIEndpoint(
                 path: "/group/quit.json", tag: "group", summary: "Removes members from a group.",
@@ -37,7 +37,7 @@ extension ServerAPI {
             },
             APIEndpoint(
                 path: "/group/refresh.json", tag: "group", summary: "Renames a group (creating it, without members, if it does not exist).",
-                params: [groupId, .string("groupName", required: true, maxLength: 128, "new name")]) { call in
+                params: [groupId, .string("groupName", required: true, maxLength: GroupLimits.maxNameCharacters, "new name")]) { call in
                 let id = try validGroupId(call)
                 if try await !core.store.renameGroup(appId: call.app.id, groupId: id, name: call.required("groupName")) {
                     _ = try await core.groups.join(appId: call.app.id, groupId: id, name: call.required("groupName"), userIds: [])
@@ -161,7 +161,10 @@ extension ServerAPI {
         guard UserID.isValid(userId) else { throw APIError.badParameter("userId '\(userId)' is invalid") }
         let groups = call.parameters.bracketed("group")
         for group in groups where !UserID.isValid(group.id) {
-            throw APIError.badParameter("group id '\(group.id)' in group[...] is invalid")
+            throw APIError.badParameter("group id \(TextLength.quoted(group.id)) in group[...] is invalid")
+        }
+        for group in groups where TextLength.characters(group.value) > GroupLimits.maxNameCharacters {
+            throw APIError(.apiParameterTooLong, .badRequest, "the name of group \(group.id) is longer than \(GroupLimits.maxNameCharacters) characters")
         }
         try await core.groups.sync(appId: call.app.id, userId: userId, groups: groups.map { ($0.id, $0.value) })
         return [:]

@@ -154,9 +154,9 @@ extension ServerAPI {
             .list("toUserId", required: true, max: max, "recipients"),
             .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type"),
             .string("content", required: true, maxLength: MessageLimits.maxContentBytes, "the content as a JSON template with {key} placeholders"),
-            .list("values", required: true, "one object of placeholder values per recipient"),
-            .list("pushContent", "one push text template per recipient"),
-            .list("pushData", "one push payload per recipient"),
+            .list("values", required: true, entryLength: MessageLimits.maxContentBytes, "one object of placeholder values per recipient"),
+            .list("pushContent", entryLength: MessageFieldLimits.maxPushContentBytes, "one push text template per recipient"),
+            .list("pushData", entryLength: MessageFieldLimits.maxPushDataBytes, "one push payload per recipient"),
             .boolean("verifyBlacklist", "skip recipients who blacklisted the sender"),
             .boolean("isPersisted", "stored in cloud history (default 1)"),
             .boolean("isCounted", "counted as unread (default 1)"),
@@ -241,17 +241,30 @@ extension ServerAPI {
         let template = call.required("content")
         // RongCloud's SDKs send keys with their braces ({"{name}": "Ann"}); bare keys also work.
         // Placeholders are filled in key order, so the result does not depend on dictionary order.
-        func fill(_ text: String, _ values: [String: Any]) -> String {
-            values.keys.sorted().reduce(text) { text, key in
+        // A text that would grow past `limit` bytes is refused before it is built (a template of
+        // placeholders with long values would otherwise take megabytes per recipient).
+        func fill(_ text: String, _ values: [String: Any], limit: Int, what: String) throws -> String {
+            try values.keys.sorted().reduce(text) { text, key in
                 let placeholder = key.hasPrefix("{") && key.hasSuffix("}") ? key : "{\(key)}"
                 let value = values[key].map { ($0 as? String) ?? "\($0)" } ?? ""
+                let occurrences = text.components(separatedBy: placeholder).count - 1
+                guard occurrences > 0 else { return text }
+                let size = text.utf8.count + occurrences * (value.utf8.count - placeholder.utf8.count)
+                guard size <= limit else {
+                    throw APIError.badParameter("\(what) is \(size) bytes once its placeholders are filled in; the limit is \(limit) bytes")
+                }
                 return text.replacingOccurrences(of: placeholder, with: value)
             }
         }
-        let contents = values.map { Data(fill(template, $0).utf8) }
+        let contents = try values.enumerated().map { index, value in
+            Data(try fill(template, value, limit: MessageLimits.maxContentBytes, what: "the content for recipient \(index + 1)").utf8)
+        }
         let pushTemplates = (object["pushContent"] as? [Any])?.map { ($0 as? String) ?? "" }
-        let pushContents = pushTemplates.map { templates in
-            templates.enumerated().map { index, text in fill(text, index < values.count ? values[index] : [:]) }
+        let pushContents = try pushTemplates.map { templates in
+            try templates.enumerated().map { index, text in
+                try fill(text, index < values.count ? values[index] : [:], limit: MessageFieldLimits.maxPushContentBytes,
+                         what: "pushContent[\(index)]")
+            }
         }
         let pushData = (object["pushData"] as? [Any])?.map { ($0 as? String) ?? "" }
         for list in [pushContents, pushData].compactMap({ $0 }) where list.count > recipients.count {
@@ -349,6 +362,9 @@ extension ServerAPI {
     }
 
     /// GET /message-logs/{appKey}/{YYYYMMDDHH}.jsonl?sig=...: one JSON object per message.
+    /// Messages per page of a message-log download.
+    static let messageLogPage = 100
+
     func messageLogFile(_ request: Request, _ context: Context) async throws -> Response {
         let notFound = APIResponse.failure(APIError(.apiNotFound, .notFound, "no such message log, or the link is not valid: ask /message/history.json for a new one"))
         guard let appKey = context.parameters.get("appKey"), let file = context.parameters.get("file"),
@@ -358,27 +374,34 @@ extension ServerAPI {
               constantTimeEqual(request.uri.queryParameters.get("sig") ?? "", Self.logSignature(app: app, file: file, expires: expires)),
               let start = APITime.hourStart(String(file.dropLast(6))) else { return notFound }
         guard try await !core.store.isMessageLogDeleted(appId: app.id, hour: String(file.dropLast(6))) else { return notFound }
-        var lines = Data()
-        var cursor = (sentTime: start, seq: UInt64(0))
+        // Streamed a page of messages at a time: an hour of a busy app is gigabytes, and only one
+        // page (of at most 100 messages) is ever held here.
+        let store = core.store
         let end = start + 3_600_000
-        while true {
-            let page = try await core.store.messages(appId: app.id, sentFrom: cursor.sentTime, afterSeq: cursor.seq, to: end, limit: 1000)
-            for message in page {
-                let entry: [String: Any] = [
-                    "appKey": app.appKey, "fromUserId": message.senderId, "targetId": message.targetId,
-                    "targetType": message.conversationType.rawValue, "objectName": message.objectName,
-                    "content": (try? JSONSerialization.jsonObject(with: message.content)) ?? [:],
-                    "msgUID": message.uid, "timestamp": message.sentTime, "dateTime": APITime.text(message.sentTime),
-                    "busChannel": message.channelId,
-                ]
-                lines.append(try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]))
-                lines.append(0x0A)
+        let body = ResponseBody { writer in
+            var cursor = (sentTime: start, seq: UInt64(0))
+            while true {
+                let page = try await store.messages(appId: app.id, sentFrom: cursor.sentTime, afterSeq: cursor.seq, to: end,
+                                                    limit: Self.messageLogPage)
+                var lines = Data()
+                for message in page {
+                    let entry: [String: Any] = [
+                        "appKey": app.appKey, "fromUserId": message.senderId, "targetId": message.targetId,
+                        "targetType": message.conversationType.rawValue, "objectName": message.objectName,
+                        "content": (try? JSONSerialization.jsonObject(with: message.content)) ?? [:],
+                        "msgUID": message.uid, "timestamp": message.sentTime, "dateTime": APITime.text(message.sentTime),
+                        "busChannel": message.channelId,
+                    ]
+                    lines.append(try JSONSerialization.data(withJSONObject: entry, options: [.sortedKeys]))
+                    lines.append(0x0A)
+                }
+                if !lines.isEmpty { try await writer.write(ByteBuffer(bytes: lines)) }
+                guard page.count == Self.messageLogPage, let last = page.last else { break }
+                cursor = (last.sentTime, last.seq)
             }
-            guard page.count == 1000, let last = page.last else { break }
-            cursor = (last.sentTime, last.seq)
+            try await writer.finish(nil)
         }
-        return Response(status: .ok, headers: [.contentType: "application/x-ndjson; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: lines)))
+        return Response(status: .ok, headers: [.contentType: "application/x-ndjson; charset=utf-8"], body: body)
     }
 
     // MARK: history query

@@ -51,7 +51,7 @@ extension ServerAPI {
                 params: [.string("userId", required: true, "the first member"), groupId, .string("groupName", required: true, maxLength: 128, "name")]) { call in
                 let ownerId = call.required("userId")
                 guard UserID.isValid(ownerId) else {
-                    throw IMError(.ultraGroupParameterInvalid, "userId '\(ownerId.prefix(80))' is invalid: name one user of 1 to 64 bytes of letters, digits and + = - _ |")
+                    throw IMError(.ultraGroupParameterInvalid, "userId \(TextLength.quoted(ownerId)) is invalid: name one user of 1 to 64 bytes of letters, digits and + = - _ |")
                 }
                 try await core.ultraGroups.create(appId: call.app.id, groupId: try ultraGroupId(call), name: call.required("groupName"), ownerId: ownerId)
                 return [:]
@@ -243,7 +243,7 @@ extension ServerAPI {
                 let ids = try call.list("userGroups").map { text -> String in
                     let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
                     guard let id = object?["userGroupId"] as? String else {
-                        throw APIError.badParameter("userGroups must be a JSON array of {\"userGroupId\": \"...\"}, got \(text.prefix(80))")
+                        throw APIError.badParameter("userGroups must be a JSON array of {\"userGroupId\": \"...\"}, got \(TextLength.quoted(text))")
                     }
                     return id
                 }
@@ -373,13 +373,11 @@ extension ServerAPI {
                 guard (1...Int64(UltraGroupLimits.maxHistoryCount)).contains(pageSize) else {
                     throw APIError.badParameter("pageSize must be 1 to \(UltraGroupLimits.maxHistoryCount), got \(pageSize)")
                 }
-                let sender = call.string("fromUserId")
-                // With a sender, a wider window is read and filtered (a channel keeps 7 days by default).
                 let messages = try await core.store.conversationMessages(
                     appId: call.app.id, conversationKey: ultraGroupConversationKey(roster.groupId, found.channelId),
                     start: max(start, ultraGroupHistoryFloor()), end: end, includeStart: true, ascending: true,
-                    limit: sender == nil ? Int(pageSize) : Self.ultraGroupSenderScan)
-                let shown = messages.filter { $0.seq > max(roster.createdSeq, found.createdSeq) && (sender == nil || $0.senderId == sender) }
+                    limit: Int(pageSize), senderId: call.string("fromUserId"))
+                let shown = messages.filter { $0.seq > max(roster.createdSeq, found.createdSeq) }
                 return ["data": shown.prefix(Int(pageSize)).map(ultraGroupHistoryFields)]
             },
             APIEndpoint(
@@ -439,7 +437,6 @@ extension ServerAPI {
     }
 
     /// Messages read to find a sender's messages in `/ultragroup/hismsg/query.json`.
-    static let ultraGroupSenderScan = 2000
 
     static let ultraGroupHistoryResponse = [APIField(
         "data", "array", items: "object",
@@ -451,7 +448,7 @@ extension ServerAPI {
     private func ultraGroupId(_ call: APICall) throws -> String {
         let id = call.required("groupId")
         guard UserID.isValid(id) else {
-            throw IMError(.ultraGroupParameterInvalid, "groupId '\(id.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.ultraGroupParameterInvalid, "groupId \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         return id
     }
@@ -461,7 +458,7 @@ extension ServerAPI {
         var seen = Set<String>()
         let ids = call.list(name).filter { seen.insert($0).inserted }
         if let bad = ids.first(where: { !UserID.isValid($0) }) {
-            throw IMError(.ultraGroupParameterInvalid, "\(name) '\(bad.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.ultraGroupParameterInvalid, "\(name) \(TextLength.quoted(bad)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         return ids
     }
@@ -599,7 +596,7 @@ extension ServerAPI {
         var seen = Set<String>()
         let groupIds = call.list("toGroupIds").filter { seen.insert($0).inserted }
         if let bad = groupIds.first(where: { !UserID.isValid($0) }) {
-            throw IMError(.ultraGroupParameterInvalid, "toGroupIds '\(bad.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.ultraGroupParameterInvalid, "toGroupIds \(TextLength.quoted(bad)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
         }
         message.directedUserIds = try ultraGroupUsers(call, "toUserIds")
         try checkMentioned(call, content: content)
