@@ -27,7 +27,7 @@ data="${PROFILE_DATA_DIR:-$(mktemp -d /tmp/imbench-profile-XXXXXX)}"
 keep="${PROFILE_DATA_DIR:+yes}"
 log="$data/imserver.log"
 : >"$log"
-IMSERVER_API_CALLS_PER_SECOND=0 "$bin/imserver" serve --host 127.0.0.1 --port 0 --data-dir "$data" \
+IMSERVER_API_CALLS_PER_SECOND=0 IMSERVER_MAX_CONNECTIONS_PER_ADDRESS=0 "$bin/imserver" serve --host 127.0.0.1 --port 0 --data-dir "$data" \
   --app-key imbench --app-secret imbench-secret --log-level warning ${PROFILE_SERVER_ARGS:-} >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true; [ -n "$keep" ] || rm -rf "$data"' EXIT

@@ -116,6 +116,8 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
     /// The gateway has the connection (a WebSocket upgrade happened): its own timeouts apply.
     func enteredWebSocket() {
         webSocket = true
+        deadline?.cancel()
+        deadline = nil
     }
 
     /// A refused connection's requests are never parsed, so none of them runs.

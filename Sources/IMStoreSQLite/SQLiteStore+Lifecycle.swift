@@ -35,7 +35,7 @@ extension SQLiteStore {
             cleared[row[0]] = row[1]
         }
         let marks = persisted.map { _ in "?" }.joined(separator: ",")
-        let hidden = Set(try String.fetchAll(db.makeStatement(sql: """
+        let hidden = Set(try String.fetchAll(db.cachedStatement(sql: """
             SELECT uid FROM hidden_messages WHERE app_id = ? AND user_id = ? AND uid IN (\(marks))
             """), arguments: StatementArguments([appId, userId] as [any DatabaseValueConvertible] + persisted.map(\.uid))))
         guard !hidden.isEmpty || !cleared.isEmpty else { return messages }

@@ -330,7 +330,7 @@ public final class SQLiteStore: IMStore {
                 start += chunk.count
                 let marks = chunk.map { _ in "?" }.joined(separator: ",")
                 var rows: [UInt64: StoredMessage] = [:]
-                for message in try Self.messages(db.makeStatement(sql: "SELECT \(Self.columns) FROM messages WHERE seq IN (\(marks))"),
+                for message in try Self.messages(db.cachedStatement(sql: "SELECT \(Self.columns) FROM messages WHERE seq IN (\(marks))"),
                                                  arguments: StatementArguments(chunk.map { Int64(clamping: $0) })) {
                     if let groupId = groupOf[message.seq] {
                         // The index matched the group id as a target; the row says whether it is this
