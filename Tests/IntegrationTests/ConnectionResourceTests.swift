@@ -173,14 +173,7 @@ struct ConnectionResourceTests {
         let server = try await TestServer.start { $0.maxConnectionsPerAddress = 3 }
         defer { Task { await server.stop() } }
         let port = try #require(URL(string: server.baseURL)?.port)
-        // Three connections, each answered (so each is counted before the next is opened).
-        var held: [RawSocket] = []
-        for _ in 0..<3 {
-            let socket = try RawSocket(port: port)
-            try socket.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            #expect(await socket.read(until: "\r\n\r\n", timeout: .seconds(10)).hasPrefix("HTTP/1.1 200"))
-            held.append(socket)
-        }
+        var held = try await Self.answeredConnections(3, port: port)
         let fourth = try RawSocket(port: port)
         let refused = String(decoding: await fourth.readUntilClosed(timeout: .seconds(10)) ?? [], as: UTF8.self)
         #expect(refused.hasPrefix("HTTP/1.1 503") && refused.contains(#""code":1008"#), "\(refused.prefix(300))")
@@ -225,13 +218,7 @@ struct ConnectionResourceTests {
         let server = try await TestServer.start { $0.maxConnectionsPerAddress = 2 }
         defer { Task { await server.stop() } }
         let port = try #require(URL(string: server.baseURL)?.port)
-        var held: [RawSocket] = []
-        for _ in 0..<2 {
-            let socket = try RawSocket(port: port)
-            try socket.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            #expect(await socket.read(until: "\r\n\r\n", timeout: .seconds(10)).hasPrefix("HTTP/1.1 200"))
-            held.append(socket)
-        }
+        let held = try await Self.answeredConnections(2, port: port)
         let body = "userId=refused-user"
         let refused = try RawSocket(port: port)
         try refused.send(Self.signedHead(server, "/user/getToken.json", contentLength: body.utf8.count) + body)
@@ -248,6 +235,18 @@ struct ConnectionResourceTests {
         defer { Task { await server.stop() } }
         let client = server.client()
         #expect(await failureCode { try await client.connect(token: "not-a-token.at-all") } == ErrorCode.tokenIncorrect.rawValue)
+    }
+
+    /// Keep-alive connections, each answered once (so each is counted before the next is opened).
+    static func answeredConnections(_ count: Int, port: Int) async throws -> [RawSocket] {
+        var sockets: [RawSocket] = []
+        for _ in 0..<count {
+            let socket = try RawSocket(port: port)
+            try socket.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            #expect(await socket.read(until: "\r\n\r\n", timeout: .seconds(10)).hasPrefix("HTTP/1.1 200"))
+            sockets.append(socket)
+        }
+        return sockets
     }
 
     /// A signed Server API request head for a form body of `contentLength` bytes.
