@@ -103,11 +103,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "IMServerTesting",
+            dependencies: [
+                "IMCore", "IMWire", "IMServer", "IMStoreSQLite", "IMLib",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStoreSQLite", "IMLib",
+                "IMCore", "IMWire", "IMServer", "IMStoreSQLite", "IMLib", "IMServerTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

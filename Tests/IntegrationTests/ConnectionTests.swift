@@ -2,87 +2,88 @@ import Foundation
 import IMCore
 @testable import IMLib
 import IMServer
+import IMServerTesting
 import Testing
 
 @Suite("Connection, login rules and errors")
 struct ConnectionTests {
     @Test("a second login of the same platform class kicks the first with status 6; other classes stay")
     func kickSamePlatformClass() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        let iPhone = try await server.connectedClient("ivy", platform: .iOS)
-        let desktop = try await server.connectedClient("ivy", platform: .linux)
-        let statuses = EventRecorder(iPhone.connectionStatusUpdates())
-        let android = try await server.connectedClient("ivy", platform: .android)
+        try await withTestServer(try await TestServer.start()) { server in
+            let iPhone = try await server.connectedClient("ivy", platform: .iOS)
+            let desktop = try await server.connectedClient("ivy", platform: .linux)
+            let statuses = EventRecorder(iPhone.connectionStatusUpdates())
+            let android = try await server.connectedClient("ivy", platform: .android)
 
-        let kicked = await statuses.first { $0 == .kickedOfflineByOtherClient }
-        #expect(kicked == .kickedOfflineByOtherClient)
-        #expect(await iPhone.connectionStatus == .kickedOfflineByOtherClient)
-        #expect(await android.connectionStatus == .connected)
-        #expect(await desktop.connectionStatus == .connected)
-        #expect(server.core.registry.sessions(appId: server.app.id, userId: "ivy").count == 2)
-        // The kicked client does not come back by itself.
-        _ = try await server.connectedClient("jack")
-        #expect(!statuses.items.contains(.connecting))
+            let kicked = await statuses.first { $0 == .kickedOfflineByOtherClient }
+            #expect(kicked == .kickedOfflineByOtherClient)
+            #expect(await iPhone.connectionStatus == .kickedOfflineByOtherClient)
+            #expect(await android.connectionStatus == .connected)
+            #expect(await desktop.connectionStatus == .connected)
+            #expect(server.core.registry.sessions(appId: server.app.id, userId: "ivy").count == 2)
+            // The kicked client does not come back by itself.
+            _ = try await server.connectedClient("jack")
+            #expect(!statuses.items.contains(.connecting))
+        }
     }
 
     @Test("an automatic reconnect with reconnect-kick enabled is refused with 31023 and kicks nobody")
     func reconnectKickRefused() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        let first = try await server.connectedClient("kim", platform: .iOS) { options in
-            options.reconnectKickEnable = true
-            // Give the second device time to log in before the first one's reconnect.
-            options.reconnectDelay = { attempt in attempt == 0 ? .milliseconds(1500) : ReconnectSchedule.delay(attempt: attempt) }
+        try await withTestServer(try await TestServer.start()) { server in
+            let first = try await server.connectedClient("kim", platform: .iOS) { options in
+                options.reconnectKickEnable = true
+                // Give the second device time to log in before the first one's reconnect.
+                options.reconnectDelay = { attempt in attempt == 0 ? .milliseconds(1500) : ReconnectSchedule.delay(attempt: attempt) }
+            }
+            let statuses = EventRecorder(first.connectionStatusUpdates())
+            // The network drops the first device's connection.
+            server.core.dropConnections(appId: server.app.id, userId: "kim")
+            _ = await statuses.first { $0 == .connecting }
+            let second = try await server.connectedClient("kim", platform: .android)
+            let final = await statuses.first { $0 == .kickedOfflineByOtherClient }
+            #expect(final == .kickedOfflineByOtherClient)
+            #expect(await second.connectionStatus == .connected, "the device that is online stays online")
         }
-        let statuses = EventRecorder(first.connectionStatusUpdates())
-        // The network drops the first device's connection.
-        server.core.dropConnections(appId: server.app.id, userId: "kim")
-        _ = await statuses.first { $0 == .connecting }
-        let second = try await server.connectedClient("kim", platform: .android)
-        let final = await statuses.first { $0 == .kickedOfflineByOtherClient }
-        #expect(final == .kickedOfflineByOtherClient)
-        #expect(await second.connectionStatus == .connected, "the device that is online stays online")
     }
 
     @Test("bad tokens fail with 31004 once and are not retried")
     func invalidToken() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        let garbage = server.client()
-        do {
-            try await garbage.connect(token: "not-a-token")
-            Issue.record("a malformed token connected")
-        } catch let error as IMError {
-            #expect(error.code == .tokenIncorrect)
-        }
-        #expect(await garbage.connectionStatus == .tokenIncorrect)
+        try await withTestServer(try await TestServer.start()) { server in
+            let garbage = server.client()
+            do {
+                try await garbage.connect(token: "not-a-token")
+                Issue.record("a malformed token connected")
+            } catch let error as IMError {
+                #expect(error.code == .tokenIncorrect)
+            }
+            #expect(await garbage.connectionStatus == .tokenIncorrect)
 
-        // A token of another app, re-labelled with this app's key: the server checks the signature.
-        let otherApp = try await server.core.apps.upsert(appKey: "otherapp", appSecret: "othersecret", name: "other", now: 0)
-        let foreign = try await server.token("mallory", app: otherApp)
-        let parts = foreign.split(separator: ".")
-        var claims = try #require(ConnectTokenClaims.unverified(foreign))
-        claims.appKey = server.app.appKey
-        let forged = Base64URL.encode(try JSONEncoder().encode(claims)) + "." + parts[1]
-        let client = server.client()
-        let statuses = EventRecorder(client.connectionStatusUpdates())
-        do {
-            try await client.connect(token: forged)
-            Issue.record("a forged token connected")
-        } catch let error as IMError {
-            #expect(error.code == .tokenIncorrect)
-        }
-        #expect(server.core.registry.sessionCount == 0)
-        #expect(statuses.items.filter { $0 == .connecting }.count == 1, "one attempt, no retry")
+            // A token of another app, re-labelled with this app's key: the server checks the signature.
+            let otherApp = try await server.core.apps.upsert(appKey: "otherapp", appSecret: "othersecret", name: "other", now: 0)
+            let foreign = try await server.token("mallory", app: otherApp)
+            let parts = foreign.split(separator: ".")
+            var claims = try #require(ConnectTokenClaims.unverified(foreign))
+            claims.appKey = server.app.appKey
+            let forged = Base64URL.encode(try JSONEncoder().encode(claims)) + "." + parts[1]
+            let client = server.client()
+            let statuses = EventRecorder(client.connectionStatusUpdates())
+            do {
+                try await client.connect(token: forged)
+                Issue.record("a forged token connected")
+            } catch let error as IMError {
+                #expect(error.code == .tokenIncorrect)
+            }
+            #expect(server.core.registry.sessionCount == 0)
+            #expect(statuses.items.filter { $0 == .connecting }.count == 1, "one attempt, no retry")
 
-        // The genuine token of the other app fails on this app (client side) and works on its own.
-        let wrongApp = server.client()
-        await #expect(throws: IMError.self) { try await wrongApp.connect(token: foreign) }
-        let rightApp = server.client(app: otherApp)
-        #expect(try await rightApp.connect(token: foreign) == "mallory")
-        #expect(server.core.registry.isOnline(appId: otherApp.id, userId: "mallory"))
-        #expect(!server.core.registry.isOnline(appId: server.app.id, userId: "mallory"))
+            // The genuine token of the other app fails on this app (client side) and works on its own.
+            let wrongApp = server.client()
+            await #expect(throws: IMError.self) { try await wrongApp.connect(token: foreign) }
+            let rightApp = server.client(app: otherApp)
+            #expect(try await rightApp.connect(token: foreign) == "mallory")
+            #expect(server.core.registry.isOnline(appId: otherApp.id, userId: "mallory"))
+            #expect(!server.core.registry.isOnline(appId: server.app.id, userId: "mallory"))
+        }
     }
 
     @Test("connect with a time limit against no server fails with 34006 and stops")
@@ -137,56 +138,56 @@ struct ConnectionTests {
 
     @Test("a connection the server dropped reconnects by itself and gets what was sent meanwhile")
     func reconnectAfterDrop() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        let alice = try await server.connectedClient("alice")
-        let bob = try await server.connectedClient("bob")
-        let statuses = EventRecorder(bob.connectionStatusUpdates())
-        let inbox = EventRecorder(bob.receivedMessages())
-        server.core.dropConnections(appId: server.app.id, userId: "bob")
-        let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "while away"))
-        _ = await statuses.first { $0 == .connecting }
-        _ = await statuses.first { $0 == .connected }
-        let received = await inbox.first { $0.message.messageUId == sent.messageUId }
-        #expect(received != nil)
-        #expect(inbox.items.count == 1)
+        try await withTestServer(try await TestServer.start()) { server in
+            let alice = try await server.connectedClient("alice")
+            let bob = try await server.connectedClient("bob")
+            let statuses = EventRecorder(bob.connectionStatusUpdates())
+            let inbox = EventRecorder(bob.receivedMessages())
+            server.core.dropConnections(appId: server.app.id, userId: "bob")
+            let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "while away"))
+            _ = await statuses.first { $0 == .connecting }
+            _ = await statuses.first { $0 == .connected }
+            let received = await inbox.first { $0.message.messageUId == sent.messageUId }
+            #expect(received != nil)
+            #expect(inbox.items.count == 1)
+        }
     }
 
     @Test("a silent connection is dropped after three heartbeat intervals")
     func heartbeatTimeout() async throws {
         let clock = ManualClock()
-        let server = try await TestServer.start(clock: clock) { $0.heartbeatIntervalSeconds = 30 }
-        defer { Task { await server.stop() } }
-        _ = try await server.connectedClient("lee")
-        #expect(server.core.sweepIdleSessions() == 0)
-        clock.advance(milliseconds: 89_000)
-        #expect(server.core.sweepIdleSessions() == 0)
-        clock.advance(milliseconds: 2_000)
-        #expect(server.core.sweepIdleSessions() == 1)
-        #expect(!server.core.registry.isOnline(appId: server.app.id, userId: "lee"))
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.heartbeatIntervalSeconds = 30 }) { server in
+            _ = try await server.connectedClient("lee")
+            #expect(server.core.sweepIdleSessions() == 0)
+            clock.advance(milliseconds: 89_000)
+            #expect(server.core.sweepIdleSessions() == 0)
+            clock.advance(milliseconds: 2_000)
+            #expect(server.core.sweepIdleSessions() == 1)
+            #expect(!server.core.registry.isOnline(appId: server.app.id, userId: "lee"))
+        }
     }
 
     @Test("disconnect stops reconnecting; logout signs out")
     func disconnectStops() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        let client = try await server.connectedClient("mia")
-        let statuses = EventRecorder(client.connectionStatusUpdates())
-        await client.disconnect()
-        #expect(await client.connectionStatus == .unconnected)
-        _ = try await server.connectedClient("other")
-        #expect(!statuses.items.contains(.connecting))
-        let again = try await server.connectedClient("mia")
-        await again.logout()
-        #expect(await again.connectionStatus == .signOut)
-        try await again.connect(token: try await server.token("mia"))
-        do {
+        try await withTestServer(try await TestServer.start()) { server in
+            let client = try await server.connectedClient("mia")
+            let statuses = EventRecorder(client.connectionStatusUpdates())
+            await client.disconnect()
+            #expect(await client.connectionStatus == .unconnected)
+            _ = try await server.connectedClient("other")
+            #expect(!statuses.items.contains(.connecting))
+            let again = try await server.connectedClient("mia")
+            await again.logout()
+            #expect(await again.connectionStatus == .signOut)
             try await again.connect(token: try await server.token("mia"))
-            Issue.record("a second connect while connected succeeded")
-        } catch let error as IMError {
-            #expect(error.code == .connectionExists)
+            do {
+                try await again.connect(token: try await server.token("mia"))
+                Issue.record("a second connect while connected succeeded")
+            } catch let error as IMError {
+                #expect(error.code == .connectionExists)
+            }
+            #expect(await again.connectionStatus == .connected)
         }
-        #expect(await again.connectionStatus == .connected)
     }
 
     @Test("the reconnect schedule is 0, 0.25, 0.5, 1, 2, 4, 8, 16, 32 s, then 64 s")

@@ -5,6 +5,7 @@ import IMCore
 import IMServer
 import IMStoreSQLite
 import IMWire
+import IMServerTesting
 import Testing
 
 /// User ids may contain `|` (RongCloud's older documents allow `+ | = - _`), the character that
@@ -18,50 +19,50 @@ struct ConversationKeyTests {
 
     @Test("a user reads and writes only their own one-to-one conversations, whatever `|` the ids hold")
     func privateConversations() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        let zbob = try await server.connectedClient("zbob")
-        let acmeZed = try await server.connectedClient("acme|zed")
-        _ = try await zbob.sendMessage(.private, targetId: "acme|zed", content: TextMessage(content: "secret"))
+        try await withTestServer(try await TestServer.start()) { server in
+            let zbob = try await server.connectedClient("zbob")
+            let acmeZed = try await server.connectedClient("acme|zed")
+            _ = try await zbob.sendMessage(.private, targetId: "acme|zed", content: TextMessage(content: "secret"))
 
-        // acme asks for the history of a conversation whose old key was the same string.
-        let acme = try await server.connectedClient("acme")
-        #expect(Self.texts(try await acme.getRemoteHistoryMessages(.private, targetId: "zed|zbob").messages).isEmpty,
-                "acme reads nothing of acme|zed and zbob")
-        _ = try await acme.sendMessage(.private, targetId: "zed|zbob", content: TextMessage(content: "hello zed|zbob"))
-        #expect(Self.texts(try await zbob.getRemoteHistoryMessages(.private, targetId: "acme|zed").messages) == ["secret"],
-                "acme's message did not land in zbob's conversation with acme|zed")
-        #expect(Self.texts(try await acmeZed.getRemoteHistoryMessages(.private, targetId: "zbob").messages) == ["secret"])
-        let (zedZbob, inbox) = try await server.syncedDevice("zed|zbob")
-        #expect(await inbox.wait(for: 1).compactMap { $0.message.content(as: TextMessage.self)?.content } == ["hello zed|zbob"])
-        #expect(Self.texts(try await zedZbob.getRemoteHistoryMessages(.private, targetId: "acme").messages) == ["hello zed|zbob"])
+            // acme asks for the history of a conversation whose old key was the same string.
+            let acme = try await server.connectedClient("acme")
+            #expect(Self.texts(try await acme.getRemoteHistoryMessages(.private, targetId: "zed|zbob").messages).isEmpty,
+                    "acme reads nothing of acme|zed and zbob")
+            _ = try await acme.sendMessage(.private, targetId: "zed|zbob", content: TextMessage(content: "hello zed|zbob"))
+            #expect(Self.texts(try await zbob.getRemoteHistoryMessages(.private, targetId: "acme|zed").messages) == ["secret"],
+                    "acme's message did not land in zbob's conversation with acme|zed")
+            #expect(Self.texts(try await acmeZed.getRemoteHistoryMessages(.private, targetId: "zbob").messages) == ["secret"])
+            let (zedZbob, inbox) = try await server.syncedDevice("zed|zbob")
+            #expect(await inbox.wait(for: 1).compactMap { $0.message.content(as: TextMessage.self)?.content } == ["hello zed|zbob"])
+            #expect(Self.texts(try await zedZbob.getRemoteHistoryMessages(.private, targetId: "acme").messages) == ["hello zed|zbob"])
 
-        // Clearing one's history with one peer leaves the conversation with the other alone. User
-        // a|b|a talks with b|a and with a|b: the two keys were one string before.
-        let aba = try await server.connectedClient("a|b|a")
-        let ba = try await server.connectedClient("b|a")
-        let ab = try await server.connectedClient("a|b")
-        _ = try await ba.sendMessage(.private, targetId: "a|b|a", content: TextMessage(content: "from b|a"))
-        let last = try await ab.sendMessage(.private, targetId: "a|b|a", content: TextMessage(content: "from a|b"))
-        try await aba.clearRemoteHistoryMessages(.private, targetId: "b|a", recordTime: last.sentTime)
-        #expect(Self.texts(try await aba.getRemoteHistoryMessages(.private, targetId: "b|a").messages).isEmpty)
-        #expect(Self.texts(try await aba.getRemoteHistoryMessages(.private, targetId: "a|b").messages) == ["from a|b"])
+            // Clearing one's history with one peer leaves the conversation with the other alone. User
+            // a|b|a talks with b|a and with a|b: the two keys were one string before.
+            let aba = try await server.connectedClient("a|b|a")
+            let ba = try await server.connectedClient("b|a")
+            let ab = try await server.connectedClient("a|b")
+            _ = try await ba.sendMessage(.private, targetId: "a|b|a", content: TextMessage(content: "from b|a"))
+            let last = try await ab.sendMessage(.private, targetId: "a|b|a", content: TextMessage(content: "from a|b"))
+            try await aba.clearRemoteHistoryMessages(.private, targetId: "b|a", recordTime: last.sentTime)
+            #expect(Self.texts(try await aba.getRemoteHistoryMessages(.private, targetId: "b|a").messages).isEmpty)
+            #expect(Self.texts(try await aba.getRemoteHistoryMessages(.private, targetId: "a|b").messages) == ["from a|b"])
+        }
     }
 
     @Test("system conversations are told apart when the account and the user hold `|`")
     func systemConversations() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        for (from, to, text) in [("sys|news", "bob", "for bob"), ("sys", "news|bob", "for news|bob")] {
-            let (_, body) = try await server.api.post("/message/system/publish.json", form: [
-                "fromUserId": from, "toUserId": to, "objectName": "RC:TxtMsg", "content": #"{"content":"\#(text)"}"#])
-            #expect(body["code"] as? Int == 200, "\(body)")
+        try await withTestServer(try await TestServer.start()) { server in
+            for (from, to, text) in [("sys|news", "bob", "for bob"), ("sys", "news|bob", "for news|bob")] {
+                let (_, body) = try await server.api.post("/message/system/publish.json", form: [
+                    "fromUserId": from, "toUserId": to, "objectName": "RC:TxtMsg", "content": #"{"content":"\#(text)"}"#])
+                #expect(body["code"] as? Int == 200, "\(body)")
+            }
+            let newsBob = try await server.connectedClient("news|bob")
+            #expect(Self.texts(try await newsBob.getRemoteHistoryMessages(.system, targetId: "sys").messages) == ["for news|bob"])
+            let bob = try await server.connectedClient("bob")
+            #expect(Self.texts(try await bob.getRemoteHistoryMessages(.system, targetId: "sys|news").messages) == ["for bob"])
+            #expect(Self.texts(try await bob.getRemoteHistoryMessages(.system, targetId: "sys").messages).isEmpty)
         }
-        let newsBob = try await server.connectedClient("news|bob")
-        #expect(Self.texts(try await newsBob.getRemoteHistoryMessages(.system, targetId: "sys").messages) == ["for news|bob"])
-        let bob = try await server.connectedClient("bob")
-        #expect(Self.texts(try await bob.getRemoteHistoryMessages(.system, targetId: "sys|news").messages) == ["for bob"])
-        #expect(Self.texts(try await bob.getRemoteHistoryMessages(.system, targetId: "sys").messages).isEmpty)
     }
 
     @Test("every key kind escapes `|` and `%`, and keys of different conversations differ")

@@ -3,6 +3,7 @@ import IMCore
 import IMLib
 import IMServer
 import Synchronization
+import IMServerTesting
 import Testing
 
 /// `kill -9` of a real imserver process under send load: every message acknowledged to its sender

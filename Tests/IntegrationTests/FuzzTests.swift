@@ -5,6 +5,7 @@ import IMCore
 import IMWire
 import PropertyBased
 import SwiftProtobuf
+import IMServerTesting
 import Testing
 
 /// Values of the kinds that broke servers before: boundary numbers, ids holding separators,
@@ -169,14 +170,19 @@ struct FuzzValues: RandomNumberGenerator {
 struct FuzzTests {
     static let iterations = Int(ProcessInfo.processInfo.environment["IMSERVER_FUZZ_ITERATIONS"] ?? "") ?? 150
 
-    /// A server with something in it: users, a group and its messages, an ultra group, a chatroom.
-    static func fixture() async throws -> (TestServer, WireConnection, [String]) {
-        let server = try await TestServer.start { config in
+    /// A server for the fuzz runs: no send or call limits in the way.
+    static func fixtureServer() async throws -> TestServer {
+        try await TestServer.start { config in
             config.clientSendsPerSecond = 1_000_000
             config.chatroomJoinsPerSecond = 1000
             config.apiCallsPerSecond = 0
             config.chatroomHistoryEnabled = true
         }
+    }
+
+    /// Something in the server: users, a group and its messages, an ultra group, a chatroom; returns
+    /// alice's raw connection and the ids and uids made.
+    static func fixture(_ server: TestServer) async throws -> (WireConnection, [String]) {
         try await GroupChatTests.createGroup(server, "g1", ["alice", "bob", "carol"])
         _ = try await server.api.post("/ultragroup/create.json", form: ["userId": "alice", "groupId": "ug", "groupName": "ug"])
         _ = try await server.api.post("/ultragroup/channel/create.json", form: ["groupId": "ug", "busChannel": "c1"])
@@ -189,90 +195,93 @@ struct FuzzTests {
             request.canIncludeExpansion = true
             known.append(try await MessageRulesTests.send(alice, request).messageUid)
         }
-        return (server, alice, known)
+        return (alice, known)
     }
 
     @Test("random requests of every op get an answer with a documented code, never 31003, and the server serves on")
     func gatewayRequests() async throws {
-        let (server, alice, known) = try await Self.fixture()
-        defer { Task { await server.stop() } }
-        await propertyCheck(count: Self.iterations, input: Gen.uint64()) { seed in
-            var values = FuzzValues(seed: seed)
-            values.known = known
-            let (op, request) = values.request()
-            guard let bytes = try? request.serializedData(), bytes.count < FrameCodec.maxFrameBytes - 1024 else { return }
-            do {
-                _ = try await alice.request(op, request, timeout: .seconds(20))
-            } catch let error as IMError {
-                #expect(error.code != .serverUnavailable, "\(op) answered 31003 (an unexpected failure): \(error.message)")
-                #expect(error.code != .responseTimeout && error.code != .socketDisconnected, "\(op): no answer: \(error)")
+        try await withTestServer(try await Self.fixtureServer()) { server in
+            let (alice, known) = try await Self.fixture(server)
+            await propertyCheck(count: Self.iterations, input: Gen.uint64()) { seed in
+                var values = FuzzValues(seed: seed)
+                values.known = known
+                let (op, request) = values.request()
+                guard let bytes = try? request.serializedData(), bytes.count < FrameCodec.maxFrameBytes - 1024 else { return }
+                do {
+                    _ = try await alice.request(op, request, timeout: .seconds(20))
+                } catch let error as IMError {
+                    #expect(error.code != .serverUnavailable, "\(op) answered 31003 (an unexpected failure): \(error.message)")
+                    #expect(error.code != .responseTimeout && error.code != .socketDisconnected, "\(op): no answer: \(error)")
+                }
             }
+            try await NumericInputTests.stillServing(server, alice, to: "dave")
         }
-        try await NumericInputTests.stillServing(server, alice, to: "dave")
     }
 
     @Test("garbage frames and garbage payloads are ignored or refused, and the connection keeps working")
     func garbageFrames() async throws {
-        let (server, alice, _) = try await Self.fixture()
-        defer { Task { await server.stop() } }
-        await propertyCheck(count: Self.iterations, input: Gen.uint64()) { seed in
-            var values = FuzzValues(seed: seed)
-            let garbage = (0..<Int(values.next() % 2048)).map { _ in UInt8(truncatingIfNeeded: values.next()) }
-            _ = try? FrameCodec.decode(garbage)
-            // A payload of random bytes for a random op.
-            let op = Im_Op(rawValue: Int(values.next() % 64)) ?? .ping
-            guard op != .disconnect, op != .connect else { return }
-            do {
-                _ = try await alice.request(op, AnyRequest(bytes: Data(garbage)), timeout: .seconds(20))
-            } catch let error as IMError {
-                #expect(error.code != .serverUnavailable && error.code != .responseTimeout && error.code != .socketDisconnected,
-                        "\(op) with \(garbage.count) random bytes: \(error)")
+        try await withTestServer(try await Self.fixtureServer()) { server in
+            let (alice, _) = try await Self.fixture(server)
+            await propertyCheck(count: Self.iterations, input: Gen.uint64()) { seed in
+                var values = FuzzValues(seed: seed)
+                let garbage = (0..<Int(values.next() % 2048)).map { _ in UInt8(truncatingIfNeeded: values.next()) }
+                _ = try? FrameCodec.decode(garbage)
+                // A payload of random bytes for a random op.
+                let op = Im_Op(rawValue: Int(values.next() % 64)) ?? .ping
+                guard op != .disconnect, op != .connect else { return }
+                do {
+                    _ = try await alice.request(op, AnyRequest(bytes: Data(garbage)), timeout: .seconds(20))
+                } catch let error as IMError {
+                    #expect(error.code != .serverUnavailable && error.code != .responseTimeout && error.code != .socketDisconnected,
+                            "\(op) with \(garbage.count) random bytes: \(error)")
+                }
             }
+            try await NumericInputTests.stillServing(server, alice, to: "dave")
         }
-        try await NumericInputTests.stillServing(server, alice, to: "dave")
     }
 
     @Test("random values for every Server API endpoint's parameters get the JSON envelope with a documented status, never 500")
     func serverAPI() async throws {
-        let (server, _, known) = try await Self.fixture()
-        defer { Task { await server.stop() } }
-        let endpoints = ServerAPI(core: server.core).endpoints
-        let documented: Set<Int> = Set([200] + OpenAPIDocument.commonFailures.keys) .union([430])
-        await propertyCheck(count: Self.iterations, input: Gen.uint64()) { seed in
-            var values = FuzzValues(seed: seed)
-            values.known = known
-            let endpoint = values.pick(endpoints)
-            guard endpoint.path != "/message/broadcast.json" else { return }  // 2 per hour: one call would end the run's broadcasts
-            var fields: [String: Any] = [:]
-            for param in endpoint.params where param.required || values.chance(60) {
-                switch param.kind {
-                case .string: fields[param.name] = values.string()
-                case .integer: fields[param.name] = values.chance(80) ? String(values.int64()) : values.string()
-                case .boolean: fields[param.name] = values.pick(["true", "false", "1", "0", "True", values.string()])
-                case .list: fields[param.name] = values.strings()
-                case .json: fields[param.name] = values.pick([values.string(), #"{"content":"x"}"#, "[1,2]", #"{"k":"v"}"#])
+        try await withTestServer(try await Self.fixtureServer()) { server in
+            let (_, known) = try await Self.fixture(server)
+            let endpoints = ServerAPI(core: server.core).endpoints
+            let documented: Set<Int> = Set([200] + OpenAPIDocument.commonFailures.keys) .union([430])
+            await propertyCheck(count: Self.iterations, input: Gen.uint64()) { seed in
+                var values = FuzzValues(seed: seed)
+                values.known = known
+                let endpoint = values.pick(endpoints)
+                guard endpoint.path != "/message/broadcast.json" else { return }  // 2 per hour: one call would end the run's broadcasts
+                var fields: [String: Any] = [:]
+                for param in endpoint.params where param.required || values.chance(60) {
+                    switch param.kind {
+                    case .string: fields[param.name] = values.string()
+                    case .integer: fields[param.name] = values.chance(80) ? String(values.int64()) : values.string()
+                    case .boolean: fields[param.name] = values.pick(["true", "false", "1", "0", "True", values.string()])
+                    case .list: fields[param.name] = values.strings()
+                    case .json: fields[param.name] = values.pick([values.string(), #"{"content":"x"}"#, "[1,2]", #"{"k":"v"}"#])
+                    }
                 }
-            }
-            let (status, body): (Int, [String: Any])
-            do {
-                if endpoint.body == .json {
-                    (status, body) = try await server.api.post(endpoint.path, json: fields)
-                } else {
-                    let form = fields.flatMap { key, value -> [String] in
-                        let list = value as? [String] ?? [value as? String ?? ""]
-                        return list.map { "\(key)=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
-                    }.joined(separator: "&")
-                    (status, body) = try await server.api.post(endpoint.path, rawForm: form)
+                let (status, body): (Int, [String: Any])
+                do {
+                    if endpoint.body == .json {
+                        (status, body) = try await server.api.post(endpoint.path, json: fields)
+                    } else {
+                        let form = fields.flatMap { key, value -> [String] in
+                            let list = value as? [String] ?? [value as? String ?? ""]
+                            return list.map { "\(key)=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }
+                        }.joined(separator: "&")
+                        (status, body) = try await server.api.post(endpoint.path, rawForm: form)
+                    }
+                } catch {
+                    Issue.record("\(endpoint.path): no answer: \(error)")
+                    return
                 }
-            } catch {
-                Issue.record("\(endpoint.path): no answer: \(error)")
-                return
+                #expect(documented.contains(status), "\(endpoint.path) answered HTTP \(status): \(body)")
+                #expect(status != 500 && body["code"] as? Int != 1000, "\(endpoint.path) failed inside: \(body)")
+                #expect(body["code"] is Int, "\(endpoint.path): not the JSON envelope")
             }
-            #expect(documented.contains(status), "\(endpoint.path) answered HTTP \(status): \(body)")
-            #expect(status != 500 && body["code"] as? Int != 1000, "\(endpoint.path) failed inside: \(body)")
-            #expect(body["code"] is Int, "\(endpoint.path): not the JSON envelope")
+            #expect(try await server.api.post("/user/getToken.json", form: ["userId": "after"]).1["code"] as? Int == 200)
         }
-        #expect(try await server.api.post("/user/getToken.json", form: ["userId": "after"]).1["code"] as? Int == 200)
     }
 
     @Test("the Server API's form and JSON readers take any body")

@@ -4,6 +4,7 @@ import IMCore
 @testable import IMLib
 import IMServer
 import IMWire
+import IMServerTesting
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -40,97 +41,97 @@ struct NumericInputTests {
 
     @Test("SYNC, READ_RECEIPT_SYNC and CONVERSATION_STATE_SYNC with a watermark past Int64.max get 33003, and the server serves on")
     func watermarks() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        let alice = try await MessageRulesTests.rawConnection(server, user: "alice")
-        for since in [UInt64(Int64.max) + 1, UInt64.max - 1, UInt64.max] {
+        try await withTestServer(try await TestServer.start()) { server in
+            let alice = try await MessageRulesTests.rawConnection(server, user: "alice")
+            for since in [UInt64(Int64.max) + 1, UInt64.max - 1, UInt64.max] {
+                var sync = Im_SyncRequest()
+                sync.since = since
+                #expect(await Self.code { _ = try await alice.request(.sync, sync, timeout: .seconds(10)) } == 33003, "SYNC since \(since)")
+                var receipts = Im_ReadReceiptSyncRequest()
+                receipts.since = since
+                #expect(await Self.code { _ = try await alice.request(.readReceiptSync, receipts, timeout: .seconds(10)) } == 33003,
+                        "READ_RECEIPT_SYNC since \(since)")
+                var state = Im_ConversationStateSyncRequest()
+                state.since = since
+                #expect(await Self.code { _ = try await alice.request(.conversationStateSync, state, timeout: .seconds(10)) } == 33003,
+                        "CONVERSATION_STATE_SYNC since \(since)")
+            }
+            // The largest watermark a store can hold still works (nothing newer: an empty last page).
             var sync = Im_SyncRequest()
-            sync.since = since
-            #expect(await Self.code { _ = try await alice.request(.sync, sync, timeout: .seconds(10)) } == 33003, "SYNC since \(since)")
-            var receipts = Im_ReadReceiptSyncRequest()
-            receipts.since = since
-            #expect(await Self.code { _ = try await alice.request(.readReceiptSync, receipts, timeout: .seconds(10)) } == 33003,
-                    "READ_RECEIPT_SYNC since \(since)")
-            var state = Im_ConversationStateSyncRequest()
-            state.since = since
-            #expect(await Self.code { _ = try await alice.request(.conversationStateSync, state, timeout: .seconds(10)) } == 33003,
-                    "CONVERSATION_STATE_SYNC since \(since)")
+            sync.since = UInt64(Int64.max)
+            let page = try await alice.request(.sync, sync, timeout: .seconds(10)).body(Im_SyncReply.self)
+            #expect(page.messages.isEmpty && !page.morePackages)
+            try await Self.stillServing(server, alice, to: "bob")
         }
-        // The largest watermark a store can hold still works (nothing newer: an empty last page).
-        var sync = Im_SyncRequest()
-        sync.since = UInt64(Int64.max)
-        let page = try await alice.request(.sync, sync, timeout: .seconds(10)).body(Im_SyncReply.self)
-        #expect(page.messages.isEmpty && !page.morePackages)
-        try await Self.stillServing(server, alice, to: "bob")
     }
 
     @Test("READ_RECEIPT_USERS with a page token past Int64.max, negative or not a number gets 33003 on one's own group message")
     func readUsersPageToken() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        try await GroupChatTests.createGroup(server, "g1", ["alice", "bob"])
-        let alice = try await MessageRulesTests.rawConnection(server, user: "alice")
-        var send = MessageRulesTests.text(to: "g1", "read me")
-        send.conversationType = 3
-        let sent = try await MessageRulesTests.send(alice, send)
-        for token in ["18446744073709551615", "9223372036854775808", "-1", "12abc", "99999999999999999999999"] {
-            var request = Im_ReadUsersRequest()
-            request.messageUid = sent.messageUid
-            request.pageToken = token
-            request.count = 10
-            #expect(await Self.code { _ = try await alice.request(.readReceiptUsers, request, timeout: .seconds(10)) } == 33003, "token \(token)")
+        try await withTestServer(try await TestServer.start()) { server in
+            try await GroupChatTests.createGroup(server, "g1", ["alice", "bob"])
+            let alice = try await MessageRulesTests.rawConnection(server, user: "alice")
+            var send = MessageRulesTests.text(to: "g1", "read me")
+            send.conversationType = 3
+            let sent = try await MessageRulesTests.send(alice, send)
+            for token in ["18446744073709551615", "9223372036854775808", "-1", "12abc", "99999999999999999999999"] {
+                var request = Im_ReadUsersRequest()
+                request.messageUid = sent.messageUid
+                request.pageToken = token
+                request.count = 10
+                #expect(await Self.code { _ = try await alice.request(.readReceiptUsers, request, timeout: .seconds(10)) } == 33003, "token \(token)")
+            }
+            var first = Im_ReadUsersRequest()
+            first.messageUid = sent.messageUid
+            first.count = 10
+            let reply = try await alice.request(.readReceiptUsers, first, timeout: .seconds(10)).body(Im_ReadUsersReply.self)
+            #expect(reply.users.isEmpty && reply.total == 0)
+            try await Self.stillServing(server, alice, to: "carol")
         }
-        var first = Im_ReadUsersRequest()
-        first.messageUid = sent.messageUid
-        first.count = 10
-        let reply = try await alice.request(.readReceiptUsers, first, timeout: .seconds(10)).body(Im_ReadUsersReply.self)
-        #expect(reply.users.isEmpty && reply.total == 0)
-        try await Self.stillServing(server, alice, to: "carol")
     }
 
     @Test("Server API numbers at the ends of Int64 get 1002 or a well-defined answer, never a crash")
     func serverAPIExtremes() async throws {
-        let server = try await TestServer.start()
-        defer { Task { await server.stop() } }
-        let api = server.api
-        let min = String(Int64.min), max = String(Int64.max)
-        #expect(try await api.post("/ultragroup/create.json", form: ["userId": "alice", "groupId": "ug", "groupName": "ug"]).1["code"] as? Int == 200)
-        for (start, end) in [(min, max), (min, "0"), ("-1", max), ("0", max)] {
-            let (_, body) = try await api.post("/ultragroup/hismsg/query.json",
-                                               form: ["groupId": "ug", "busChannel": "RCDefault", "startTime": start, "endTime": end])
-            #expect(body["code"] as? Int == 1002, "hismsg \(start)...\(end): \(body)")
+        try await withTestServer(try await TestServer.start()) { server in
+            let api = server.api
+            let min = String(Int64.min), max = String(Int64.max)
+            #expect(try await api.post("/ultragroup/create.json", form: ["userId": "alice", "groupId": "ug", "groupName": "ug"]).1["code"] as? Int == 200)
+            for (start, end) in [(min, max), (min, "0"), ("-1", max), ("0", max)] {
+                let (_, body) = try await api.post("/ultragroup/hismsg/query.json",
+                                                   form: ["groupId": "ug", "busChannel": "RCDefault", "startTime": start, "endTime": end])
+                #expect(body["code"] as? Int == 1002, "hismsg \(start)...\(end): \(body)")
+            }
+            // A far-future end time (what callers write as Long.MAX_VALUE) still means "until now".
+            let (_, query) = try await api.post("/v3/message/private/query.json", json: [
+                "userId": "alice", "targetId": "bob", "startTime": 0, "endTime": Int64.max, "pageSize": 10])
+            #expect(query["code"] as? Int == 200, "\(query)")
+            // Pages past the end are empty, however far.
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "x"), canIncludeExpansion: true)
+            for page in [max, "92233720368547759", "2"] {
+                let (_, body) = try await api.post("/message/expansion/query.json", form: ["msgUID": sent.messageUId, "pageNo": page])
+                #expect(body["code"] as? Int == 200, "pageNo \(page): \(body)")
+            }
+            #expect(try await api.post("/chatroom/create.json", rawForm: "chatroom[room]=room").1["code"] as? Int == 200)
+            for (count, code) in [(min, 23412), (max, 200)] {
+                let (_, body) = try await api.post("/chatroom/user/query.json", form: ["chatroomId": "room", "count": count, "order": "1"])
+                #expect(body["code"] as? Int == code, "count \(count): \(body)")
+            }
+            let (_, gag) = try await api.post("/group/user/gag/add.json", form: ["userId": "alice", "groupId": "g1", "minute": max])
+            #expect(gag["code"] as? Int == 1002)
+            #expect(try await server.core.store.groupMutes(appId: server.app.id, groupId: "g1", now: 0).isEmpty)
         }
-        // A far-future end time (what callers write as Long.MAX_VALUE) still means "until now".
-        let (_, query) = try await api.post("/v3/message/private/query.json", json: [
-            "userId": "alice", "targetId": "bob", "startTime": 0, "endTime": Int64.max, "pageSize": 10])
-        #expect(query["code"] as? Int == 200, "\(query)")
-        // Pages past the end are empty, however far.
-        let alice = try await server.connectedClient("alice")
-        let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "x"), canIncludeExpansion: true)
-        for page in [max, "92233720368547759", "2"] {
-            let (_, body) = try await api.post("/message/expansion/query.json", form: ["msgUID": sent.messageUId, "pageNo": page])
-            #expect(body["code"] as? Int == 200, "pageNo \(page): \(body)")
-        }
-        #expect(try await api.post("/chatroom/create.json", rawForm: "chatroom[room]=room").1["code"] as? Int == 200)
-        for (count, code) in [(min, 23412), (max, 200)] {
-            let (_, body) = try await api.post("/chatroom/user/query.json", form: ["chatroomId": "room", "count": count, "order": "1"])
-            #expect(body["code"] as? Int == code, "count \(count): \(body)")
-        }
-        let (_, gag) = try await api.post("/group/user/gag/add.json", form: ["userId": "alice", "groupId": "g1", "minute": max])
-        #expect(gag["code"] as? Int == 1002)
-        #expect(try await server.core.store.groupMutes(appId: server.app.id, groupId: "g1", now: 0).isEmpty)
     }
 
     @Test("a Timestamp header at the ends of Int64, with the freshness window on, is refused with 1004")
     func timestampHeader() async throws {
-        let server = try await TestServer.start { $0.apiTimestampWindowSeconds = 300 }
-        defer { Task { await server.stop() } }
-        for timestamp in [String(Int64.min), String(Int64.max), "-9223372036854775", "-1", "0"] {
-            let (status, body) = try await Self.signedPost(server, "/user/getToken.json", form: "userId=alice", timestamp: timestamp)
-            #expect(status == 401 && body["code"] as? Int == 1004, "Timestamp \(timestamp): \(body)")
+        try await withTestServer(try await TestServer.start { $0.apiTimestampWindowSeconds = 300 }) { server in
+            for timestamp in [String(Int64.min), String(Int64.max), "-9223372036854775", "-1", "0"] {
+                let (status, body) = try await Self.signedPost(server, "/user/getToken.json", form: "userId=alice", timestamp: timestamp)
+                #expect(status == 401 && body["code"] as? Int == 1004, "Timestamp \(timestamp): \(body)")
+            }
+            let now = String(Int(Date().timeIntervalSince1970))
+            #expect(try await Self.signedPost(server, "/user/getToken.json", form: "userId=alice", timestamp: now).1["code"] as? Int == 200)
         }
-        let now = String(Int(Date().timeIntervalSince1970))
-        #expect(try await Self.signedPost(server, "/user/getToken.json", form: "userId=alice", timestamp: now).1["code"] as? Int == 200)
     }
 
     /// A Server API call signed with a chosen Timestamp header.

@@ -3,6 +3,7 @@ import IMCore
 import IMServer
 import IMStoreSQLite
 import Logging
+import IMServerTesting
 import Testing
 
 @Suite("Server configuration and the development app")

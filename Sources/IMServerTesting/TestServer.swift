@@ -12,17 +12,30 @@ import Testing
 import FoundationNetworking
 #endif
 
+/// Runs `body` with `server` and stops the server afterwards, however `body` ends: the teardown is
+/// awaited, so one test's server never outlives it.
+public func withTestServer<T: Sendable>(_ server: TestServer, _ body: (TestServer) async throws -> T) async throws -> T {
+    do {
+        let result = try await body(server)
+        await server.stop()
+        return result
+    } catch {
+        await server.stop()
+        throw error
+    }
+}
+
 /// A real imserver running in this process on a free port, with its own SQLite database in a
 /// temporary directory.
-final class TestServer: Sendable {
-    let core: ServerCore
-    let baseURL: String
-    let dataDir: URL
-    let app: AppRecord
+public final class TestServer: Sendable {
+    public let core: ServerCore
+    public let baseURL: String
+    public let dataDir: URL
+    public let app: AppRecord
     private let group: ServiceGroup
     private let runner: Task<Void, any Error>
 
-    static func start(clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
+    public static func start(clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
         var config = ServerConfig()
         config.host = "127.0.0.1"
@@ -57,24 +70,24 @@ final class TestServer: Sendable {
         self.runner = runner
     }
 
-    func stop() async {
+    public func stop() async {
         await group.triggerGracefulShutdown()
         _ = await runner.result
         try? FileManager.default.removeItem(at: dataDir)
     }
 
     /// A Server API client of the test app.
-    var api: ServerAPIClient { ServerAPIClient(baseURL: baseURL, app: app) }
+    public var api: ServerAPIClient { ServerAPIClient(baseURL: baseURL, app: app) }
 
     /// A token for the user, through the Server API exactly as an app server gets one.
-    func token(_ userId: String, app: AppRecord? = nil) async throws -> String {
+    public func token(_ userId: String, app: AppRecord? = nil) async throws -> String {
         let (status, body) = try await ServerAPIClient(baseURL: baseURL, app: app ?? self.app).post("/user/getToken.json", form: ["userId": userId, "name": userId])
         #expect(status == 200, "getToken failed: \(body)")
         return try #require(body["token"] as? String)
     }
 
     /// A client with its own temporary database directory.
-    func client(platform: Platform = .linux, app: AppRecord? = nil, configure: (inout IMClientOptions) -> Void = { _ in }) -> IMClient {
+    public func client(platform: Platform = .linux, app: AppRecord? = nil, configure: (inout IMClientOptions) -> Void = { _ in }) -> IMClient {
         var options = IMClientOptions()
         options.platform = platform
         options.databaseDirectory = dataDir.appendingPathComponent("clients/\(UUID().uuidString)")
@@ -87,7 +100,7 @@ final class TestServer: Sendable {
 
     /// A new device of a user, connected, with the recorder of everything it has received, returned
     /// once its offline sync is done: the recorder then holds exactly what the sync delivered.
-    func syncedDevice(_ userId: String, platform: Platform = .linux) async throws -> (IMClient, EventRecorder<ReceivedMessage>) {
+    public func syncedDevice(_ userId: String, platform: Platform = .linux) async throws -> (IMClient, EventRecorder<ReceivedMessage>) {
         let client = client(platform: platform)
         let inbox = EventRecorder(client.receivedMessages())
         let synced = EventRecorder(client.offlineMessageSyncCompleted())
@@ -98,7 +111,7 @@ final class TestServer: Sendable {
 
     /// A connected client of a user, returned once its offline sync is done (so what is sent next
     /// arrives live).
-    func connectedClient(_ userId: String, platform: Platform = .linux, configure: (inout IMClientOptions) -> Void = { _ in }) async throws -> IMClient {
+    public func connectedClient(_ userId: String, platform: Platform = .linux, configure: (inout IMClientOptions) -> Void = { _ in }) async throws -> IMClient {
         let client = client(platform: platform, configure: configure)
         let synced = EventRecorder(client.offlineMessageSyncCompleted())
         try await client.connect(token: try await token(userId))
@@ -108,11 +121,16 @@ final class TestServer: Sendable {
 }
 
 /// Calls the Server API with RongCloud's signature headers.
-struct ServerAPIClient {
-    let baseURL: String
-    let app: AppRecord
+public struct ServerAPIClient: Sendable {
+    public let baseURL: String
+    public let app: AppRecord
 
-    func post(_ path: String, form: [String: String], signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {
+    public init(baseURL: String, app: AppRecord) {
+        self.baseURL = baseURL
+        self.app = app
+    }
+
+    public func post(_ path: String, form: [String: String], signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {
         let body = form.map { key, value in
             "\(key)=\(value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value)"
         }.joined(separator: "&")
@@ -120,16 +138,16 @@ struct ServerAPIClient {
     }
 
     /// Posts a form body exactly as written (repeated keys, unencoded values, bracket keys).
-    func post(_ path: String, rawForm: String) async throws -> (Int, [String: Any]) {
+    public func post(_ path: String, rawForm: String) async throws -> (Int, [String: Any]) {
         try await post(path, body: Data(rawForm.utf8), contentType: "application/x-www-form-urlencoded")
     }
 
     /// Posts a JSON body.
-    func post(_ path: String, json: [String: Any]) async throws -> (Int, [String: Any]) {
+    public func post(_ path: String, json: [String: Any]) async throws -> (Int, [String: Any]) {
         try await post(path, body: try JSONSerialization.data(withJSONObject: json), contentType: "application/json")
     }
 
-    func post(_ path: String, body: Data, contentType: String, signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {
+    public func post(_ path: String, body: Data, contentType: String, signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {
         var request = URLRequest(url: URL(string: baseURL + path)!)
         request.httpMethod = "POST"
         let nonce = String(Int.random(in: 0..<1_000_000_000))
@@ -149,7 +167,7 @@ struct ServerAPIClient {
 }
 
 /// Collects events from a stream in the background, for assertions that await them.
-final class EventRecorder<Element: Sendable>: Sendable {
+public final class EventRecorder<Element: Sendable>: Sendable {
     private final class State: Sendable {
         let mutex = Mutex<(items: [Element], waiters: [(Int, CheckedContinuation<Void, Never>)])>(([], []))
         func withLock<R>(_ body: (inout (items: [Element], waiters: [(Int, CheckedContinuation<Void, Never>)])) -> R) -> R {
@@ -160,7 +178,7 @@ final class EventRecorder<Element: Sendable>: Sendable {
     private let state = State()
     private let task: Task<Void, Never>
 
-    init(_ stream: AsyncStream<Element>) {
+    public init(_ stream: AsyncStream<Element>) {
         let state = self.state
         task = Task {
             for await item in stream {
@@ -180,11 +198,11 @@ final class EventRecorder<Element: Sendable>: Sendable {
 
     deinit { task.cancel() }
 
-    var items: [Element] { state.withLock { $0.items } }
+    public var items: [Element] { state.withLock { $0.items } }
 
     /// Waits until at least `count` events arrived (or the time limit passes) and returns them all.
     @discardableResult
-    func wait(for count: Int, timeout: Duration = .seconds(20)) async -> [Element] {
+    public func wait(for count: Int, timeout: Duration = .seconds(20)) async -> [Element] {
         let timer = Task { [state] in
             try? await Task.sleep(for: timeout)
             guard !Task.isCancelled else { return }
@@ -207,7 +225,7 @@ final class EventRecorder<Element: Sendable>: Sendable {
     }
 
     /// Waits until an event satisfies the predicate; returns it, or nil after the time limit.
-    func first(timeout: Duration = .seconds(20), where predicate: @Sendable (Element) -> Bool) async -> Element? {
+    public func first(timeout: Duration = .seconds(20), where predicate: @Sendable (Element) -> Bool) async -> Element? {
         var seen = 0
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -222,7 +240,7 @@ final class EventRecorder<Element: Sendable>: Sendable {
 
 /// The RongCloud code a call failed with: nil when it succeeded, -1 (and a recorded issue) for an
 /// error that carries no code.
-func failureCode(_ body: () async throws -> Void) async -> Int? {
+public func failureCode(_ body: () async throws -> Void) async -> Int? {
     do {
         try await body()
         return nil
@@ -237,9 +255,9 @@ func failureCode(_ body: () async throws -> Void) async -> Int? {
 }
 
 /// A value shared between test tasks.
-final class Locked<Value: Sendable>: Sendable {
+public final class Locked<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
-    var value: Value { mutex.withLock { $0 } }
+    public init(_ value: Value) { mutex = Mutex(value) }
+    public func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+    public var value: Value { mutex.withLock { $0 } }
 }

@@ -11,13 +11,13 @@ import IMWire
 /// sends half a request, never answers a close, or never reads. Blocking reads, each bounded by a
 /// timeout, run on dispatch threads: blocking the cooperative pool would starve the in-process
 /// server that runs on it.
-final class RawSocket: @unchecked Sendable {
+public final class RawSocket: @unchecked Sendable {
     // @unchecked: the descriptor is used by one test task at a time; `close` is idempotent.
     private var fd: Int32
 
     /// Connects to `port` on 127.0.0.1; `receiveBuffer` shrinks the socket's receive buffer (a peer
     /// that never reads then fills up quickly).
-    init(port: Int, receiveBuffer: Int32? = nil) throws {
+    public init(port: Int, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw IMError(.socketDisconnected, "socket() failed") }
         if var size = receiveBuffer {
@@ -38,11 +38,11 @@ final class RawSocket: @unchecked Sendable {
 
     deinit { close() }
 
-    func close() {
+    public func close() {
         if fd >= 0 { Glibc.close(fd); fd = -1 }
     }
 
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
             let result = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -51,11 +51,11 @@ final class RawSocket: @unchecked Sendable {
         }
     }
 
-    func send(_ text: String) throws { try send(Array(text.utf8)) }
+    public func send(_ text: String) throws { try send(Array(text.utf8)) }
 
     /// What the peer sent within `timeout`: bytes, or nil once the server has closed the connection.
     /// Returns an empty array when nothing arrived in time.
-    func receive(timeout: Duration) async -> [UInt8]? {
+    public func receive(timeout: Duration) async -> [UInt8]? {
         let fd = self.fd
         return await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
@@ -71,7 +71,7 @@ final class RawSocket: @unchecked Sendable {
 
     /// Reads until the server closes the connection; returns everything it sent, or nil if the
     /// connection was still open after `timeout`.
-    func readUntilClosed(timeout: Duration) async -> [UInt8]? {
+    public func readUntilClosed(timeout: Duration) async -> [UInt8]? {
         let deadline = ContinuousClock.now + timeout
         var all: [UInt8] = []
         while ContinuousClock.now < deadline {
@@ -82,7 +82,7 @@ final class RawSocket: @unchecked Sendable {
     }
 
     /// Reads until `marker` has arrived (or the time is up); returns what was read.
-    func read(until marker: String, timeout: Duration) async -> String {
+    public func read(until marker: String, timeout: Duration) async -> String {
         let deadline = ContinuousClock.now + timeout
         var all: [UInt8] = []
         while ContinuousClock.now < deadline, !String(decoding: all, as: UTF8.self).contains(marker) {
@@ -96,7 +96,7 @@ final class RawSocket: @unchecked Sendable {
 
     /// Upgrades to a WebSocket on /ws; returns the server's answer head.
     @discardableResult
-    func upgradeToWebSocket() async throws -> String {
+    public func upgradeToWebSocket() async throws -> String {
         try send("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                  + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
         let head = await read(until: "\r\n\r\n", timeout: .seconds(10))
@@ -105,7 +105,7 @@ final class RawSocket: @unchecked Sendable {
     }
 
     /// Sends one masked binary WebSocket message (RFC 6455 §5.2) carrying `payload`.
-    func sendFrame(_ payload: [UInt8]) throws {
+    public func sendFrame(_ payload: [UInt8]) throws {
         var frame: [UInt8] = [0x82]
         switch payload.count {
         case ..<126: frame.append(0x80 | UInt8(payload.count))
@@ -121,7 +121,7 @@ final class RawSocket: @unchecked Sendable {
     }
 
     /// Sends CONNECT for `token` (the reply is left unread).
-    func sendConnect(appKey: String, token: String) throws {
+    public func sendConnect(appKey: String, token: String) throws {
         var connect = Im_ConnectRequest()
         connect.appKey = appKey
         connect.token = token
