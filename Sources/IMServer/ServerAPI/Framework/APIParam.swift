@@ -1,5 +1,4 @@
 import Foundation
-import Hummingbird
 import IMCore
 
 /// One parameter of a Server API endpoint. The dispatcher checks presence, type, list size and
@@ -71,58 +70,6 @@ struct APIParam: Sendable {
     static func json(_ name: String, required: Bool = false, _ summary: String) -> APIParam {
         APIParam(name: name, kind: .json, required: required, summary: summary)
     }
-}
-
-/// A field of a successful response, besides `code`. `type` is an OpenAPI type; `items` the
-/// element type of an array ("string" or "object").
-struct APIField: Sendable {
-    var name: String
-    var type: String
-    var items: String?
-    var summary: String
-
-    init(_ name: String, _ type: String, items: String? = nil, _ summary: String) {
-        self.name = name
-        self.type = type
-        self.items = items
-        self.summary = summary
-    }
-}
-
-/// A Server API endpoint: its path, documentation, parameters and handler.
-struct APIEndpoint: Sendable {
-    typealias Handler = @Sendable (APICall) async throws -> [String: any Sendable]
-
-    enum Body: Sendable {
-        case form
-        case json
-    }
-
-    var path: String
-    var tag: String
-    var summary: String
-    var body: Body = .form
-    var params: [APIParam]
-    var response: [APIField] = []
-    /// Failures this endpoint answers with an HTTP status of its own, besides those every endpoint
-    /// may answer (`OpenAPIDocument.commonFailures`): status code and description.
-    var failures: [Int: String] = [:]
-    var handler: Handler
-}
-
-/// One authenticated call: the app, its checked parameters, and where the server is reachable.
-struct APICall: Sendable {
-    let app: AppRecord
-    let parameters: APIParameters
-    /// `http://host:port` as the caller reached the server (for URLs in responses).
-    let baseURL: String
-
-    /// A required string (presence is checked by the dispatcher).
-    func required(_ name: String) -> String { parameters.string(name) ?? "" }
-    func string(_ name: String) -> String? { parameters.string(name) }
-    func list(_ name: String) -> [String] { parameters.list(name) }
-    func int(_ name: String) throws -> Int64? { try parameters.int(name) }
-    func bool(_ name: String) throws -> Bool? { try parameters.bool(name) }
 }
 
 extension APIParam {

@@ -1,31 +1,6 @@
 import NIOCore
 import Synchronization
 
-/// One frame for a client, as WebSocket bytes: the binary message's header and the protobuf
-/// `Frame`. It is encoded once, so a push for many sessions is one buffer shared by all of them.
-struct OutboundFrame: Sendable {
-    let bytes: ByteBuffer
-
-    /// A server-to-client binary message (RFC 6455 §5.2: FIN, opcode 2, unmasked) carrying `payload`.
-    init(_ payload: [UInt8]) {
-        var buffer = ByteBuffer()
-        buffer.reserveCapacity(payload.count + 10)
-        buffer.writeInteger(UInt8(0x82))
-        switch payload.count {
-        case ..<126:
-            buffer.writeInteger(UInt8(payload.count))
-        case ..<65_536:
-            buffer.writeInteger(UInt8(126))
-            buffer.writeInteger(UInt16(payload.count))
-        default:
-            buffer.writeInteger(UInt8(127))
-            buffer.writeInteger(UInt64(payload.count))
-        }
-        buffer.writeBytes(payload)
-        bytes = buffer
-    }
-}
-
 /// A session's way out: the frames queued for one WebSocket connection, written to its socket on
 /// the channel's event loop.
 ///
@@ -168,7 +143,7 @@ final class SessionOutbound: Sendable {
 
     /// On the event loop: writes what is queued and flushes once; while the socket takes no more,
     /// the frames stay queued (the handler calls again when it does), unless the session is ending.
-    fileprivate func writePending() {
+    func writePending() {
         let handler = writer.value
         let writable = handler.isWritable
         var (frames, waiter) = state.withLock { state -> ([ByteBuffer], CheckedContinuation<Void, Never>?) in
@@ -225,44 +200,5 @@ final class SessionOutbound: Sendable {
             }
             for task in tasks { try? await task.get() }
         }
-    }
-}
-
-/// The first handler of a session's channel pipeline (next to the socket): writes the session's
-/// ready WebSocket bytes and tells the session when the socket takes more. Everything else passes
-/// through unchanged. Used on the channel's event loop only.
-final class SessionWriteHandler: ChannelDuplexHandler {
-    typealias InboundIn = ByteBuffer
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
-
-    private var context: ChannelHandlerContext?
-    /// The session's queue (which holds this handler in turn, until the channel drops the handler).
-    var outbound: SessionOutbound?
-    /// Whether the socket takes more, as the channel last said (false once the handler is removed).
-    private(set) var isWritable = false
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        self.context = context
-        isWritable = context.channel.isWritable
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        self.context = nil
-        isWritable = false
-        outbound = nil
-    }
-
-    /// Writes frames and flushes once (a channel that is closed drops them).
-    func write(_ frames: [ByteBuffer]) {
-        guard let context else { return }
-        for frame in frames { context.write(wrapOutboundOut(frame), promise: nil) }
-        context.flush()
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        isWritable = context.channel.isWritable
-        if isWritable { outbound?.writePending() }
-        context.fireChannelWritabilityChanged()
     }
 }

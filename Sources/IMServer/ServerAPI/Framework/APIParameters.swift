@@ -130,38 +130,3 @@ public struct APIParameters: Sendable {
         }
     }
 }
-
-/// A Server API failure: RongCloud's business code, HTTP status and a message saying what to do.
-public struct APIError: Error, Sendable {
-    public let code: ErrorCode
-    public let status: HTTPResponse.Status
-    public let message: String
-
-    public init(_ code: ErrorCode, _ status: HTTPResponse.Status, _ message: String) {
-        self.code = code
-        self.status = status
-        self.message = message
-    }
-
-    static func badParameter(_ message: String) -> APIError { APIError(.apiBadParameter, .badRequest, message) }
-}
-
-/// JSON envelope responses: `{"code":200,...}` on success, `{"code":N,"errorMessage":...}` on error.
-enum APIResponse {
-    static func success(_ fields: [String: any Sendable] = [:]) -> Response {
-        var body: [String: Any] = fields
-        body["code"] = 200
-        return json(body, status: .ok)
-    }
-
-    static func failure(_ error: APIError) -> Response {
-        json(["code": error.code.rawValue, "errorMessage": FrameCodec.truncated(error.message, maxBytes: FrameCodec.maxErrorMessageBytes)],
-             status: error.status)
-    }
-
-    static func json(_ object: [String: Any], status: HTTPResponse.Status) -> Response {
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
-}

@@ -1,0 +1,16 @@
+import ServiceLifecycle
+
+/// Destroys idle chatrooms and prunes old chatroom history: runs `ChatroomService.sweep` every
+/// 10 seconds (a room's idle time is a whole number of minutes).
+struct ChatroomSweeper: Service {
+    let core: ServerCore
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: .seconds(10))
+                await core.chatrooms.sweep()
+            }
+        }
+    }
+}

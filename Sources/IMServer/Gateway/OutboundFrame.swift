@@ -1,0 +1,26 @@
+import NIOCore
+
+/// One frame for a client, as WebSocket bytes: the binary message's header and the protobuf
+/// `Frame`. It is encoded once, so a push for many sessions is one buffer shared by all of them.
+struct OutboundFrame: Sendable {
+    let bytes: ByteBuffer
+
+    /// A server-to-client binary message (RFC 6455 §5.2: FIN, opcode 2, unmasked) carrying `payload`.
+    init(_ payload: [UInt8]) {
+        var buffer = ByteBuffer()
+        buffer.reserveCapacity(payload.count + 10)
+        buffer.writeInteger(UInt8(0x82))
+        switch payload.count {
+        case ..<126:
+            buffer.writeInteger(UInt8(payload.count))
+        case ..<65_536:
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(payload.count))
+        default:
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(payload.count))
+        }
+        buffer.writeBytes(payload)
+        bytes = buffer
+    }
+}
