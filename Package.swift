@@ -40,10 +40,11 @@ let package = Package(
             exclude: ["im.proto"],
             swiftSettings: strict
         ),
+        .target(name: "IMStore", dependencies: ["IMCore"], swiftSettings: strict),
         .target(
             name: "IMServer",
             dependencies: [
-                "IMCore", "IMWire",
+                "IMCore", "IMWire", "IMStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
@@ -58,7 +59,7 @@ let package = Package(
         .target(
             name: "IMStoreSQLite",
             dependencies: [
-                "IMCore", "IMServer",
+                "IMCore", "IMStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
@@ -66,7 +67,7 @@ let package = Package(
         .executableTarget(
             name: "imserver",
             dependencies: [
-                "IMServer", "IMStoreSQLite",
+                "IMServer", "IMStore", "IMStoreSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -93,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "imbench",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStoreSQLite",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -106,7 +107,7 @@ let package = Package(
         .target(
             name: "IMServerTesting",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStoreSQLite", "IMLib",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMLib",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -117,7 +118,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStoreSQLite", "IMLib", "IMServerTesting",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMLib", "IMServerTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

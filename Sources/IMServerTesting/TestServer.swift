@@ -3,6 +3,7 @@ import Foundation
 import IMCore
 import IMLib
 import IMServer
+import IMStore
 import IMStoreSQLite
 import Logging
 import ServiceLifecycle

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
-import IMServer
+import IMStore
 
 /// Chatroom settings (bans, mutes, whitelists, keep-alive, priorities) and the optional room history.
 extension SQLiteStore {

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
-import IMServer
+import IMStore
 
 /// Conversation state per user: do-not-disturb levels and pins (`conversation_settings`), quiet
 /// hours and the user's state version (`conversation_state_users`), tags (`conversation_tags`) and

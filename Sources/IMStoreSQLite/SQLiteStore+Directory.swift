@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
-import IMServer
+import IMStore
 
 /// Users, groups and moderation settings: small tables, one transaction per call.
 extension SQLiteStore {

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
-import IMServer
+import IMStore
 
 extension SQLiteStore {
     /// Rewrites conversation keys written before their parts were escaped (`ConversationKey`).

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
-import IMServer
+import IMStore
 
 /// What happens to stored messages after they are sent: a user's own deletions, and extensions.
 extension SQLiteStore {

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
-import IMServer
+import IMStore
 
 /// Ultra groups: groups, members, channels, private lists, user groups and bindings, mutes, and
 /// read times. Their messages are rows of `messages` like any other (conv_type 10).

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import IMServer
+import IMStore
 
 /// The do-not-disturb level an ultra group sets for all its members, per channel ("" for the whole
 /// group); a member's own level (conversation state) overrides it.

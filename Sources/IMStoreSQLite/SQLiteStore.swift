@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
-import IMServer
+import IMStore
 
 /// The embedded store: one SQLite database (WAL, `synchronous=FULL`) in the data directory.
 ///

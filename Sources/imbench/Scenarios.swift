@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 import IMServer
+import IMStore
 import IMStoreSQLite
 
 /// The scenarios. Each starts (or points at) a server, creates its users through the Server API,

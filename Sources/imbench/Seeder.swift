@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 import IMServer
+import IMStore
 import IMStoreSQLite
 
 /// What a seeded store holds; kept beside the database (`imbench-seed.json`) so that a later run

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import IMCore
 import IMServer
+import IMStore
 import IMStoreSQLite
 import Logging
 

@@ -2,6 +2,7 @@ import Foundation
 import IMCore
 import IMLib
 import IMServer
+import IMStore
 import IMServerTesting
 import Testing
 

@@ -3,6 +3,7 @@ import GRDB
 import IMCore
 @testable import IMLib
 import IMServer
+import IMStore
 import IMStoreSQLite
 import IMWire
 import IMServerTesting

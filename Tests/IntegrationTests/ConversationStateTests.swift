@@ -3,6 +3,7 @@ import GRDB
 import IMCore
 @testable import IMLib
 import IMServer
+import IMStore
 @testable import IMStoreSQLite
 import IMWire
 import Logging

@@ -2,6 +2,7 @@ import Foundation
 import IMCore
 import IMLib
 import IMServer
+import IMStore
 import Synchronization
 import IMServerTesting
 import Testing

@@ -2,6 +2,7 @@ import Foundation
 import IMCore
 @testable import IMLib
 import IMServer
+import IMStore
 import IMWire
 import IMServerTesting
 import Testing

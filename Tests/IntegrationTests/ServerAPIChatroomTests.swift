@@ -3,6 +3,7 @@ import Foundation
 import IMCore
 @testable import IMLib
 import IMServer
+import IMStore
 import IMWire
 import Logging
 import IMServerTesting

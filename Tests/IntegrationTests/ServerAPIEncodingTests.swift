@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import IMCore
 import IMServer
+import IMStore
 import IMServerTesting
 import Testing
 #if canImport(FoundationNetworking)

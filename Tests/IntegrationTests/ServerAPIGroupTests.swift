@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 import IMServer
+import IMStore
 import IMServerTesting
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 import IMServer
+import IMStore
 import IMStoreSQLite
 import Logging
 import IMServerTesting

@@ -1,4 +1,5 @@
 import ServiceLifecycle
+import IMStore
 
 /// Destroys idle chatrooms and prunes old chatroom history: runs `ChatroomService.sweep` every
 /// 10 seconds (a room's idle time is a whole number of minutes).

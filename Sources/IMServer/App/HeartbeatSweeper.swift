@@ -1,4 +1,5 @@
 import ServiceLifecycle
+import IMStore
 
 /// Drops dead connections: runs `sweepIdleSessions` once per heartbeat interval.
 struct HeartbeatSweeper: Service {

@@ -2,6 +2,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
 import NIOCore
+import IMStore
 
 /// The router's request context: Hummingbird's WebSocket context, plus the connection's channel,
 /// to which a session's `SessionOutbound` writes its frames directly on the channel's event loop.

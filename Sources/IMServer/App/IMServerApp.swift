@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
 import IMCore
+import IMStore
 import IMWire
 import Logging
 import NIOCore

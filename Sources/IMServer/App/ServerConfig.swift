@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// All of the server's settings, with their defaults. Filled from a JSON config file, then
 /// `IMSERVER_*` environment variables, then command-line flags (later sources win).

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import Logging
 
 /// The server's services wired together over one store and one clock: what the gateway and the

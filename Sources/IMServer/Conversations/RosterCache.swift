@@ -1,4 +1,5 @@
 import IMCore
+import IMStore
 import Synchronization
 
 /// What `RosterCache` keeps per group: the members, and the recipients a delivery takes, derived

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import Synchronization
 
 /// The apps this server hosts, held in memory (they change rarely) and written through to the store.

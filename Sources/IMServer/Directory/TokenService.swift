@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import IMCore
+import IMStore
 
 /// Issues and verifies connect tokens.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import Synchronization
 
 /// Who may connect and who may message whom: connect blocks, token revocation, and each user's

@@ -1,5 +1,6 @@
 import NIOCore
 import Synchronization
+import IMStore
 
 /// The connections each source address holds open, against `maxConnectionsPerAddress`.
 final class AddressConnections: Sendable {

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdCore
 import HummingbirdWebSocket
 import IMCore
+import IMStore
 import Logging
 import NIOCore
 import NIOHTTPTypes

@@ -1,6 +1,7 @@
 import Foundation
 import HummingbirdWebSocket
 import IMCore
+import IMStore
 import IMWire
 import Logging
 import NIOCore

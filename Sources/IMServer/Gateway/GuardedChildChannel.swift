@@ -1,6 +1,7 @@
 import HummingbirdCore
 import Logging
 import NIOCore
+import IMStore
 
 /// Hummingbird's HTTP/1 + WebSocket child channel with `ConnectionGuardHandler` in front.
 struct GuardedChildChannel<Inner: ServerChildChannel>: ServerChildChannel {

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdCore
 import IMCore
+import IMStore
 import NIOCore
 import NIOHTTPTypes
 

@@ -1,4 +1,5 @@
 import NIOCore
+import IMStore
 
 /// One frame for a client, as WebSocket bytes: the binary message's header and the protobuf
 /// `Frame`. It is encoded once, so a push for many sessions is one buffer shared by all of them.

@@ -1,3 +1,4 @@
+import IMStore
 /// The times of the latest events of one kind, for a limit per second (a sliding window).
 struct RecentEvents {
     private var times: [Int64] = []

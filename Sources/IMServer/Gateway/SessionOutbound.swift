@@ -1,5 +1,6 @@
 import NIOCore
 import Synchronization
+import IMStore
 
 /// A session's way out: the frames queued for one WebSocket connection, written to its socket on
 /// the channel's event loop.

@@ -1,4 +1,5 @@
 import IMCore
+import IMStore
 import Synchronization
 
 /// The live sessions of every user, by app and user id: where delivery finds recipients.

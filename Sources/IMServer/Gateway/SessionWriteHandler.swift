@@ -1,4 +1,5 @@
 import NIOCore
+import IMStore
 
 /// The first handler of a session's channel pipeline (next to the socket): writes the session's
 /// ready WebSocket bytes and tells the session when the socket takes more. Everything else passes

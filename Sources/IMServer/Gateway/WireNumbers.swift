@@ -1,4 +1,5 @@
 import IMCore
+import IMStore
 
 /// Checks on numbers that arrive in client requests before they reach arithmetic or the store.
 ///

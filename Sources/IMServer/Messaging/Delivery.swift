@@ -1,4 +1,5 @@
 import IMCore
+import IMStore
 import Logging
 
 /// Online fan-out: writes a message to the live sessions that should see it now.

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import IMWire
 
 /// What a user does to messages after they are sent: recall within the window, delete from their

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// The single writer of the message log, with group commit.
 ///

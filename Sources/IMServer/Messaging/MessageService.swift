@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import IMWire
 
 /// What a recall did: the command sent to the conversation, and the notification content that now

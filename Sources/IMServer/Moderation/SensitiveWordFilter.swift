@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import Synchronization
 
 /// The app's sensitive-word list applied to messages before they are stored or delivered: a

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import IMWire
 
 /// What the Server API and the server itself do to chatrooms: create, destroy (by call, when idle,

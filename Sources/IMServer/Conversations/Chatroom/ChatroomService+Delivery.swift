@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import IMWire
 
 /// A chatroom's delivery: one task per room, sweeping over the room's online sessions.

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import IMWire
 
 /// Chatroom attributes (KV, spec/group-chatroom.md B5): at most 100 per room, only their owner may

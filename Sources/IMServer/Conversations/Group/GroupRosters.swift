@@ -1,4 +1,5 @@
 import IMCore
+import IMStore
 import Synchronization
 
 extension GroupRosterRecord: CachedRoster {

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import IMWire
 
 /// Group chat beyond a plain send: Server API publishing, membership changes that must reach the

@@ -1,4 +1,5 @@
 import IMCore
+import IMStore
 
 /// The online members of an ultra group: the roster they were derived from, each member's live
 /// sessions, and all of them flat with the members' joining seq (what a message to a public channel

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import IMWire
 
 /// Ultra groups (spec/system-push-ultra.md §3): membership, channels, private channels, user

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// Limits of the chatroom Server API (spec/server-api.md §6.4), each with where it comes from.
 enum ChatroomAPILimits {

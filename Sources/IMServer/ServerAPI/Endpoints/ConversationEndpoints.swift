@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// Conversation state of a user set by the app server: pins and conversation-type do-not-disturb.
 /// (Per-conversation do-not-disturb is with the moderation endpoints.) Every change reaches the

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// `/group/*`: membership and mutes, held by the server; every change reaches the send path's
 /// rosters through `GroupService`.

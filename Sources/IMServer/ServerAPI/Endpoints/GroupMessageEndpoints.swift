@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// `/message/group/publish.json` and `/statusmessage/group/publish.json`: group messages sent by
 /// the app server on behalf of a user (20 per second per app by default).

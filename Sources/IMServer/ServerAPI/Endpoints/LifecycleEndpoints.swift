@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// Message extensions set by the app server, and clearing a user's history of a conversation.
 extension ServerAPI {

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Hummingbird
 import IMCore
+import IMStore
 
 /// `/message/*`: publishing on behalf of users (private, system, status, broadcast), recall, the
 /// hourly message log and conversation history queries.

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// Sensitive words and per-conversation do-not-disturb.
 extension ServerAPI {

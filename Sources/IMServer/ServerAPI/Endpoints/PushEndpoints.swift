@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import IMCore
+import IMStore
 
 /// `/push.json`: a system message to an audience chosen by push tags, by user ids, or to every
 /// user of the app (RongCloud's 标签推送 / 广播推送 with a `message`).

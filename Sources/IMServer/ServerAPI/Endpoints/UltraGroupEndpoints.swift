@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// `/ultragroup/*` and `/message/ultragroup/publish.json`: ultra groups run by the app server
 /// (spec/server-api.md §6.5). Channels are `busChannel` here; a call without one means the whole

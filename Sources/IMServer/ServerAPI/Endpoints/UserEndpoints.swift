@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// `/user/*`: registration and tokens, profile, connect blocks, blacklists and whitelists, tags.
 extension ServerAPI {

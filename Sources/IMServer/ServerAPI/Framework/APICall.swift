@@ -1,3 +1,4 @@
+import IMStore
 /// One authenticated call: the app, its checked parameters, and where the server is reachable.
 struct APICall: Sendable {
     let app: AppRecord

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import IMCore
+import IMStore
 
 /// A field of a successful response, besides `code`. `type` is an OpenAPI type; `items` the
 /// element type of an array ("string" or "object").

@@ -1,5 +1,6 @@
 import Hummingbird
 import IMCore
+import IMStore
 
 /// A Server API failure: RongCloud's business code, HTTP status and a message saying what to do.
 public struct APIError: Error, Sendable {

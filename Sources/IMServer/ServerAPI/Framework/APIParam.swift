@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 
 /// One parameter of a Server API endpoint. The dispatcher checks presence, type, list size and
 /// length from this declaration before the handler runs, and the OpenAPI document is generated

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import IMCore
+import IMStore
 import IMWire
 
 /// A Server API call's parameters, from a form body (repeated keys, comma lists, bracket keys) or a

@@ -1,4 +1,5 @@
 import IMCore
+import IMStore
 import Synchronization
 
 /// Server API rate limits per app: fixed windows on the injected clock, so the rules are tested

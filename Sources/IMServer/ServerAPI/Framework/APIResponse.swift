@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import IMWire
+import IMStore
 
 /// JSON envelope responses: `{"code":200,...}` on success, `{"code":N,"errorMessage":...}` on error.
 enum APIResponse {

@@ -1,4 +1,5 @@
 import Foundation
+import IMStore
 
 /// Times in Server API responses: `yyyy-MM-dd HH:mm:ss`, UTC.
 enum APITime {

@@ -1,4 +1,5 @@
 import Foundation
+import IMStore
 
 /// The OpenAPI 3.0 description of the Server API, generated from the endpoint declarations (the
 /// same ones the dispatcher checks calls against). Served at `/openapi.json`; a copy is kept in

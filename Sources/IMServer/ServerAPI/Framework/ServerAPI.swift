@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
 import IMCore
+import IMStore
 
 /// The Server API: RongCloud's HTTP API for an app's backend, on the same wire format
 /// (spec/server-api.md): `POST /<path>.json`, signed with App-Key / Nonce / Timestamp / Signature.
