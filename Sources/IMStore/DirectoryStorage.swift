@@ -138,8 +138,8 @@ public struct SensitiveWord: Sendable, Equatable {
     }
 }
 
-/// The users, groups and moderation settings the server keeps for each app.
-public protocol DirectoryStore: Sendable {
+/// The users of each app: profiles, token revocation and blocks, black and white lists, push tags.
+public protocol UserStore: Sendable {
     /// Registers the user or updates their name and portrait (empty values leave them unchanged).
     func upsertUser(appId: Int64, userId: String, name: String, portraitUri: String, now: Int64) async throws
     func user(appId: Int64, userId: String) async throws -> UserRecord?
@@ -162,7 +162,10 @@ public protocol DirectoryStore: Sendable {
     /// The users (sorted) who carry every tag of `allOf` and at least one of `anyOf`; an empty list
     /// is no condition, and both empty match nobody.
     func users(appId: Int64, withAllTags allOf: [String], anyTag anyOf: [String]) async throws -> [String]
+}
 
+/// Groups: members, dismissal and mutes.
+public protocol GroupStore: Sendable {
     /// Creates the group (or renames an existing one; adding members to a dismissed one starts it
     /// again without its former members and history) and adds the members, all or none. New members sync only messages committed after they join; their
     /// cloud history starts at their joining, or `preJoinHistory` history messages earlier.
@@ -180,7 +183,8 @@ public protocol DirectoryStore: Sendable {
     func group(appId: Int64, groupId: String) async throws -> GroupRecord?
     func groupMembers(appId: Int64, groupId: String) async throws -> [GroupMember]
     func groups(appId: Int64, ofUser userId: String) async throws -> [GroupRecord]
-    /// Makes the user a member of exactly these groups (creating missing ones, leaving the others).
+    /// Makes the user a member of exactly these groups (creating missing ones, leaving the others),
+    /// all or none: refuses (`StoreRefusal.tooManyGroupMembers`) when a group would pass `maxMembers`.
     /// Returns the groups the user was taken out of.
     @discardableResult
     func syncGroups(appId: Int64, userId: String, groups: [(id: String, name: String)], maxMembers: Int,
@@ -201,10 +205,12 @@ public protocol DirectoryStore: Sendable {
     func removeGroupMuteWhitelist(appId: Int64, groupId: String, userIds: [String]) async throws
     func groupMuteWhitelist(appId: Int64, groupId: String) async throws -> [String]
 
-    /// Adds or replaces words; throws `IMError(.apiBadParameter)` if the list would exceed `limit`.
+}
+
+/// The sensitive words of each app.
+public protocol SensitiveWordStore: Sendable {
+    /// Adds or replaces words; refuses (`StoreRefusal.tooManySensitiveWords`) a list past `limit`.
     func addSensitiveWords(appId: Int64, words: [SensitiveWord], limit: Int, now: Int64) async throws
     func removeSensitiveWords(appId: Int64, words: [String]) async throws
     func sensitiveWords(appId: Int64) async throws -> [SensitiveWord]
-
-    // Do-not-disturb levels, pins, quiet hours and tags: `ConversationStateStore`.
 }

@@ -186,18 +186,44 @@ public struct HistoryPage: Sendable {
     }
 }
 
-/// Everything the server keeps on disk. The embedded default is IMStoreSQLite; every method is one
-/// transaction, and `commit` returns only after its transaction is durable.
-public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore, UltraGroupStore {
+/// Everything the server keeps on disk: one port per area, each service taking only the ports it
+/// uses. The embedded default is IMStoreSQLite; every method is one transaction, and `commit`
+/// returns only after its transaction is durable. `IMStoreConformance` is the suite a store passes.
+public typealias IMStore = AppStore & MessageStore & SyncStore & MessageLifecycleStore & UserStore & GroupStore
+    & SensitiveWordStore & ConversationStateStore & ChatroomStore & UltraGroupStore
+
+/// The apps (tenants) of this server.
+public protocol AppStore: Sendable {
     func loadApps() async throws -> [AppRecord]
     /// Creates the app, or updates the secret and name of the app with this key.
     func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord
+}
 
+/// The message log: commits and reads of stored messages.
+public protocol MessageStore: Sendable {
     /// Stores the messages in one durable transaction, in order, assigning each a seq. A message
     /// whose (sender, client message id) is already stored is not stored again.
     func commit(_ messages: [StoredMessage]) async throws -> [CommitOutcome]
     /// The sentTime of the newest message of a conversation, if any.
     func lastSentTime(appId: Int64, conversationKey: String) async throws -> Int64?
+    /// One stored message by its uid.
+    func message(appId: Int64, uid: String) async throws -> StoredMessage?
+    /// The stored messages among these uids, in no particular order.
+    func messages(appId: Int64, uids: [String]) async throws -> [StoredMessage]
+    /// Messages of a conversation with sentTime between `start` and `end` (inclusive of `start`
+    /// only when `includeStart`), oldest first when ascending; only `senderId`'s when given.
+    func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
+                              ascending: Bool, limit: Int, senderId: String?) async throws -> [StoredMessage]
+    /// Messages of the app with `from <= sentTime < to`, ordered by (sentTime, seq), starting after
+    /// the cursor `(from, afterSeq)` (the hourly message log, read in pages).
+    func messages(appId: Int64, sentFrom from: Int64, afterSeq: UInt64, to: Int64, limit: Int) async throws -> [StoredMessage]
+    /// Marks an hour's message log (`YYYYMMDDHH`) as deleted.
+    func deleteMessageLog(appId: Int64, hour: String) async throws
+    func isMessageLogDeleted(appId: Int64, hour: String) async throws -> Bool
+}
+
+/// What a device reads: its offline sync and cloud history.
+public protocol SyncStore: Sendable {
     /// Up to `limit` messages a user receives or sent (any device) with seq > `after` and sentTime >=
     /// `minSentTime`, in seq order: private and system messages, broadcasts, and the messages of
     /// their groups sent after they joined that they may see. The page stops before the message
@@ -210,22 +236,14 @@ public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore, 
     /// most `count` messages and `maxBytes` (at least one message); `hasMore` when either cut it.
     func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool,
                  viewer: HistoryViewer?, maxBytes: Int) async throws -> HistoryPage
+}
 
-    /// One stored message by its uid.
-    func message(appId: Int64, uid: String) async throws -> StoredMessage?
-    /// The stored messages among these uids, in no particular order.
-    func messages(appId: Int64, uids: [String]) async throws -> [StoredMessage]
+/// What happens to messages after they are sent: recall, deletion, read receipts, extensions.
+public protocol MessageLifecycleStore: Sendable {
     /// Replaces a message's content in place (a recall leaves a notification where it was).
     func replaceMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws
     /// Deletes a message from the log.
     func deleteMessage(appId: Int64, uid: String) async throws
-    /// Messages of a conversation with sentTime between `start` and `end` (inclusive of `start`
-    /// only when `includeStart`), oldest first when ascending; only `senderId`'s when given.
-    func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
-                              ascending: Bool, limit: Int, senderId: String?) async throws -> [StoredMessage]
-    /// Messages of the app with `from <= sentTime < to`, ordered by (sentTime, seq), starting after
-    /// the cursor `(from, afterSeq)` (the hourly message log, read in pages).
-    func messages(appId: Int64, sentFrom from: Int64, afterSeq: UInt64, to: Int64, limit: Int) async throws -> [StoredMessage]
     /// Marks a group message as asking for read receipts.
     func requestReadReceipts(appId: Int64, uid: String) async throws
     /// Records reads; a reader already recorded for a message is skipped. Returns the new ones with
@@ -243,19 +261,15 @@ public protocol IMStore: DirectoryStore, ConversationStateStore, ChatroomStore, 
     /// history and offline sync, for good.
     func clearConversation(appId: Int64, userId: String, conversationKey: String, through: Int64) async throws
     /// Sets and removes extension keys of a message in one transaction and returns the result.
-    /// Throws 34008 when the message was sent without `canIncludeExpansion`, 34010 when the result
-    /// would hold more than `maxKeys` keys, 33003 when there is no such message.
+    /// Refuses (`StoreRefusal`) a message sent without `canIncludeExpansion`, a result of more
+    /// than `maxKeys` keys, and an unknown message.
     func updateExpansion(appId: Int64, uid: String, set: [String: String], remove: [String], now: Int64,
                          maxKeys: Int) async throws -> [String: ExpansionEntry]
     /// A message's extensions with the time each was set; nil when there is no such message.
     func expansion(appId: Int64, uid: String) async throws -> [String: ExpansionEntry]?
-
-    /// Marks an hour's message log (`YYYYMMDDHH`) as deleted.
-    func deleteMessageLog(appId: Int64, hour: String) async throws
-    func isMessageLogDeleted(appId: Int64, hour: String) async throws -> Bool
 }
 
-extension IMStore {
+extension SyncStore {
     /// Cloud history with no byte budget (the Server API's and the tests' reads, which are not
     /// bound for one client frame).
     public func history(appId: Int64, conversationKey: String, recordTime: Int64, count: Int, ascending: Bool,
@@ -265,7 +279,7 @@ extension IMStore {
     }
 }
 
-extension IMStore {
+extension MessageStore {
     /// Messages of a conversation between two times, from every sender.
     public func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
                                      ascending: Bool, limit: Int) async throws -> [StoredMessage] {

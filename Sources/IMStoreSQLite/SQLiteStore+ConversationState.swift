@@ -185,12 +185,12 @@ extension SQLiteStore {
                 delta.quietHours = QuietHoursRecord(hours: nil, version: UInt64(version))
             case .addTag(let tagId, let name, let limit):
                 if let existing = try tag(tagId), !existing.removed {
-                    throw IMError(.invalidParameter, "tag '\(tagId)' already exists: rename it with updateTag or pick another id")
+                    throw StoreRefusal.tagExists(tagId: tagId)
                 }
                 let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM conversation_tags WHERE app_id = ? AND user_id = ? AND removed = 0",
                                              arguments: [appId, userId]) ?? 0
                 guard count < limit else {
-                    throw IMError(.invalidParameter, "a user has at most \(limit) tags: remove a tag before adding '\(tagId)'")
+                    throw StoreRefusal.tooManyTags(tagId: tagId, limit: limit)
                 }
                 try db.execute(sql: """
                     INSERT INTO conversation_tags (app_id, user_id, tag_id, name, created_at, removed, version) VALUES (?, ?, ?, ?, ?, 0, ?)
@@ -199,7 +199,7 @@ extension SQLiteStore {
                     """, arguments: [appId, userId, tagId, name, now, stamp()])
                 delta.tags.append(try tag(tagId)!)
             case .renameTag(let tagId, let name):
-                guard let existing = try tag(tagId), !existing.removed else { throw Self.noTag(tagId) }
+                guard let existing = try tag(tagId), !existing.removed else { throw StoreRefusal.noSuchTag(tagId: tagId) }
                 guard existing.name != name else { return }
                 try db.execute(sql: "UPDATE conversation_tags SET name = ?, version = ? WHERE app_id = ? AND user_id = ? AND tag_id = ?",
                                arguments: [name, stamp(), appId, userId, tagId])
@@ -213,7 +213,7 @@ extension SQLiteStore {
                                arguments: [stamp(), appId, userId, tagId])
                 delta.tags.append(try tag(tagId)!)
             case .addConversations(let tagId, let conversations):
-                guard let existing = try tag(tagId), !existing.removed else { throw Self.noTag(tagId) }
+                guard let existing = try tag(tagId), !existing.removed else { throw StoreRefusal.noSuchTag(tagId: tagId) }
                 for conversation in Self.unique(conversations) {
                     if let current = try link(tagId: tagId, conversation), !current.removed { continue }
                     try db.execute(sql: """
@@ -235,7 +235,7 @@ extension SQLiteStore {
                 }
             case .setTopInTag(let tagId, let conversation, let isTop):
                 guard let existing = try link(tagId: tagId, conversation), !existing.removed else {
-                    throw IMError(.invalidParameter, "conversation \(conversation.type.rawValue)/\(conversation.targetId) is not in tag '\(tagId)': add it with addConversationsToTag first")
+                    throw StoreRefusal.conversationNotInTag(tagId: tagId, type: conversation.type, targetId: conversation.targetId)
                 }
                 guard existing.isTop != isTop else { return }
                 try db.execute(sql: """
@@ -303,10 +303,6 @@ extension SQLiteStore {
                 SELECT \(SQLiteStore.linkColumns) FROM conversation_tag_links WHERE app_id = ? AND user_id = ? AND tag_id = ?
                 ORDER BY version
                 """, arguments: [appId, userId, tagId]).map(SQLiteStore.link)
-        }
-
-        private static func noTag(_ tagId: String) -> IMError {
-            IMError(.invalidParameter, "there is no tag '\(tagId)': add it with addTag first")
         }
 
         /// The conversations once each, in the order given.

@@ -295,7 +295,7 @@ extension SQLiteStore {
                 return current.filter { !wanted.contains($0) }
             }
         } catch let error as GroupLimitExceeded {
-            throw IMError(.apiBadParameter, "a group would have more than \(error.limit) members; nothing was changed")
+            throw StoreRefusal.tooManyGroupMembers(limit: error.limit)
         }
     }
 
@@ -418,7 +418,7 @@ extension SQLiteStore {
             }
             let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sensitive_words WHERE app_id = ?", arguments: [appId]) ?? 0
             if count > limit {
-                throw IMError(.apiBadParameter, "an app may have at most \(limit) sensitive words; remove some before adding more")
+                throw StoreRefusal.tooManySensitiveWords(limit: limit)
             }
         }
     }

@@ -53,10 +53,10 @@ extension SQLiteStore {
             guard let row = try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT can_include_expansion, expansion, expansion_times FROM messages WHERE uid = ? AND app_id = ?
                 """), arguments: [uid, appId]) else {
-                throw IMError(.invalidParameter, "no message \(uid): extensions are set on sent messages by their messageUId")
+                throw StoreRefusal.noSuchMessage(uid: uid)
             }
             guard row[0] as Bool else {
-                throw IMError(.messageNotExpandable, "message \(uid) was sent without canIncludeExpansion, so it cannot carry extensions: set it when sending")
+                throw StoreRefusal.messageNotExpandable(uid: uid)
             }
             var entries = try Self.expansionEntries(values: row[1], times: row[2])
             for key in remove { entries[key] = nil }
@@ -64,7 +64,7 @@ extension SQLiteStore {
             // The check and the write are one transaction of the single writer: concurrent callers
             // cannot together pass the limit.
             guard entries.count <= maxKeys else {
-                throw IMError(.expansionLimitExceeded, "message \(uid) would have \(entries.count) extension keys; at most \(maxKeys) are allowed: remove keys first")
+                throw StoreRefusal.tooManyExpansionKeys(uid: uid, count: entries.count, limit: maxKeys)
             }
             let values = entries.isEmpty ? nil : String(decoding: try JSONEncoder().encode(entries.mapValues(\.value)), as: UTF8.self)
             let times = entries.isEmpty ? nil : String(decoding: try JSONEncoder().encode(entries.mapValues(\.time)), as: UTF8.self)

@@ -249,15 +249,15 @@ extension SQLiteStore {
                                         now: Int64, maxChannels: Int) async throws {
         try await pool.write { db in
             guard try Self.groupExists(db, appId, groupId) else {
-                throw IMError(.ultraGroupNotFound, "ultra group \(groupId) does not exist: create it with /ultragroup/create.json")
+                throw StoreRefusal.noSuchUltraGroup(groupId: groupId)
             }
             guard try !Self.channelExists(db, appId, groupId, channelId) else {
-                throw IMError(.ultraGroupParameterInvalid, "channel \(channelId) already exists in ultra group \(groupId)")
+                throw StoreRefusal.channelExists(groupId: groupId, channelId: channelId)
             }
             let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM ultra_group_channels WHERE app_id = ? AND group_id = ?",
                                          arguments: [appId, groupId]) ?? 0
             guard count < maxChannels else {
-                throw IMError(.ultraGroupChannelsExceeded, "ultra group \(groupId) already has \(count) channels, the most it can have (\(maxChannels)): delete one with /ultragroup/channel/del.json first")
+                throw StoreRefusal.tooManyChannels(groupId: groupId, count: count, limit: maxChannels)
             }
             try db.execute(sql: """
                 INSERT INTO ultra_group_channels (app_id, group_id, channel_id, type, created_at, created_seq) VALUES (?, ?, ?, ?, ?, ?)
@@ -302,7 +302,7 @@ extension SQLiteStore {
     public func createUserGroups(appId: Int64, groupId: String, userGroupIds: [String], now: Int64, maxUserGroups: Int) async throws {
         try await pool.write { db in
             guard try Self.groupExists(db, appId, groupId) else {
-                throw IMError(.ultraGroupNotFound, "ultra group \(groupId) does not exist: create it with /ultragroup/create.json")
+                throw StoreRefusal.noSuchUltraGroup(groupId: groupId)
             }
             let insert = try db.cachedStatement(sql: """
                 INSERT OR IGNORE INTO ultra_group_user_groups (app_id, group_id, user_group_id, created_at) VALUES (?, ?, ?, ?)
@@ -311,7 +311,7 @@ extension SQLiteStore {
             let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM ultra_group_user_groups WHERE app_id = ? AND group_id = ?",
                                          arguments: [appId, groupId]) ?? 0
             guard count <= maxUserGroups else {
-                throw IMError(.ultraGroupMembersExceeded, "ultra group \(groupId) would have \(count) user groups; it can have \(maxUserGroups): delete some with /ultragroup/usergroup/del.json first")
+                throw StoreRefusal.tooManyUserGroups(groupId: groupId, count: count, limit: maxUserGroups)
             }
         }
     }
@@ -339,7 +339,7 @@ extension SQLiteStore {
                 SELECT COUNT(*) FROM ultra_group_user_group_members WHERE app_id = ? AND group_id = ? AND user_group_id = ?
                 """, arguments: [appId, groupId, userGroupId]) ?? 0
             guard count <= maxMembers else {
-                throw IMError(.ultraGroupMembersExceeded, "user group \(userGroupId) would have \(count) members; a user group holds at most \(maxMembers)")
+                throw StoreRefusal.userGroupTooLarge(userGroupId: userGroupId, count: count, limit: maxMembers)
             }
             return true
         }

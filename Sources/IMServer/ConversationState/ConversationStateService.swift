@@ -28,7 +28,9 @@ public final class ConversationStateService: Sendable {
     @discardableResult
     public func edit(_ edit: ConversationStateEdit, appId: Int64, userId: String, origin: String? = nil) async throws -> ConversationStateDeltaRecord {
         try Self.check(edit)
-        let delta = try await store.editConversationState(appId: appId, userId: userId, edit, now: clock.nowMilliseconds())
+        let delta = try await explainingRefusals {
+            try await store.editConversationState(appId: appId, userId: userId, edit, now: clock.nowMilliseconds())
+        }
         if delta.version != delta.previousVersion {
             notify(appId: appId, userId: userId, version: delta.version, except: origin)
         }

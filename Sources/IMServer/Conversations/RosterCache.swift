@@ -125,7 +125,7 @@ final class RosterCache<Record: CachedRoster>: Sendable {
     func changing<T: Sendable>(appId: Int64, ids: [String], _ change: () async throws -> T) async throws -> T {
         mark(appId: appId, ids: ids, starting: true)
         defer { mark(appId: appId, ids: ids, starting: false) }
-        return try await change()
+        return try await explainingRefusals(change)
     }
 
     /// Drops groups from the cache after a change whose groups were known only once it was done.

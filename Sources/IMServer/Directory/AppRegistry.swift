@@ -5,10 +5,10 @@ import Synchronization
 
 /// The apps this server hosts, held in memory (they change rarely) and written through to the store.
 public final class AppRegistry: Sendable {
-    private let store: any IMStore
+    private let store: any AppStore
     private let apps = Mutex<[String: AppRecord]>([:])
 
-    public init(store: any IMStore) {
+    public init(store: any AppStore) {
         self.store = store
     }
 

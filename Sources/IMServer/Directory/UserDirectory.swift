@@ -10,7 +10,7 @@ import Synchronization
 /// The lists are read on every private message, so they are cached in memory per owner, filled
 /// from the store on first use and replaced whenever the Server API changes them.
 public final class UserDirectory: Sendable {
-    private let store: any IMStore
+    private let store: any UserStore
     private let registry: SessionRegistry
     private let whitelistMode: Bool
     private struct OwnerKey: Hashable {
@@ -23,7 +23,7 @@ public final class UserDirectory: Sendable {
     private let lists = Mutex<(entries: [OwnerKey: Set<String>], changes: UInt64)>(([:], 0))
     private static let cachedOwnerLimit = 200_000
 
-    init(store: any IMStore, registry: SessionRegistry, whitelistMode: Bool) {
+    init(store: any UserStore, registry: SessionRegistry, whitelistMode: Bool) {
         self.store = store
         self.registry = registry
         self.whitelistMode = whitelistMode

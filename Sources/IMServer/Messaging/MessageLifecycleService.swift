@@ -10,7 +10,7 @@ import IMWire
 /// (`RC:RcCmd`, `RC:MsgExMsg`) through the message log, so devices offline at the time get them
 /// at their next sync, in order after the message they act on.
 public final class MessageLifecycleService: Sendable {
-    private let store: any IMStore
+    private let store: any MessageStore & MessageLifecycleStore
     private let log: MessageLog
     private let messages: MessageService
     private let rosters: GroupRosters
@@ -19,7 +19,7 @@ public final class MessageLifecycleService: Sendable {
     private let config: ServerConfig
     private let ultraGroups: UltraGroupRosters
 
-    init(store: any IMStore, log: MessageLog, messages: MessageService, rosters: GroupRosters, chatrooms: ChatroomService, clock: any WallClock,
+    init(store: any MessageStore & MessageLifecycleStore, log: MessageLog, messages: MessageService, rosters: GroupRosters, chatrooms: ChatroomService, clock: any WallClock,
          config: ServerConfig, ultraGroups: UltraGroupRosters) {
         self.ultraGroups = ultraGroups
         self.chatrooms = chatrooms
@@ -157,8 +157,10 @@ public final class MessageLifecycleService: Sendable {
             change.targetId = peer
             change.conversationKey = privateConversationKey(operatorId, peer)
         }
-        let entries = try await store.updateExpansion(appId: appId, uid: uid, set: set, remove: remove,
-                                                      now: clock.nowMilliseconds(), maxKeys: ExpansionLimits.keysPerMessage)
+        let entries = try await explainingRefusals {
+            try await store.updateExpansion(appId: appId, uid: uid, set: set, remove: remove,
+                                            now: clock.nowMilliseconds(), maxKeys: ExpansionLimits.keysPerMessage)
+        }
         change.content = try ExpansionChangeMessage(mid: uid, put: set.isEmpty ? nil : set,
                                                     del: remove.isEmpty ? nil : remove).encode()
         _ = try await log.append(change, origin: origin)

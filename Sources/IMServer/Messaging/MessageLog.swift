@@ -10,7 +10,7 @@ import IMStore
 /// While one transaction is being written the next batch gathers, so one fsync covers many messages
 /// under load and a lone message waits for no timer.
 public actor MessageLog {
-    private let store: any IMStore
+    private let store: any MessageStore & MessageLifecycleStore & UltraGroupStore
     private let clock: any WallClock
     private let uids = MessageUIDGenerator()
     private let maxBatch: Int
@@ -29,7 +29,7 @@ public actor MessageLog {
     /// - Parameter committed: called with each committed batch, in commit order, before any sender
     ///   is answered (delivery hangs here). The writer waits for it, so deliveries keep commit
     ///   order; it is quick except when a group's roster must be read from the store after a change.
-    public init(store: any IMStore, clock: any WallClock, maxBatch: Int = 512,
+    public init(store: any MessageStore & MessageLifecycleStore & UltraGroupStore, clock: any WallClock, maxBatch: Int = 512,
                 committed: @escaping @Sendable ([CommittedMessage]) async -> Void) {
         self.store = store
         self.clock = clock

@@ -16,12 +16,12 @@ public final class SensitiveWordFilter: Sendable {
         case block
     }
 
-    private let store: any IMStore
+    private let store: any SensitiveWordStore
     /// Cached lists and a count of changes (see `UserDirectory`: a stale read is never cached).
     private let cache = Mutex<(entries: [Int64: [SensitiveWord]], changes: UInt64)>(([:], 0))
     static let textFields: [String: [String]] = ["RC:TxtMsg": ["content"], "RC:ImgTextMsg": ["title", "content"]]
 
-    init(store: any IMStore) {
+    init(store: any SensitiveWordStore) {
         self.store = store
     }
 

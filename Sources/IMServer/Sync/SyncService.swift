@@ -5,12 +5,12 @@ import IMWire
 
 /// Offline sync and remote history, both read from the message log.
 public final class SyncService: Sendable {
-    private let store: any IMStore
+    private let store: any SyncStore
     private let clock: any WallClock
     private let config: ServerConfig
     private let rosters: GroupRosters
 
-    init(store: any IMStore, clock: any WallClock, config: ServerConfig, rosters: GroupRosters) {
+    init(store: any SyncStore, clock: any WallClock, config: ServerConfig, rosters: GroupRosters) {
         self.store = store
         self.clock = clock
         self.config = config

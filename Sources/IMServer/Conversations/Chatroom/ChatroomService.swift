@@ -61,13 +61,13 @@ public final class ChatroomService: Sendable {
 
     let state = Mutex(State())
     static let frameBudgetBytes = MessageLimits.frameBudgetBytes
-    let store: any IMStore
+    let store: any ChatroomStore
     let clock: any WallClock
     let config: ServerConfig
     let logger: Logger
     let uids = MessageUIDGenerator()
 
-    init(store: any IMStore, clock: any WallClock, config: ServerConfig, logger: Logger) {
+    init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, logger: Logger) {
         self.store = store
         self.clock = clock
         self.config = config

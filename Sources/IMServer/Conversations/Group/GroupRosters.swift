@@ -26,11 +26,11 @@ public final class GroupRosters: Sendable {
         var generation: [Int64: UInt64] = [:]
     }
 
-    private let store: any IMStore
+    private let store: any GroupStore
     private let cache: RosterCache<GroupRosterRecord>
     private let global = Mutex(GlobalMutes())
 
-    init(store: any IMStore, registry: SessionRegistry, maxCachedGroups: Int = 100_000) {
+    init(store: any GroupStore, registry: SessionRegistry, maxCachedGroups: Int = 100_000) {
         self.store = store
         self.cache = RosterCache(registry: registry, maxCached: maxCachedGroups) { appId, groupId in
             try await store.groupRoster(appId: appId, groupId: groupId)

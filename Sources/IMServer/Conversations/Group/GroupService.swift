@@ -15,7 +15,7 @@ public final class GroupService: Sendable {
     /// The object name of the group notification a dismissal leaves in the conversation.
     public static let notificationObjectName = "RC:GrpNtf"
 
-    private let store: any IMStore
+    private let store: any GroupStore & MessageStore & MessageLifecycleStore
     private let clock: any WallClock
     private let config: ServerConfig
     private let registry: SessionRegistry
@@ -23,7 +23,7 @@ public final class GroupService: Sendable {
     private let messages: MessageService
     private let log: MessageLog
 
-    init(store: any IMStore, clock: any WallClock, config: ServerConfig, registry: SessionRegistry,
+    init(store: any GroupStore & MessageStore & MessageLifecycleStore, clock: any WallClock, config: ServerConfig, registry: SessionRegistry,
          rosters: GroupRosters, messages: MessageService, log: MessageLog) {
         self.store = store
         self.clock = clock
@@ -36,7 +36,7 @@ public final class GroupService: Sendable {
 
     // MARK: membership (Server API)
 
-    /// Adds members, all or none (see `DirectoryStore.joinGroup`).
+    /// Adds members, all or none (see `GroupStore.joinGroup`).
     func join(appId: Int64, groupId: String, name: String?, userIds: [String]) async throws -> GroupJoinOutcome {
         try await rosters.changing(appId: appId, groupIds: [groupId]) {
             try await store.joinGroup(appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: config.maxGroupMembers,

@@ -28,7 +28,7 @@ extension UltraGroupRosterRecord: CachedRoster {
 public final class UltraGroupRosters: Sendable {
     private let cache: RosterCache<UltraGroupRosterRecord>
 
-    init(store: any IMStore, registry: SessionRegistry, maxCachedGroups: Int = 10_000) {
+    init(store: any UltraGroupStore, registry: SessionRegistry, maxCachedGroups: Int = 10_000) {
         cache = RosterCache(registry: registry, maxCached: maxCachedGroups) { appId, groupId in
             try await store.ultraGroupRoster(appId: appId, groupId: groupId)
         }

@@ -13,7 +13,7 @@ import IMWire
 /// that moved. Every change of who sees what is told to the online members it concerns as an
 /// `UltraGroupEvent`.
 public final class UltraGroupService: Sendable {
-    private let store: any IMStore
+    private let store: any UltraGroupStore & MessageStore & SyncStore
     private let clock: any WallClock
     private let config: ServerConfig
     private let registry: SessionRegistry
@@ -21,7 +21,7 @@ public final class UltraGroupService: Sendable {
     private let messages: MessageService
     private let words: SensitiveWordFilter
 
-    init(store: any IMStore, clock: any WallClock, config: ServerConfig, registry: SessionRegistry,
+    init(store: any UltraGroupStore & MessageStore & SyncStore, clock: any WallClock, config: ServerConfig, registry: SessionRegistry,
          rosters: UltraGroupRosters, messages: MessageService, words: SensitiveWordFilter) {
         self.words = words
         self.store = store
