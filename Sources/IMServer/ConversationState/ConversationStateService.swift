@@ -26,7 +26,7 @@ public final class ConversationStateService: Sendable {
 
     /// Applies an edit for a user and notifies the user's sessions other than `origin`.
     @discardableResult
-    public func edit(_ edit: ConversationStateEdit, appId: Int64, userId: String, origin: String? = nil) async throws -> ConversationStateDeltaRecord {
+    public func edit(_ edit: ConversationStateEdit, appId: Int64, userId: String, origin: Origin = .serverAPI) async throws -> ConversationStateDeltaRecord {
         try Self.check(edit)
         let delta = try await explainingRefusals {
             try await store.editConversationState(appId: appId, userId: userId, edit, now: clock.nowMilliseconds())
@@ -38,11 +38,11 @@ public final class ConversationStateService: Sendable {
     }
 
     /// Sends the user's sessions (all but `except`) a notice that their state is at `version` now.
-    func notify(appId: Int64, userId: String, version: UInt64, except origin: String?) {
+    func notify(appId: Int64, userId: String, version: UInt64, except origin: Origin) {
         var notice = Im_ConversationStateChanged()
         notice.version = version
         guard let frame = try? FrameCodec.push(op: .conversationStateChanged, notice) else { return }
-        for session in registry.sessions(appId: appId, userId: userId) where session.id != origin {
+        for session in registry.sessions(appId: appId, userId: userId) where session.id != origin.sessionId {
             session.send(frame)
         }
     }
@@ -151,7 +151,7 @@ public final class ConversationStateService: Sendable {
     /// previous version no device holds, so the device pulls the change in pages
     /// (CONVERSATION_STATE_SYNC) as it does for changes made elsewhere.
     private func edit(_ edit: ConversationStateEdit, from session: ClientSession) async throws -> Im_ConversationStateDelta {
-        let delta = try await self.edit(edit, appId: session.appId, userId: session.userId, origin: session.id).wire
+        let delta = try await self.edit(edit, appId: session.appId, userId: session.userId, origin: session.origin).wire
         guard ((try? delta.serializedData())?.count ?? 0) > FrameBudget.bytes else { return delta }
         var slim = Im_ConversationStateDelta()
         slim.version = delta.version

@@ -49,7 +49,7 @@ public final class Delivery: Sendable {
         return nil
     }
 
-    func deliver(_ message: StoredMessage, origin: String) async {
+    func deliver(_ message: StoredMessage, origin: Origin) async {
         let frame = OutboundFrame(message.pushFrame())   // encoded once, shared by every session
         switch message.conversationType {
         case .group, .ultraGroup:
@@ -58,7 +58,7 @@ public final class Delivery: Sendable {
             // not drop them as covered by its sync (seq 0 is released whatever the watermark).
             let heldSeq = message.conversationType == .ultraGroup ? 0 : message.seq
             let directed = message.directedUserIds.isEmpty ? nil : Set(message.directedUserIds)
-            for (session, joinedSeq) in sessions where session.id != origin {
+            for (session, joinedSeq) in sessions where session.id != origin.sessionId {
                 // A member who joined after this message was committed syncs from their joining.
                 if message.seq != 0 && message.seq <= joinedSeq { continue }
                 if session.userId == message.senderId {
@@ -75,11 +75,11 @@ public final class Delivery: Sendable {
                 }
                 return
             }
-            for session in registry.sessions(appId: message.appId, userId: message.targetId) where session.id != origin {
+            for session in registry.sessions(appId: message.appId, userId: message.targetId) where session.id != origin.sessionId {
                 session.deliver(seq: message.seq, frame: frame)
             }
             guard message.senderId != message.targetId, message.includeSender else { return }
-            for session in registry.sessions(appId: message.appId, userId: message.senderId) where session.id != origin {
+            for session in registry.sessions(appId: message.appId, userId: message.senderId) where session.id != origin.sessionId {
                 session.deliver(seq: message.seq, frame: frame)
             }
         }

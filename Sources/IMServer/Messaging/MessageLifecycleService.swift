@@ -46,7 +46,7 @@ public final class MessageLifecycleService: Sendable {
         let window = config.recallWindowSeconds > 0 ? Int64(config.recallWindowSeconds) * 1000 : nil
         if type == .chatroom {
             let outcome = try await chatrooms.recall(appId: session.appId, operatorId: session.userId, roomId: request.targetID,
-                                                     uid: request.messageUid, isAdmin: false, window: window, origin: session.id)
+                                                     uid: request.messageUid, isAdmin: false, window: window, origin: session.origin)
             var reply = Im_RecallReply()
             reply.recallTime = outcome.recallTime
             reply.notification = outcome.notification ?? Data()
@@ -55,7 +55,7 @@ public final class MessageLifecycleService: Sendable {
         let outcome = try await messages.recall(
             appId: session.appId, operatorId: session.userId, type: type, targetId: request.targetID, uid: request.messageUid,
             sentTime: request.sentTime == 0 ? nil : request.sentTime, isAdmin: false, delete: false, extra: nil,
-            pushContent: request.pushContent, window: window, origin: session.id, channelId: request.channelID)
+            pushContent: request.pushContent, window: window, origin: session.origin, channelId: request.channelID)
         var reply = Im_RecallReply()
         reply.recallTime = outcome.recallTime
         reply.notification = outcome.notification ?? Data()
@@ -117,14 +117,14 @@ public final class MessageLifecycleService: Sendable {
     func updateExpansion(_ request: Im_ExpansionUpdate, from session: ClientSession) async throws {
         try ExpansionLimits.check(set: request.set, remove: request.removeKeys)
         _ = try await updateExpansion(appId: session.appId, operatorId: session.userId, uid: request.messageUid,
-                                      set: request.set, remove: request.removeKeys, notifyOperator: true, origin: session.id)
+                                      set: request.set, remove: request.removeKeys, notifyOperator: true, origin: session.origin)
     }
 
     /// Sets and removes extensions of a message for `operatorId`, who must be in its conversation,
     /// then tells the conversation with an `RC:MsgExMsg`. The store applies the change and the
     /// 300-key limit in one transaction. Returns the message's extensions after the change.
     func updateExpansion(appId: Int64, operatorId: String, uid: String, set: [String: String], remove: [String],
-                         notifyOperator: Bool, origin: String) async throws -> [String: ExpansionEntry] {
+                         notifyOperator: Bool, origin: Origin) async throws -> [String: ExpansionEntry] {
         guard let original = try await store.message(appId: appId, uid: uid) else {
             throw IMError(.invalidParameter, "no message \(uid): extensions are set on sent messages by their messageUId")
         }

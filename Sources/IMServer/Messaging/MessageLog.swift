@@ -16,7 +16,7 @@ public actor MessageLog {
     private let maxBatch: Int
     private let committed: @Sendable ([CommittedMessage]) async -> Void
 
-    private var queue: [(message: StoredMessage, origin: String, reply: CheckedContinuation<CommitOutcome, any Error>)] = []
+    private var queue: [(message: StoredMessage, origin: Origin, reply: CheckedContinuation<CommitOutcome, any Error>)] = []
     private var writing = false
     /// Latest sentTime per conversation of each app; bounded, refilled from the store on a miss.
     private var lastSentTime: [ConversationOfApp: Int64] = [:]
@@ -40,7 +40,7 @@ public actor MessageLog {
     /// Stores the message durably and returns it with its seq, uid and sentTime; for a resend of an
     /// already stored client message id, returns the first message.
     /// - Parameter origin: the id of the session that sent it (it is not echoed back there).
-    public func append(_ message: StoredMessage, origin: String) async throws -> CommitOutcome {
+    public func append(_ message: StoredMessage, origin: Origin) async throws -> CommitOutcome {
         try await withCheckedThrowingContinuation { reply in
             queue.append((message, origin, reply))
             if !writing {
@@ -112,5 +112,5 @@ public actor MessageLog {
 /// A message the log has committed, and the session it came from.
 public struct CommittedMessage: Sendable {
     public var outcome: CommitOutcome
-    public var origin: String
+    public var origin: Origin
 }

@@ -68,7 +68,7 @@ public final class MessageService: Sendable {
         } else {
             try await directory.checkPrivateMessage(appId: message.appId, from: message.senderId, to: message.targetId)
         }
-        let sent = try await send(message, origin: session.id)
+        let sent = try await send(message, origin: session.origin)
         var reply = Im_SendMessageReply()
         reply.messageUid = sent.uid
         reply.sentTime = sent.sentTime
@@ -99,7 +99,7 @@ public final class MessageService: Sendable {
     /// Filters, stores and delivers one checked message. A STATUS message is delivered to online
     /// sessions only; a message with a blocking sensitive word is answered as sent but neither
     /// stored nor delivered.
-    func send(_ message: StoredMessage, origin: String) async throws -> StoredMessage {
+    func send(_ message: StoredMessage, origin: Origin) async throws -> StoredMessage {
         var message = message
         switch try await words.apply(appId: message.appId, objectName: message.objectName, content: message.content) {
         case .block:
@@ -154,7 +154,7 @@ public final class MessageService: Sendable {
         }
         return try await withThrowingTaskGroup(of: (Int, StoredMessage).self) { group in
             for (index, item) in prepared.enumerated() {
-                group.addTask { (index, try await self.send(item, origin: "")) }
+                group.addTask { (index, try await self.send(item, origin: .serverAPI)) }
             }
             var sent = [StoredMessage?](repeating: nil, count: prepared.count)
             for try await (index, message) in group { sent[index] = message }
@@ -169,7 +169,7 @@ public final class MessageService: Sendable {
         message.targetId = StoredMessage.everyone
         message.conversationKey = systemConversationKey(sender: message.senderId, recipient: StoredMessage.everyone)
         message.includeSender = false
-        return try await send(message, origin: "")
+        return try await send(message, origin: .serverAPI)
     }
 
     /// Recalls a stored message (the Server API's /message/recall.json, and clients within the
@@ -178,7 +178,7 @@ public final class MessageService: Sendable {
     /// directional group message, to its members), online now or at their next sync.
     func recall(appId: Int64, operatorId: String, type: ConversationType, targetId: String, uid: String,
                 sentTime: Int64?, isAdmin: Bool, delete: Bool, extra: String?, pushContent: String = "",
-                window: Int64? = nil, origin: String = "", channelId: String = "") async throws -> RecallOutcome {
+                window: Int64? = nil, origin: Origin, channelId: String = "") async throws -> RecallOutcome {
         guard let original = try await log.storedMessage(appId: appId, uid: uid),
               original.conversationType == type,
               original.objectName != RecallNotificationMessage.objectName, original.isInHistory,

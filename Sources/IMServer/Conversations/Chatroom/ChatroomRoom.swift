@@ -41,7 +41,7 @@ final class ChatroomRoom: @unchecked Sendable {
     enum Push {
         /// A message for the members online when it goes out, but `origin` (the session it came
         /// from) and, without `includeSender`, the sender's sessions.
-        case message(StoredMessage, origin: String, stored: CommitSignal?)
+        case message(StoredMessage, origin: Origin, stored: CommitSignal?)
         /// An encoded push for the room's members online when it goes out.
         case roomFrame([UInt8])
         /// An encoded push for the listed sessions only (by session id).

@@ -97,7 +97,7 @@ extension ChatroomService {
         // from: everything published since the oldest cursor in the room).
         var originSlots = Set<Int>()
         for (_, push) in room.log {
-            if case .message(_, let origin, _) = push, let slot = room.slot(of: origin) { originSlots.insert(slot) }
+            if case .message(_, let origin, _) = push, let id = origin.sessionId, let slot = room.slot(of: id) { originSlots.insert(slot) }
         }
         if count > 0 {
             var index = room.sweepIndex % count
@@ -225,7 +225,7 @@ extension ChatroomService {
             switch push {
             case .message(let message, let origin, _):
                 if let session {
-                    if origin == session.id { continue }
+                    if origin.sessionId == session.id { continue }
                     if !message.includeSender && message.senderId == session.userId { continue }
                 }
                 let size = message.wireSize

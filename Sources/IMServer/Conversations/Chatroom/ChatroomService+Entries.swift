@@ -20,9 +20,9 @@ extension ChatroomService {
             }
         }
 
-        var origin: String {
-            if case .member(let session) = self { return session.id }
-            return ""
+        var origin: Origin {
+            if case .member(let session) = self { return session.origin }
+            return .serverAPI
         }
     }
 

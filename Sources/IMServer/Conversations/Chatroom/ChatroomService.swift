@@ -249,17 +249,17 @@ public final class ChatroomService: Sendable {
     /// hold a seat, and the sender must not be muted.
     func send(_ message: StoredMessage, from session: ClientSession) async throws -> (message: StoredMessage, discarded: Bool) {
         try await loadSettings(appId: session.appId)
-        return try await accept(message, origin: session.id, seatOf: session)
+        return try await accept(message, origin: session.origin, seatOf: session)
     }
 
     /// Server API publish: no seat needed, no mute check; `includeSender` decides whether the
     /// sender's own sessions get it.
     public func publish(_ message: StoredMessage) async throws -> (message: StoredMessage, discarded: Bool) {
         try await loadSettings(appId: message.appId)
-        return try await accept(message, origin: "", seatOf: nil)
+        return try await accept(message, origin: .serverAPI, seatOf: nil)
     }
 
-    private func accept(_ message: StoredMessage, origin: String, seatOf session: ClientSession?) async throws -> (message: StoredMessage, discarded: Bool) {
+    private func accept(_ message: StoredMessage, origin: Origin, seatOf session: ClientSession?) async throws -> (message: StoredMessage, discarded: Bool) {
         let key = ChatroomRoom.Key(appId: message.appId, roomId: message.targetId)
         let keep = config.chatroomHistoryEnabled && message.isInHistory
         let signal = keep ? CommitSignal() : nil
@@ -457,7 +457,7 @@ public final class ChatroomService: Sendable {
     /// API). The room's latest messages and its stored history get the recall notification; the
     /// members online get `RC:RcCmd`.
     func recall(appId: Int64, operatorId: String, roomId: String, uid: String, isAdmin: Bool, window: Int64?,
-                extra: String? = nil, origin: String) async throws -> RecallOutcome {
+                extra: String? = nil, origin: Origin) async throws -> RecallOutcome {
         try await loadSettings(appId: appId)
         let key = ChatroomRoom.Key(appId: appId, roomId: roomId)
         let remembered = state.withLock { $0.rooms[key]?.recent.first { $0.uid == uid } }

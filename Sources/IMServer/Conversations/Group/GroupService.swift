@@ -82,7 +82,7 @@ public final class GroupService: Sendable {
             senderId: operatorId, objectName: Self.notificationObjectName,
             content: try JSONSerialization.data(withJSONObject: notification, options: [.sortedKeys]),
             flags: .isPersisted, includeSender: true)
-        _ = try await log.append(message, origin: "")
+        _ = try await log.append(message, origin: .serverAPI)
         return true
     }
 
@@ -106,7 +106,7 @@ public final class GroupService: Sendable {
             var copy = message
             copy.targetId = groupId
             copy.conversationKey = groupConversationKey(groupId)
-            sent.append(try await messages.send(copy, origin: ""))
+            sent.append(try await messages.send(copy, origin: .serverAPI))
         }
         return sent
     }
@@ -132,7 +132,7 @@ public final class GroupService: Sendable {
             senderId: session.userId, objectName: ReadReceiptObjectNames.request,
             content: try JSONSerialization.data(withJSONObject: ["messageUId": original.uid], options: [.sortedKeys]),
             flags: .none, includeSender: true, directedUserIds: original.directedUserIds)
-        _ = try await log.append(command, origin: session.id)
+        _ = try await log.append(command, origin: session.origin)
     }
 
     /// READ_RECEIPT_RESPONSE: a member reports group messages as read. Messages that ask for no

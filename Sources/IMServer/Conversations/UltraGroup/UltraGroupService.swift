@@ -374,12 +374,12 @@ public final class UltraGroupService: Sendable {
     /// type, or one not kept in history.
     func modify(_ request: Im_ModifyMessageRequest, from session: ClientSession) async throws -> Im_Message {
         try await modify(appId: session.appId, userId: session.userId, uid: request.messageUid, content: request.content,
-                         origin: session.id).wire
+                         origin: session.origin).wire
     }
 
     /// Modifies a message for its sender (`modify(_:from:)`, and the Server API's
     /// `/ultragroup/msg/modify.json`); `origin` is the session that asked, which gets no push.
-    public func modify(appId: Int64, userId: String, uid: String, content: Data, origin: String = "") async throws -> StoredMessage {
+    public func modify(appId: Int64, userId: String, uid: String, content: Data, origin: Origin) async throws -> StoredMessage {
         guard content.count <= MessageLimits.maxContentBytes else {
             throw IMError(.messageTooLarge, "message content is \(content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes)")
         }
@@ -410,7 +410,7 @@ public final class UltraGroupService: Sendable {
         if let frame = try? FrameCodec.push(op: .messageModified, message.wire) {
             let shared = OutboundFrame(frame)
             for (target, joinedSeq) in try await rosters.onlineSessions(appId: appId, groupId: message.targetId, channelId: message.channelId)
-            where target.id != origin && joinedSeq < message.seq && message.isVisible(to: target.userId) {
+            where target.id != origin.sessionId && joinedSeq < message.seq && message.isVisible(to: target.userId) {
                 _ = target.send(shared)
             }
         }
@@ -436,7 +436,7 @@ public final class UltraGroupService: Sendable {
             copy.conversationKey = ultraGroupConversationKey(groupId, channelId)
             copy.mentions = mentions
             // Through the sensitive-word filter; STATUS messages reach the online members only.
-            sent.append(try await messages.send(copy, origin: ""))
+            sent.append(try await messages.send(copy, origin: .serverAPI))
         }
         return sent
     }

@@ -118,6 +118,6 @@ extension ServerAPI {
         }
         _ = try await core.lifecycle.updateExpansion(appId: call.app.id, operatorId: call.required("userId"), uid: message.uid,
                                                      set: set, remove: remove, notifyOperator: try call.bool("isSyncSender") ?? false,
-                                                     origin: "")
+                                                     origin: .serverAPI)
     }
 }

@@ -102,7 +102,7 @@ extension ServerAPI {
                 _ = try await core.messages.recall(
                     appId: call.app.id, operatorId: call.required("fromUserId"), type: .system, targetId: StoredMessage.everyone,
                     uid: call.required("messageUID"), sentTime: try call.int("sentTime"), isAdmin: try call.bool("isAdmin") ?? false,
-                    delete: try call.bool("isDelete") ?? false, extra: call.string("extra"))
+                    delete: try call.bool("isDelete") ?? false, extra: call.string("extra"), origin: .serverAPI)
                 return [:]
             },
             APIEndpoint(
@@ -296,7 +296,7 @@ extension ServerAPI {
             let delete = (object["isDelete"] as? Int ?? 0) == 1 || (object["isDelete"] as? Bool ?? false)
             _ = try await core.messages.recall(appId: call.app.id, operatorId: call.required("fromUserId"), type: .system,
                                                targetId: StoredMessage.everyone, uid: uid, sentTime: nil, isAdmin: true,
-                                               delete: delete, extra: nil)
+                                               delete: delete, extra: nil, origin: .serverAPI)
             return [:]
         }
         let message = try message(call, type: .system, content: Data(call.required("content").utf8), status: false)
@@ -315,13 +315,13 @@ extension ServerAPI {
             _ = try await core.chatrooms.recall(
                 appId: call.app.id, operatorId: call.required("fromUserId"), roomId: call.required("targetId"),
                 uid: call.required("messageUID"), isAdmin: try call.bool("isAdmin") ?? false, window: nil, extra: call.string("extra"),
-                origin: "")
+                origin: .serverAPI)
             return [:]
         }
         _ = try await core.messages.recall(
             appId: call.app.id, operatorId: call.required("fromUserId"), type: type, targetId: call.required("targetId"),
             uid: call.required("messageUID"), sentTime: try call.int("sentTime"), isAdmin: try call.bool("isAdmin") ?? false,
-            delete: try call.bool("isDelete") ?? false, extra: call.string("extra"), channelId: call.string("busChannel") ?? "")
+            delete: try call.bool("isDelete") ?? false, extra: call.string("extra"), origin: .serverAPI, channelId: call.string("busChannel") ?? "")
         return [:]
     }
 

@@ -330,7 +330,7 @@ extension ServerAPI {
                          .integer("msgRandom", "accepted for compatibility")]) { call in
                 _ = try await groupMessage(call, uid: call.required("msgUID"), notFound: .messageNotModifiable)
                 _ = try await core.ultraGroups.modify(appId: call.app.id, userId: call.required("fromUserId"), uid: call.required("msgUID"),
-                                                      content: Data(call.required("content").utf8))
+                                                      content: Data(call.required("content").utf8), origin: .serverAPI)
                 return [:]
             },
             APIEndpoint(
@@ -587,7 +587,7 @@ extension ServerAPI {
         let message = try await groupMessage(call, uid: call.required("msgUID"), notFound: .apiBadParameter)
         _ = try await core.lifecycle.updateExpansion(appId: call.app.id, operatorId: call.required("userId"), uid: message.uid,
                                                      set: set, remove: remove, notifyOperator: try call.bool("isSyncSender") ?? false,
-                                                     origin: "")
+                                                     origin: .serverAPI)
     }
 
     private func publishUltraGroup(_ call: APICall) async throws -> [String: any Sendable] {
