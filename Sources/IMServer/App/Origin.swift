@@ -29,3 +29,10 @@ extension ClientSession {
     /// This session as the origin of what it asks for.
     var origin: Origin { .session(id: id, appId: appId, userId: userId) }
 }
+
+extension ClientSession {
+    /// This session as the server's events name it.
+    var presence: SessionPresence {
+        SessionPresence(appId: appId, userId: userId, sessionId: id, platform: "\(platform)")
+    }
+}

@@ -13,7 +13,10 @@ public final class ServerCore: Sendable {
     public let apps: AppRegistry
     public let tokens = TokenService()
     public let registry = SessionRegistry()
-    public let delivery: Delivery
+    /// What happened, for whoever acts on it: delivery first, then push, callbacks, metrics.
+    public let events: ServerEvents
+    /// The way to the client sessions (this process's; a cluster's later).
+    public let bus: any SessionBus
     public let log: MessageLog
     public let messages: MessageService
     public let groups: GroupService
@@ -37,24 +40,32 @@ public final class ServerCore: Sendable {
         self.addressConnections = AddressConnections(limit: config.maxConnectionsPerAddress)
         let rosters = GroupRosters(store: store, registry: registry)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry)
-        let delivery = Delivery(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)
-        self.delivery = delivery
-        self.log = MessageLog(store: store, clock: clock) { await delivery.committed($0) }
+        let bus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)
+        self.bus = bus
+        let events = ServerEvents(handlers: [Delivery(bus: bus)])
+        self.events = events
+        self.log = MessageLog(store: store, clock: clock) { batch in
+            for item in batch {
+                guard case .stored(let message) = item.outcome else { continue }
+                await events.publish(.messageCommitted(CommittedMessageEvent(message: message, origin: item.origin,
+                                                                             recipients: Recipients(of: message))))
+            }
+        }
         self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.userWhitelistMode)
         self.sensitiveWords = SensitiveWordFilter(store: store)
         self.apiLimits = APIRateLimiter(clock: clock)
         self.chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger)
-        self.messages = MessageService(log: log, delivery: delivery, clock: clock, config: config,
+        self.messages = MessageService(log: log, bus: bus, clock: clock, config: config,
                                        directory: directory, words: sensitiveWords, rosters: rosters, ultraGroups: ultraRosters,
                                        chatrooms: chatrooms)
-        self.groups = GroupService(store: store, clock: clock, config: config, registry: registry, rosters: rosters,
+        self.groups = GroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: rosters,
                                    messages: messages, log: log)
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
         self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, chatrooms: chatrooms, clock: clock,
                                                  config: config, ultraGroups: ultraRosters)
-        self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, registry: registry, rosters: ultraRosters, messages: messages,
+        self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: ultraRosters, messages: messages,
                                               words: sensitiveWords)
-        self.conversationState = ConversationStateService(store: store, clock: clock, registry: registry, logger: logger)
+        self.conversationState = ConversationStateService(store: store, clock: clock, bus: bus, events: events, logger: logger)
     }
 
     /// Loads the apps and makes sure the development app exists: the configured key and secret, or
@@ -95,6 +106,7 @@ public final class ServerCore: Sendable {
         let displaced = try registry.register(session, refuseIfClassTaken: refuseIfClassTaken)
         groups.rosters.sessionOpened(session)
         ultraGroups.rosters.sessionOpened(session)
+        events.observe(.sessionOnline(session.presence))
         return displaced
     }
 
@@ -104,6 +116,7 @@ public final class ServerCore: Sendable {
         groups.rosters.sessionClosed(session)
         ultraGroups.rosters.sessionClosed(session)
         chatrooms.sessionClosed(session)
+        if session.markEnded() { events.observe(.sessionOffline(session.presence)) }
     }
 
     /// Drops sessions silent for three heartbeat intervals (dead peers). Returns how many.

@@ -14,25 +14,29 @@ import Logging
 public final class ConversationStateService: Sendable {
     private let store: any ConversationStateStore
     private let clock: any WallClock
-    private let registry: SessionRegistry
+    private let bus: any SessionBus
+    private let events: ServerEvents
     private let logger: Logger
 
-    init(store: any ConversationStateStore, clock: any WallClock, registry: SessionRegistry, logger: Logger) {
+    init(store: any ConversationStateStore, clock: any WallClock, bus: any SessionBus, events: ServerEvents, logger: Logger) {
         self.store = store
         self.clock = clock
-        self.registry = registry
+        self.bus = bus
+        self.events = events
         self.logger = logger
     }
 
     /// Applies an edit for a user and notifies the user's sessions other than `origin`.
     @discardableResult
-    public func edit(_ edit: ConversationStateEdit, appId: Int64, userId: String, origin: Origin = .serverAPI) async throws -> ConversationStateDeltaRecord {
+    public func edit(_ edit: ConversationStateEdit, appId: Int64, userId: String, origin: Origin) async throws -> ConversationStateDeltaRecord {
         try Self.check(edit)
         let delta = try await explainingRefusals {
             try await store.editConversationState(appId: appId, userId: userId, edit, now: clock.nowMilliseconds())
         }
         if delta.version != delta.previousVersion {
             notify(appId: appId, userId: userId, version: delta.version, except: origin)
+            await events.publish(.conversationStateChanged(ConversationStateEvent(appId: appId, userId: userId,
+                                                                                   version: delta.version, origin: origin)))
         }
         return delta
     }
@@ -42,9 +46,7 @@ public final class ConversationStateService: Sendable {
         var notice = Im_ConversationStateChanged()
         notice.version = version
         guard let frame = try? FrameCodec.push(op: .conversationStateChanged, notice) else { return }
-        for session in registry.sessions(appId: appId, userId: userId) where session.id != origin.sessionId {
-            session.send(frame)
-        }
+        bus.send(frame, appId: appId, userId: userId, except: origin)
     }
 
     /// The checks every edit passes whoever makes it; the store checks what needs stored data

@@ -37,6 +37,8 @@ public final class ClientSession: Sendable {
         /// Held stored messages were let go: the current sync must not end before it returned them.
         var mustSyncAgain = false
         var lastSeen: Int64
+        /// The server has let the session go (registry, rosters, rooms); set once.
+        var ended = false
         /// Accept times of the latest sends and chatroom joins, for their per-second limits.
         var recentSends = RecentEvents()
         var recentJoins = RecentEvents()
@@ -147,6 +149,14 @@ public final class ClientSession: Sendable {
 
     /// The bytes held back while the client syncs.
     var heldBytes: Int { state.withLock { $0.heldBytes } }
+
+    /// Marks the session as let go by the server; true the first time only.
+    func markEnded() -> Bool {
+        state.withLock { state in
+            defer { state.ended = true }
+            return !state.ended
+        }
+    }
 
     /// Records activity for the heartbeat timeout.
     func touch(now: Int64) {

@@ -3,7 +3,7 @@ import IMStore
 
 /// One frame for a client, as WebSocket bytes: the binary message's header and the protobuf
 /// `Frame`. It is encoded once, so a push for many sessions is one buffer shared by all of them.
-struct OutboundFrame: Sendable {
+public struct OutboundFrame: Sendable {
     let bytes: ByteBuffer
 
     /// A server-to-client binary message (RFC 6455 §5.2: FIN, opcode 2, unmasked) carrying `payload`.

@@ -31,12 +31,15 @@ public final class SessionRegistry: Sendable {
         }
     }
 
-    func remove(_ session: ClientSession) {
+    /// Removes the session; false when it was not registered (already removed).
+    @discardableResult
+    func remove(_ session: ClientSession) -> Bool {
         let key = UserKey(appId: session.appId, userId: session.userId)
-        table.withLock { table in
-            guard var sessions = table[key] else { return }
-            sessions.removeAll { $0 === session }
+        return table.withLock { table in
+            guard var sessions = table[key], let index = sessions.firstIndex(where: { $0 === session }) else { return false }
+            sessions.remove(at: index)
             table[key] = sessions.isEmpty ? nil : sessions
+            return true
         }
     }
 

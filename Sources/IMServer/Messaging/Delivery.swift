@@ -1,87 +1,18 @@
 import IMCore
 import IMStore
-import Logging
 
-/// Online fan-out: writes a message to the live sessions that should see it now.
-///
-/// Recipients are the target user's sessions (for a group: its online members' sessions, or the
-/// listed members of a directional message) and the sender's other sessions (multi-device sync);
-/// the session the message came from gets its reply instead. The push frame is encoded once and
-/// shared by every recipient.
-public final class Delivery: Sendable {
-    private let registry: SessionRegistry
-    private let rosters: GroupRosters
-    private let ultraGroups: UltraGroupRosters
-    private let logger: Logger
+/// Online delivery: hands every committed message to the session bus, which writes it to the live
+/// sessions that should see it now. It is the first handler of the server's events, so a message
+/// is on its way to its recipients before its sender is answered.
+public final class Delivery: ServerEventHandler {
+    let bus: any SessionBus
 
-    init(registry: SessionRegistry, rosters: GroupRosters, ultraGroups: UltraGroupRosters, logger: Logger) {
-        self.registry = registry
-        self.rosters = rosters
-        self.ultraGroups = ultraGroups
-        self.logger = logger
+    init(bus: any SessionBus) {
+        self.bus = bus
     }
 
-    /// Delivers committed messages, in commit order (the MessageLog calls this before answering senders).
-    func committed(_ batch: [CommittedMessage]) async {
-        for item in batch {
-            guard case .stored(let message) = item.outcome else { continue }
-            await deliver(message, origin: item.origin)
-        }
-    }
-
-    /// The group's online sessions. The roster is in memory except just after a change; if the
-    /// store cannot be read even after retrying, the members online now miss the message until
-    /// they reconnect (their sync has moved past it), so that is logged as an error.
-    private func groupSessions(_ message: StoredMessage) async -> [(session: ClientSession, joinedSeq: UInt64)]? {
-        for attempt in 1...3 {
-            do {
-                if message.conversationType == .ultraGroup {
-                    return try await ultraGroups.onlineSessions(appId: message.appId, groupId: message.targetId, channelId: message.channelId)
-                }
-                return try await rosters.onlineSessions(appId: message.appId, groupId: message.targetId)
-            } catch {
-                if attempt == 3 {
-                    logger.error("group message not delivered online: its group could not be read",
-                                 metadata: ["group": "\(message.targetId)", "uid": "\(message.uid)", "error": "\(error)"])
-                }
-            }
-        }
-        return nil
-    }
-
-    func deliver(_ message: StoredMessage, origin: Origin) async {
-        let frame = OutboundFrame(message.pushFrame())   // encoded once, shared by every session
-        switch message.conversationType {
-        case .group, .ultraGroup:
-            guard let sessions = await groupSessions(message) else { return }
-            // Ultra group messages never come through offline sync, so a session still syncing must
-            // not drop them as covered by its sync (seq 0 is released whatever the watermark).
-            let heldSeq = message.conversationType == .ultraGroup ? 0 : message.seq
-            let directed = message.directedUserIds.isEmpty ? nil : Set(message.directedUserIds)
-            for (session, joinedSeq) in sessions where session.id != origin.sessionId {
-                // A member who joined after this message was committed syncs from their joining.
-                if message.seq != 0 && message.seq <= joinedSeq { continue }
-                if session.userId == message.senderId {
-                    guard message.includeSender else { continue }
-                } else if let directed, !directed.contains(session.userId) {
-                    continue
-                }
-                session.deliver(seq: heldSeq, frame: frame)
-            }
-        default:
-            if message.targetId == StoredMessage.everyone {
-                for session in registry.sessions(appId: message.appId) where session.userId != message.senderId {
-                    session.deliver(seq: message.seq, frame: frame)
-                }
-                return
-            }
-            for session in registry.sessions(appId: message.appId, userId: message.targetId) where session.id != origin.sessionId {
-                session.deliver(seq: message.seq, frame: frame)
-            }
-            guard message.senderId != message.targetId, message.includeSender else { return }
-            for session in registry.sessions(appId: message.appId, userId: message.senderId) where session.id != origin.sessionId {
-                session.deliver(seq: message.seq, frame: frame)
-            }
-        }
+    public func handle(_ event: ServerEvent) async {
+        guard case .messageCommitted(let committed) = event else { return }
+        await bus.deliver(committed.message, origin: committed.origin)
     }
 }

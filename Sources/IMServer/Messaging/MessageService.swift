@@ -20,7 +20,7 @@ struct RecallOutcome: Sendable {
 /// messages skip the log: online recipients only.
 public final class MessageService: Sendable {
     private let log: MessageLog
-    private let delivery: Delivery
+    private let bus: any SessionBus
     private let clock: any WallClock
     private let config: ServerConfig
     private let directory: UserDirectory
@@ -30,14 +30,14 @@ public final class MessageService: Sendable {
     private let chatrooms: ChatroomService
     private let uids = MessageUIDGenerator()
 
-    init(log: MessageLog, delivery: Delivery, clock: any WallClock, config: ServerConfig,
+    init(log: MessageLog, bus: any SessionBus, clock: any WallClock, config: ServerConfig,
          directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters, ultraGroups: UltraGroupRosters,
          chatrooms: ChatroomService) {
         self.log = log
         self.ultraGroups = ultraGroups
         self.chatrooms = chatrooms
         self.rosters = rosters
-        self.delivery = delivery
+        self.bus = bus
         self.clock = clock
         self.config = config
         self.directory = directory
@@ -112,7 +112,7 @@ public final class MessageService: Sendable {
         if message.flags.contains(.status) {
             message.sentTime = clock.nowMilliseconds()
             message.uid = uids.next(milliseconds: message.sentTime)
-            await delivery.deliver(message, origin: origin)
+            await bus.deliver(message, origin: origin)
             return message
         }
         return try await log.append(message, origin: origin).message

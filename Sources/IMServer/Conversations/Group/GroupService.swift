@@ -18,17 +18,19 @@ public final class GroupService: Sendable {
     private let store: any GroupStore & MessageStore & MessageLifecycleStore
     private let clock: any WallClock
     private let config: ServerConfig
-    private let registry: SessionRegistry
+    private let bus: any SessionBus
+    private let events: ServerEvents
     let rosters: GroupRosters
     private let messages: MessageService
     private let log: MessageLog
 
-    init(store: any GroupStore & MessageStore & MessageLifecycleStore, clock: any WallClock, config: ServerConfig, registry: SessionRegistry,
+    init(store: any GroupStore & MessageStore & MessageLifecycleStore, clock: any WallClock, config: ServerConfig, bus: any SessionBus, events: ServerEvents,
          rosters: GroupRosters, messages: MessageService, log: MessageLog) {
         self.store = store
         self.clock = clock
         self.config = config
-        self.registry = registry
+        self.bus = bus
+        self.events = events
         self.rosters = rosters
         self.messages = messages
         self.log = log
@@ -38,16 +40,27 @@ public final class GroupService: Sendable {
 
     /// Adds members, all or none (see `GroupStore.joinGroup`).
     func join(appId: Int64, groupId: String, name: String?, userIds: [String]) async throws -> GroupJoinOutcome {
-        try await rosters.changing(appId: appId, groupIds: [groupId]) {
+        let outcome = try await rosters.changing(appId: appId, groupIds: [groupId]) {
             try await store.joinGroup(appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: config.maxGroupMembers,
                                       preJoinHistory: config.groupPreJoinHistory, now: clock.nowMilliseconds())
         }
+        if case .joined = outcome, !userIds.isEmpty {
+            await membershipChanged(appId: appId, groupId: groupId, joined: userIds)
+        }
+        return outcome
     }
 
     func quit(appId: Int64, groupId: String, userIds: [String]) async throws {
-        _ = try await rosters.changing(appId: appId, groupIds: [groupId]) {
+        let remaining = try await rosters.changing(appId: appId, groupIds: [groupId]) {
             try await store.quitGroup(appId: appId, groupId: groupId, userIds: userIds)
         }
+        if remaining != nil { await membershipChanged(appId: appId, groupId: groupId, left: userIds) }
+    }
+
+    private func membershipChanged(appId: Int64, groupId: String, joined: [String] = [], left: [String] = [],
+                                   dismissed: Bool = false) async {
+        await events.publish(.membershipChanged(MembershipChange(kind: .group, appId: appId, groupId: groupId, joined: joined,
+                                                                 left: left, dismissed: dismissed, origin: .serverAPI)))
     }
 
     /// Makes the user a member of exactly these groups.
@@ -57,6 +70,8 @@ public final class GroupService: Sendable {
                                        preJoinHistory: config.groupPreJoinHistory, now: clock.nowMilliseconds())
         }
         rosters.changed(appId: appId, groupIds: left)
+        for group in groups { await membershipChanged(appId: appId, groupId: group.id, joined: [userId]) }
+        for groupId in left { await membershipChanged(appId: appId, groupId: groupId, left: [userId]) }
     }
 
     /// Runs a change of mute state (`groupIds` nil: the mutes in every group).
@@ -83,6 +98,7 @@ public final class GroupService: Sendable {
             content: try JSONSerialization.data(withJSONObject: notification, options: [.sortedKeys]),
             flags: .isPersisted, includeSender: true)
         _ = try await log.append(message, origin: .serverAPI)
+        await membershipChanged(appId: appId, groupId: groupId, dismissed: true)
         return true
     }
 
@@ -159,7 +175,7 @@ public final class GroupService: Sendable {
             push.receipts = receipts.map(\.wire)
             push.watermark = receipts.map(\.seq).max() ?? 0
             guard let frame = try? FrameCodec.push(op: .readReceipts, push) else { continue }
-            for target in registry.sessions(appId: session.appId, userId: senderId) { target.send(frame) }
+            bus.send(frame, appId: session.appId, userId: senderId)
         }
     }
 

@@ -16,18 +16,20 @@ public final class UltraGroupService: Sendable {
     private let store: any UltraGroupStore & MessageStore & SyncStore
     private let clock: any WallClock
     private let config: ServerConfig
-    private let registry: SessionRegistry
+    private let bus: any SessionBus
+    private let events: ServerEvents
     let rosters: UltraGroupRosters
     private let messages: MessageService
     private let words: SensitiveWordFilter
 
-    init(store: any UltraGroupStore & MessageStore & SyncStore, clock: any WallClock, config: ServerConfig, registry: SessionRegistry,
+    init(store: any UltraGroupStore & MessageStore & SyncStore, clock: any WallClock, config: ServerConfig, bus: any SessionBus, events: ServerEvents,
          rosters: UltraGroupRosters, messages: MessageService, words: SensitiveWordFilter) {
         self.words = words
         self.store = store
         self.clock = clock
         self.config = config
-        self.registry = registry
+        self.bus = bus
+        self.events = events
         self.rosters = rosters
         self.messages = messages
     }
@@ -59,6 +61,13 @@ public final class UltraGroupService: Sendable {
         }
         try Self.check(outcome, groupId: groupId)
         notify(appId: appId, userIds: [ownerId], event(.ultraGroupJoined, groupId: groupId))
+        await membershipChanged(appId: appId, groupId: groupId, joined: [ownerId])
+    }
+
+    private func membershipChanged(appId: Int64, groupId: String, joined: [String] = [], left: [String] = [],
+                                   dismissed: Bool = false) async {
+        await events.publish(.membershipChanged(MembershipChange(kind: .ultraGroup, appId: appId, groupId: groupId, joined: joined,
+                                                                 left: left, dismissed: dismissed, origin: .serverAPI)))
     }
 
     /// Adds members, all or none: 24412 when one of them is already in 100 ultra groups.
@@ -69,6 +78,7 @@ public final class UltraGroupService: Sendable {
         }
         try Self.check(outcome, groupId: groupId)
         notify(appId: appId, userIds: userIds, event(.ultraGroupJoined, groupId: groupId))
+        await membershipChanged(appId: appId, groupId: groupId, joined: userIds)
     }
 
     public func quit(appId: Int64, groupId: String, userIds: [String]) async throws {
@@ -77,6 +87,7 @@ public final class UltraGroupService: Sendable {
         }
         guard done else { throw Self.notFound(groupId) }
         notify(appId: appId, userIds: userIds, event(.ultraGroupLeft, groupId: groupId))
+        await membershipChanged(appId: appId, groupId: groupId, left: userIds)
     }
 
     /// Deletes the group and tells its online members; its messages are read by nobody any more.
@@ -87,6 +98,7 @@ public final class UltraGroupService: Sendable {
         }
         guard done else { throw Self.notFound(groupId) }
         notify(appId: appId, userIds: members, event(.ultraGroupDismissed, groupId: groupId))
+        await membershipChanged(appId: appId, groupId: groupId, dismissed: true)
     }
 
     public func rename(appId: Int64, groupId: String, name: String) async throws {
@@ -360,10 +372,7 @@ public final class UltraGroupService: Sendable {
         var read = event(.ultraGroupReadSync, groupId: request.groupID, channelId: channelId)
         read.readTime = now
         if let frame = try? FrameCodec.push(op: .ultraGroupEvent, read) {
-            let shared = OutboundFrame(frame)
-            for other in registry.sessions(appId: session.appId, userId: session.userId) where other.id != session.id {
-                _ = other.send(shared)
-            }
+            bus.send(frame, appId: session.appId, userId: session.userId, except: session.origin)
         }
         return read
     }
@@ -457,10 +466,7 @@ public final class UltraGroupService: Sendable {
     /// Sends an event to every session of these users.
     private func notify(appId: Int64, userIds: [String], _ event: Im_UltraGroupEvent) {
         guard let frame = try? FrameCodec.push(op: .ultraGroupEvent, event) else { return }
-        let shared = OutboundFrame(frame)
-        for userId in Set(userIds) {
-            for session in registry.sessions(appId: appId, userId: userId) { _ = session.send(shared) }
-        }
+        bus.send(OutboundFrame(frame), appId: appId, userIds: userIds, except: nil)
     }
 
     private static func check(_ outcome: UltraGroupJoinOutcome, groupId: String) throws {

@@ -67,7 +67,7 @@ extension ServerAPI {
             throw APIError.badParameter("'\(userId)' is not a valid user id (1 to 64 letters, digits and + = - _ |)")
         }
         do {
-            try await core.conversationState.edit(edit, appId: call.app.id, userId: userId)
+            try await core.conversationState.edit(edit, appId: call.app.id, userId: userId, origin: .serverAPI)
         } catch let error as IMError where error.code == .invalidParameter {
             throw APIError.badParameter(error.message)
         }
