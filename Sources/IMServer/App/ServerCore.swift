@@ -22,6 +22,7 @@ public final class ServerCore: Sendable {
     public let groups: GroupService
     public let sync: SyncService
     public let lifecycle: MessageLifecycleService
+    public let archive: MessageArchive
     public let directory: UserDirectory
     public let sensitiveWords: SensitiveWordFilter
     public let apiLimits: APIRateLimiter
@@ -51,6 +52,7 @@ public final class ServerCore: Sendable {
                                                                              recipients: Recipients(of: message))))
             }
         }
+        self.archive = MessageArchive(store: store)
         self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.userWhitelistMode)
         self.sensitiveWords = SensitiveWordFilter(store: store)
         self.apiLimits = APIRateLimiter(clock: clock)

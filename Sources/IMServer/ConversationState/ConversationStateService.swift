@@ -41,6 +41,12 @@ public final class ConversationStateService: Sendable {
         return delta
     }
 
+    /// The do-not-disturb level a user set for a conversation (or, with an empty target, for a
+    /// conversation type); 0 when none is set.
+    public func unpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String) async throws -> Int {
+        try await store.conversationUnpushLevel(appId: appId, userId: userId, type: type, targetId: targetId, channelId: channelId)
+    }
+
     /// Sends the user's sessions (all but `except`) a notice that their state is at `version` now.
     func notify(appId: Int64, userId: String, version: UInt64, except origin: Origin) {
         var notice = Im_ConversationStateChanged()

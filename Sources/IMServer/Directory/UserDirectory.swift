@@ -96,4 +96,43 @@ public final class UserDirectory: Sendable {
         }
         return members
     }
+
+    // MARK: profiles, tokens, lists and tags (Server API)
+
+    /// Registers the user, or updates their name and portrait (empty values leave them).
+    func register(appId: Int64, userId: String, name: String, portraitUri: String, now: Int64) async throws {
+        try await store.upsertUser(appId: appId, userId: userId, name: name, portraitUri: portraitUri, now: now)
+    }
+
+    func user(appId: Int64, userId: String) async throws -> UserRecord? {
+        try await store.user(appId: appId, userId: userId)
+    }
+
+    /// Refuses the tokens of these users issued before `before` at their next connect.
+    func expireTokens(appId: Int64, userIds: [String], before: Int64, now: Int64) async throws {
+        try await store.expireTokens(appId: appId, userIds: userIds, before: before, now: now)
+    }
+
+    func blockedUsers(appId: Int64, now: Int64) async throws -> [UserRecord] {
+        try await store.blockedUsers(appId: appId, now: now)
+    }
+
+    /// The owner's black or white list, as stored.
+    func members(appId: Int64, owner: String, kind: UserListKind) async throws -> [String] {
+        try await store.userList(appId: appId, owner: owner, kind: kind)
+    }
+
+    /// Replaces each user's push tags.
+    func setTags(appId: Int64, userIds: [String], tags: [String]) async throws {
+        try await store.setUserTags(appId: appId, userIds: userIds, tags: tags)
+    }
+
+    func tags(appId: Int64, userIds: [String]) async throws -> [String: [String]] {
+        try await store.userTags(appId: appId, userIds: userIds)
+    }
+
+    /// The users carrying every tag of `allOf` and one of `anyOf` (see `UserStore.users`).
+    func users(appId: Int64, withAllTags allOf: [String], anyTag anyOf: [String]) async throws -> [String] {
+        try await store.users(appId: appId, withAllTags: allOf, anyTag: anyOf)
+    }
 }

@@ -167,6 +167,11 @@ public final class MessageLifecycleService: Sendable {
         return entries
     }
 
+    /// A message's extensions with the time each was set; nil when there is no such message.
+    public func expansion(appId: Int64, uid: String) async throws -> [String: ExpansionEntry]? {
+        try await store.expansion(appId: appId, uid: uid)
+    }
+
     // MARK: helpers
 
     private func conversationType(_ raw: Int32, allowed: Set<ConversationType>, what: String) throws -> ConversationType {

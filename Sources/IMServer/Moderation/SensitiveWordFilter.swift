@@ -25,7 +25,23 @@ public final class SensitiveWordFilter: Sendable {
         self.store = store
     }
 
-    func changed(appId: Int64) {
+    /// Adds or replaces words, at most `limit` in the app; the filter applies them from the next message.
+    func add(appId: Int64, words: [SensitiveWord], limit: Int, now: Int64) async throws {
+        defer { changed(appId: appId) }
+        try await explainingRefusals { try await store.addSensitiveWords(appId: appId, words: words, limit: limit, now: now) }
+    }
+
+    func remove(appId: Int64, words: [String]) async throws {
+        defer { changed(appId: appId) }
+        try await store.removeSensitiveWords(appId: appId, words: words)
+    }
+
+    /// The app's list, as stored.
+    func list(appId: Int64) async throws -> [SensitiveWord] {
+        try await store.sensitiveWords(appId: appId)
+    }
+
+    private func changed(appId: Int64) {
         cache.withLock { cache in
             cache.entries.removeValue(forKey: appId)
             cache.changes &+= 1

@@ -15,7 +15,7 @@ public final class GroupService: Sendable {
     /// The object name of the group notification a dismissal leaves in the conversation.
     public static let notificationObjectName = "RC:GrpNtf"
 
-    private let store: any GroupStore & MessageStore & MessageLifecycleStore
+    let store: any GroupStore & MessageStore & MessageLifecycleStore
     private let clock: any WallClock
     private let config: ServerConfig
     private let bus: any SessionBus

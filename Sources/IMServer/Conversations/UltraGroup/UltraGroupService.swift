@@ -13,7 +13,7 @@ import IMWire
 /// that moved. Every change of who sees what is told to the online members it concerns as an
 /// `UltraGroupEvent`.
 public final class UltraGroupService: Sendable {
-    private let store: any UltraGroupStore & MessageStore & SyncStore
+    let store: any UltraGroupStore & MessageStore & SyncStore
     private let clock: any WallClock
     private let config: ServerConfig
     private let bus: any SessionBus

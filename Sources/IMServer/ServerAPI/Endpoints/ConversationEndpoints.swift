@@ -45,7 +45,7 @@ extension ServerAPI {
                     .string("requestId", required: true, "the user"),
                 ],
                 response: [APIField("isMuted", "integer", "1 do not disturb, 0 normal"), APIField("unpushLevel", "integer", "the level set")]) { call in
-                let level = try await core.store.conversationUnpushLevel(
+                let level = try await core.conversationState.unpushLevel(
                     appId: call.app.id, userId: call.required("requestId"), type: try stateConversationType(call), targetId: "", channelId: "")
                 return ["isMuted": level > 0 ? 1 : 0, "unpushLevel": level]
             },

@@ -40,7 +40,7 @@ extension ServerAPI {
                 path: "/group/refresh.json", tag: "group", summary: "Renames a group (creating it, without members, if it does not exist).",
                 params: [groupId, .string("groupName", required: true, maxLength: GroupLimits.maxNameCharacters, "new name")]) { call in
                 let id = try validGroupId(call)
-                if try await !core.store.renameGroup(appId: call.app.id, groupId: id, name: call.required("groupName")) {
+                if try await !core.groups.rename(appId: call.app.id, groupId: id, name: call.required("groupName")) {
                     _ = try await core.groups.join(appId: call.app.id, groupId: id, name: call.required("groupName"), userIds: [])
                 }
                 return [:]
@@ -50,7 +50,7 @@ extension ServerAPI {
                 params: [groupId],
                 response: [APIField("id", "string", "the group id"), APIField("users", "array", items: "object", "{id, userId, time (joined, ms)}")]) { call in
                 let id = call.required("groupId")
-                let members = try await core.store.groupMembers(appId: call.app.id, groupId: id)
+                let members = try await core.groups.members(appId: call.app.id, groupId: id)
                 return ["id": id, "users": members.map { ["id": $0.userId, "userId": $0.userId, "time": "\($0.joinedAt)"] as [String: any Sendable] }]
             },
             APIEndpoint(
@@ -71,16 +71,14 @@ extension ServerAPI {
                 path: "/group/user/gag/rollback.json", tag: "group", summary: "Lifts member mutes (without groupId: the all-groups mute).",
                 params: [mutedUsers, .id("groupId", "group id")]) { call in
                 let groupId = call.string("groupId")
-                try await core.groups.changingMutes(appId: call.app.id, groupIds: groupId.map { [$0] }) {
-                    try await core.store.unmuteGroupMembers(appId: call.app.id, groupId: groupId, userIds: call.list("userId"))
-                }
+                try await core.groups.unmuteMembers(appId: call.app.id, groupId: groupId, userIds: call.list("userId"))
                 return [:]
             },
             APIEndpoint(
                 path: "/group/user/gag/list.json", tag: "group", summary: "Muted members of a group (without groupId: the all-groups mutes).",
                 params: [.id("groupId", "group id")],
                 response: [APIField("users", "array", items: "object", "{userId, time (mute end, yyyy-MM-dd HH:mm:ss UTC), startTime}")]) { call in
-                let mutes = try await core.store.groupMutes(appId: call.app.id, groupId: call.string("groupId"), now: core.clock.nowMilliseconds())
+                let mutes = try await core.groups.mutes(appId: call.app.id, groupId: call.string("groupId"), now: core.clock.nowMilliseconds())
                 return ["users": mutes.map {
                     ["userId": $0.userId, "time": APITime.text($0.until), "startTime": APITime.text($0.since)] as [String: any Sendable]
                 }]
@@ -88,24 +86,20 @@ extension ServerAPI {
             APIEndpoint(
                 path: "/group/ban/add.json", tag: "group", summary: "Mutes whole groups: only members on the group's mute whitelist may speak.",
                 params: [mutedGroups]) { call in
-                try await core.groups.changingMutes(appId: call.app.id, groupIds: call.list("groupId")) {
-                    try await core.store.setGroupMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: true)
-                }
+                try await core.groups.setMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: true)
                 return [:]
             },
             APIEndpoint(
                 path: "/group/ban/rollback.json", tag: "group", summary: "Lifts whole-group mutes.",
                 params: [mutedGroups]) { call in
-                try await core.groups.changingMutes(appId: call.app.id, groupIds: call.list("groupId")) {
-                    try await core.store.setGroupMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: false)
-                }
+                try await core.groups.setMuted(appId: call.app.id, groupIds: call.list("groupId"), muted: false)
                 return [:]
             },
             APIEndpoint(
                 path: "/group/ban/query.json", tag: "group", summary: "Whole-group mute state of the listed groups (all muted groups without groupId).",
                 params: [.ids("groupId", max: GroupLimits.mutesPerCall, "group ids")],
                 response: [APIField("groupinfo", "array", items: "object", "{groupId, id (the same), stat (\"1\" muted, \"0\" not)}")]) { call in
-                let state = try await core.store.mutedGroups(appId: call.app.id, groupIds: call.list("groupId"))
+                let state = try await core.groups.mutedGroups(appId: call.app.id, groupIds: call.list("groupId"))
                 let order = call.list("groupId").isEmpty ? state.keys.sorted() : call.list("groupId")
                 // The Go SDK decodes {id, stat} with stat a string; other SDKs read groupId.
                 return ["groupinfo": order.map { ["groupId": $0, "id": $0, "stat": state[$0] == true ? "1" : "0"] as [String: any Sendable] }]
@@ -114,25 +108,21 @@ extension ServerAPI {
                 path: "/group/user/ban/whitelist/add.json", tag: "group", summary: "Members who may speak while their group is muted.",
                 params: [groupId, mutedUsers]) { call in
                 let id = try validGroupId(call)
-                try await core.groups.changingMutes(appId: call.app.id, groupIds: [id]) {
-                    try await core.store.addGroupMuteWhitelist(appId: call.app.id, groupId: id, userIds: call.list("userId"))
-                }
+                try await core.groups.setMuteWhitelisted(appId: call.app.id, groupId: id, userIds: call.list("userId"), whitelisted: true)
                 return [:]
             },
             APIEndpoint(
                 path: "/group/user/ban/whitelist/rollback.json", tag: "group", summary: "Removes members from a group's mute whitelist.",
                 params: [groupId, mutedUsers]) { call in
                 let id = call.required("groupId")
-                try await core.groups.changingMutes(appId: call.app.id, groupIds: [id]) {
-                    try await core.store.removeGroupMuteWhitelist(appId: call.app.id, groupId: id, userIds: call.list("userId"))
-                }
+                try await core.groups.setMuteWhitelisted(appId: call.app.id, groupId: id, userIds: call.list("userId"), whitelisted: false)
                 return [:]
             },
             APIEndpoint(
                 path: "/group/user/ban/whitelist/query.json", tag: "group", summary: "A group's mute whitelist.",
                 params: [groupId],
                 response: [APIField("userIds", "array", items: "string", "user ids")]) { call in
-                ["userIds": try await core.store.groupMuteWhitelist(appId: call.app.id, groupId: call.required("groupId"))]
+                ["userIds": try await core.groups.muteWhitelist(appId: call.app.id, groupId: call.required("groupId"))]
             },
         ]
     }
@@ -178,10 +168,8 @@ extension ServerAPI {
         }
         let now = core.clock.nowMilliseconds()
         let groupId = call.string("groupId")
-        try await core.groups.changingMutes(appId: call.app.id, groupIds: groupId.map { [$0] }) {
-            try await core.store.muteGroupMembers(appId: call.app.id, groupId: groupId, userIds: call.list("userId"),
-                                                  until: minutes == 0 ? Int64.max : now + minutes * 60_000, now: now)
-        }
+        try await core.groups.muteMembers(appId: call.app.id, groupId: groupId, userIds: call.list("userId"),
+                                          until: minutes == 0 ? Int64.max : now + minutes * 60_000, now: now)
         return [:]
     }
 }

@@ -91,7 +91,7 @@ extension ServerAPI {
     func queryExpansion(_ call: APICall) async throws -> [String: any Sendable] {
         let page = Int(try call.int("pageNo") ?? 1)
         guard page >= 1 else { throw APIError.badParameter("pageNo starts at 1, got \(page)") }
-        guard let entries = try await core.store.expansion(appId: call.app.id, uid: call.required("msgUID")) else {
+        guard let entries = try await core.lifecycle.expansion(appId: call.app.id, uid: call.required("msgUID")) else {
             throw APIError.badParameter("no message \(call.required("msgUID"))")
         }
         // A page past the end is empty (a message holds at most 300 keys); the product cannot overflow.
@@ -110,7 +110,7 @@ extension ServerAPI {
             throw APIError.badParameter("conversationType must be 1 (private) or 3 (group): only their messages carry extensions, got \(raw)")
         }
         try ExpansionLimits.check(set: set, remove: remove, perCall: Self.expansionKeysPerAPICall)
-        guard let message = try await core.store.message(appId: call.app.id, uid: call.required("msgUID")),
+        guard let message = try await core.archive.message(appId: call.app.id, uid: call.required("msgUID")),
               message.conversationType.rawValue == Int(raw),
               message.conversationKey == (raw == 3 ? groupConversationKey(call.required("targetId"))
                                                    : privateConversationKey(call.required("userId"), call.required("targetId"))) else {

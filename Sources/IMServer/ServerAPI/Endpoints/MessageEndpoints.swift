@@ -337,9 +337,7 @@ extension ServerAPI {
 
     private func messageLog(_ call: APICall) async throws -> [String: any Sendable] {
         let (text, start) = try hour(call)
-        let deleted = try await core.store.isMessageLogDeleted(appId: call.app.id, hour: text)
-        let any = try await core.store.messages(appId: call.app.id, sentFrom: start, afterSeq: 0, to: start + 3_600_000, limit: 1)
-        guard !deleted, !any.isEmpty else { return ["url": "", "date": text] }
+        guard try await core.archive.hasLog(appId: call.app.id, hour: text, start: start) else { return ["url": "", "date": text] }
         let file = "\(text).jsonl"
         let expires = core.clock.nowMilliseconds() / 1000 + Self.logLinkLifetimeSeconds
         let base = core.config.publicURL ?? call.baseURL
@@ -348,7 +346,7 @@ extension ServerAPI {
 
     private func deleteMessageLog(_ call: APICall) async throws -> [String: any Sendable] {
         let (text, _) = try hour(call)
-        try await core.store.deleteMessageLog(appId: call.app.id, hour: text)
+        try await core.archive.deleteLog(appId: call.app.id, hour: text)
         return [:]
     }
 
@@ -374,15 +372,15 @@ extension ServerAPI {
               expires >= core.clock.nowMilliseconds() / 1000,
               constantTimeEqual(request.uri.queryParameters.get("sig") ?? "", Self.logSignature(app: app, file: file, expires: expires)),
               let start = APITime.hourStart(String(file.dropLast(6))) else { return notFound }
-        guard try await !core.store.isMessageLogDeleted(appId: app.id, hour: String(file.dropLast(6))) else { return notFound }
+        guard try await !core.archive.isLogDeleted(appId: app.id, hour: String(file.dropLast(6))) else { return notFound }
         // Streamed a page of messages at a time: an hour of a busy app is gigabytes, and only one
         // page (of at most 100 messages) is ever held here.
-        let store = core.store
+        let archive = core.archive
         let end = start + 3_600_000
         let body = ResponseBody { writer in
             var cursor = (sentTime: start, seq: UInt64(0))
             while true {
-                let page = try await store.messages(appId: app.id, sentFrom: cursor.sentTime, afterSeq: cursor.seq, to: end,
+                let page = try await archive.logPage(appId: app.id, sentFrom: cursor.sentTime, afterSeq: cursor.seq, to: end,
                                                     limit: Self.messageLogPage)
                 var lines = Data()
                 for message in page {
@@ -412,7 +410,7 @@ extension ServerAPI {
         let start = try call.int("startTime") ?? 0, end = try call.int("endTime") ?? 0
         let pageSize = try call.int("pageSize") ?? 50
         guard (1...100).contains(pageSize) else { throw APIError.badParameter("pageSize must be 1 to 100, got \(pageSize)") }
-        let messages = try await core.store.conversationMessages(
+        let messages = try await core.archive.conversationMessages(
             appId: call.app.id, conversationKey: privateConversationKey(userId, targetId), start: start, end: end,
             includeStart: try call.bool("includeStart") ?? true, ascending: end >= start, limit: Int(pageSize))
         return ["data": messages.map { message -> [String: any Sendable] in

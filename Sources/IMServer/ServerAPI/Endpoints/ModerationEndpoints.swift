@@ -83,7 +83,7 @@ extension ServerAPI {
                     .string("busChannel", "channel id"),
                 ],
                 response: [APIField("isMuted", "integer", "1 do not disturb, 0 normal"), APIField("unpushLevel", "integer", "the level set")]) { call in
-                let level = try await core.store.conversationUnpushLevel(
+                let level = try await core.conversationState.unpushLevel(
                     appId: call.app.id, userId: call.required("requestId"), type: try conversationType(call),
                     targetId: call.required("targetId"), channelId: call.string("busChannel") ?? "")
                 // -1 is "push everything", 0 "not set": neither is do-not-disturb.
@@ -97,20 +97,18 @@ extension ServerAPI {
             || TextLength.characters(word.replacement ?? "") > ModerationLimits.maxWordLength {
             throw APIError(.apiParameterTooLong, .badRequest, "\(TextLength.quoted(word.word)) or its replacement is longer than \(ModerationLimits.maxWordLength) characters")
         }
-        try await core.store.addSensitiveWords(appId: call.app.id, words: words, limit: core.config.maxSensitiveWords, now: core.clock.nowMilliseconds())
-        core.sensitiveWords.changed(appId: call.app.id)
+        try await core.sensitiveWords.add(appId: call.app.id, words: words, limit: core.config.maxSensitiveWords, now: core.clock.nowMilliseconds())
         return [:]
     }
 
     private func removeWords(_ call: APICall, _ words: [String]) async throws -> [String: any Sendable] {
-        try await core.store.removeSensitiveWords(appId: call.app.id, words: words)
-        core.sensitiveWords.changed(appId: call.app.id)
+        try await core.sensitiveWords.remove(appId: call.app.id, words: words)
         return [:]
     }
 
     private func listWords(_ call: APICall, type: Int64) async throws -> [String: any Sendable] {
         guard (0...2).contains(type) else { throw APIError.badParameter("type must be 0, 1 or 2, got \(type)") }
-        let words = try await core.store.sensitiveWords(appId: call.app.id).filter { word in
+        let words = try await core.sensitiveWords.list(appId: call.app.id).filter { word in
             type == 2 || (type == 0) == (word.replacement != nil)
         }
         return ["words": words.map {

@@ -73,7 +73,7 @@ extension ServerAPI {
                 throw APIError.badParameter("audience.userid '\(bad)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
             }
         } else {
-            recipients = try await core.store.users(appId: call.app.id, withAllTags: tags, anyTag: anyTags)
+            recipients = try await core.directory.users(appId: call.app.id, withAllTags: tags, anyTag: anyTags)
         }
         recipients.removeAll { $0 == stored.senderId }
         let limit = core.config.systemPublishPerSecond

@@ -181,9 +181,7 @@ extension ServerAPI {
                 params: [groupId, APIParam(name: "status", kind: .boolean, required: true, summary: "true to mute, false to lift"), scope]) { call in
                 let (roster, channelId) = try await muteScope(call)
                 let muted = try call.bool("status") ?? false
-                try await core.ultraGroups.changingChannels(appId: call.app.id, groupId: roster.groupId) {
-                    try await core.store.setUltraGroupChannelMuted(appId: call.app.id, groupId: roster.groupId, channelId: channelId, muted: muted)
-                }
+                try await core.ultraGroups.setChannelMuted(appId: call.app.id, groupId: roster.groupId, channelId: channelId, muted: muted)
                 return [:]
             },
             APIEndpoint(
@@ -223,7 +221,7 @@ extension ServerAPI {
                 guard let level = PushNotificationLevel(rawValue: Int(raw)) else {
                     throw APIError.badParameter("unpushLevel must be -1, 0, 1, 2, 4 or 5, got \(raw)")
                 }
-                try await core.store.setUltraGroupUnpushLevel(appId: call.app.id, groupId: roster.groupId, channelId: channelId, level: level.rawValue)
+                try await core.ultraGroups.setDefaultUnpushLevel(appId: call.app.id, groupId: roster.groupId, channelId: channelId, level: level)
                 return [:]
             },
             APIEndpoint(
@@ -232,7 +230,7 @@ extension ServerAPI {
                 response: [APIField("groupId", "string", "the group"), APIField("busChannel", "string", "the channel, empty for the whole group"),
                            APIField("unpushLevel", "integer", "the level set, 0 when none")]) { call in
                 let (roster, channelId) = try await muteScope(call)
-                let level = try await core.store.ultraGroupUnpushLevel(appId: call.app.id, groupId: roster.groupId, channelId: channelId)
+                let level = try await core.ultraGroups.defaultUnpushLevel(appId: call.app.id, groupId: roster.groupId, channelId: channelId)
                 return ["groupId": roster.groupId, "busChannel": channelId, "unpushLevel": level]
             },
 
@@ -347,7 +345,7 @@ extension ServerAPI {
                 guard uids.count <= Self.ultraGroupMessagesPerGet else {
                     throw APIError.badParameter("msgs names \(uids.count) messages; ask for at most \(Self.ultraGroupMessagesPerGet) per call")
                 }
-                let found = Dictionary(try await core.store.messages(appId: call.app.id, uids: uids).map { ($0.uid, $0) }, uniquingKeysWith: { a, _ in a })
+                let found = Dictionary(try await core.archive.messages(appId: call.app.id, uids: uids).map { ($0.uid, $0) }, uniquingKeysWith: { a, _ in a })
                 let floor = ultraGroupHistoryFloor()
                 let messages = uids.compactMap { found[$0] }.filter {
                     $0.conversationType == .ultraGroup && $0.targetId == roster.groupId && $0.isInHistory && $0.sentTime >= floor
@@ -374,7 +372,7 @@ extension ServerAPI {
                 guard (1...Int64(UltraGroupLimits.maxHistoryCount)).contains(pageSize) else {
                     throw APIError.badParameter("pageSize must be 1 to \(UltraGroupLimits.maxHistoryCount), got \(pageSize)")
                 }
-                let messages = try await core.store.conversationMessages(
+                let messages = try await core.archive.conversationMessages(
                     appId: call.app.id, conversationKey: ultraGroupConversationKey(roster.groupId, found.channelId),
                     start: max(start, ultraGroupHistoryFloor()), end: end, includeStart: true, ascending: true,
                     limit: Int(pageSize), senderId: call.string("fromUserId"))
@@ -394,14 +392,14 @@ extension ServerAPI {
                 }
                 let key = ultraGroupConversationKey(roster.groupId, found.channelId)
                 let floor = ultraGroupHistoryFloor(), afterSeq = max(roster.createdSeq, found.createdSeq)
-                guard let anchor = try await core.store.message(appId: call.app.id, uid: call.required("msgUID")),
+                guard let anchor = try await core.archive.message(appId: call.app.id, uid: call.required("msgUID")),
                       anchor.conversationKey == key, anchor.isInHistory, anchor.sentTime >= floor, anchor.seq > afterSeq else {
                     throw APIError.badParameter("no message \(call.required("msgUID")) in channel \(found.channelId) of ultra group \(roster.groupId)")
                 }
                 // Messages sent in the same millisecond as the anchor count as after it.
-                let before = try await core.store.conversationMessages(
+                let before = try await core.archive.conversationMessages(
                     appId: call.app.id, conversationKey: key, start: anchor.sentTime, end: floor, includeStart: false, ascending: false, limit: Int(prev))
-                let after = try await core.store.conversationMessages(
+                let after = try await core.archive.conversationMessages(
                     appId: call.app.id, conversationKey: key, start: anchor.sentTime, end: Int64.max, includeStart: true, ascending: true,
                     limit: Int(next) + Self.ultraGroupMaxNeighbours)
                 let following = after.filter { $0.uid != anchor.uid }.prefix(Int(next))
@@ -528,7 +526,7 @@ extension ServerAPI {
     private func groupMessage(_ call: APICall, uid: String, notFound: ErrorCode) async throws -> StoredMessage {
         let roster = try await core.ultraGroups.roster(appId: call.app.id, groupId: try ultraGroupId(call))
         let channelId = try ultraGroupChannel(call)
-        guard let message = try await core.store.message(appId: call.app.id, uid: uid), message.conversationType == .ultraGroup,
+        guard let message = try await core.archive.message(appId: call.app.id, uid: uid), message.conversationType == .ultraGroup,
               message.targetId == roster.groupId, channelId.isEmpty || message.channelId == channelId else {
             throw IMError(notFound, "no message \(uid) in ultra group \(roster.groupId)\(channelId.isEmpty ? "" : " channel \(channelId)"): check msgUID, groupId and busChannel")
         }
@@ -552,17 +550,13 @@ extension ServerAPI {
     private func muteUsers(_ call: APICall, until: Int64?) async throws {
         let (roster, channelId) = try await muteScope(call)
         let userIds = try ultraGroupUsers(call, "userIds")
-        try await core.ultraGroups.changingChannels(appId: call.app.id, groupId: roster.groupId) {
-            try await core.store.setUltraGroupMutedUsers(appId: call.app.id, groupId: roster.groupId, channelId: channelId, userIds: userIds, until: until)
-        }
+        try await core.ultraGroups.setMutedUsers(appId: call.app.id, groupId: roster.groupId, channelId: channelId, userIds: userIds, until: until)
     }
 
     private func setMuteWhitelist(_ call: APICall, add: Bool) async throws {
         let (roster, channelId) = try await muteScope(call)
         let userIds = try ultraGroupUsers(call, "userIds")
-        try await core.ultraGroups.changingChannels(appId: call.app.id, groupId: roster.groupId) {
-            try await core.store.setUltraGroupMuteWhitelist(appId: call.app.id, groupId: roster.groupId, channelId: channelId, userIds: userIds, add: add)
-        }
+        try await core.ultraGroups.setMuteWhitelist(appId: call.app.id, groupId: roster.groupId, channelId: channelId, userIds: userIds, add: add)
     }
 
     private func setUserGroupUsers(_ call: APICall, add: Bool) async throws {

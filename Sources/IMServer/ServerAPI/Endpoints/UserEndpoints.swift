@@ -107,21 +107,21 @@ extension ServerAPI {
     private func getToken(_ call: APICall) async throws -> [String: any Sendable] {
         let userId = try validUserIds([call.required("userId")])[0]
         let now = core.clock.nowMilliseconds()
-        try await core.store.upsertUser(appId: call.app.id, userId: userId, name: call.string("name") ?? "",
-                                        portraitUri: call.string("portraitUri") ?? "", now: now)
+        try await core.directory.register(appId: call.app.id, userId: userId, name: call.string("name") ?? "",
+                                          portraitUri: call.string("portraitUri") ?? "", now: now)
         return ["userId": userId, "token": core.tokens.issue(app: call.app, userId: userId, now: now)]
     }
 
     private func refreshUser(_ call: APICall) async throws -> [String: any Sendable] {
         let userId = try validUserIds([call.required("userId")])[0]
-        try await core.store.upsertUser(appId: call.app.id, userId: userId, name: call.string("name") ?? "",
-                                        portraitUri: call.string("portraitUri") ?? "", now: core.clock.nowMilliseconds())
+        try await core.directory.register(appId: call.app.id, userId: userId, name: call.string("name") ?? "",
+                                          portraitUri: call.string("portraitUri") ?? "", now: core.clock.nowMilliseconds())
         return [:]
     }
 
     private func userInfo(_ call: APICall) async throws -> [String: any Sendable] {
         let userId = call.required("userId")
-        guard let user = try await core.store.user(appId: call.app.id, userId: userId) else {
+        guard let user = try await core.directory.user(appId: call.app.id, userId: userId) else {
             throw APIError.badParameter("user \(userId) is not registered: register it with /user/getToken.json")
         }
         return ["userName": user.name, "userPortrait": user.portraitUri, "createTime": APITime.text(user.createdAt)]
@@ -135,7 +135,7 @@ extension ServerAPI {
         let userIds = try validUserIds(call.list("userId"))
         let time = try call.int("time") ?? 0
         guard time > 0 else { throw APIError.badParameter("time must be a time in ms since the epoch") }
-        try await core.store.expireTokens(appId: call.app.id, userIds: userIds, before: time, now: core.clock.nowMilliseconds())
+        try await core.directory.expireTokens(appId: call.app.id, userIds: userIds, before: time, now: core.clock.nowMilliseconds())
         return [:]
     }
 
@@ -155,7 +155,7 @@ extension ServerAPI {
     }
 
     private func blockedUsers(_ call: APICall) async throws -> [String: any Sendable] {
-        let users = try await core.store.blockedUsers(appId: call.app.id, now: core.clock.nowMilliseconds())
+        let users = try await core.directory.blockedUsers(appId: call.app.id, now: core.clock.nowMilliseconds())
         return ["users": users.map { ["userId": $0.userId, "blockEndTime": APITime.text($0.blockedUntil)] as [String: any Sendable] }]
     }
 
@@ -180,7 +180,7 @@ extension ServerAPI {
             APIEndpoint(path: "/user/\(name)/query.json", tag: "user", summary: "The owner's \(name).",
                         params: [.string("userId", required: true, "the list's owner")],
                         response: [APIField("users", "array", items: "string", "user ids")]) { call in
-                ["users": try await core.store.userList(appId: call.app.id, owner: call.required("userId"), kind: kind)]
+                ["users": try await core.directory.members(appId: call.app.id, owner: call.required("userId"), kind: kind)]
             },
         ]
     }
@@ -191,17 +191,17 @@ extension ServerAPI {
         for tag in tags where tag.utf8.count > 40 {
             throw APIError(.apiParameterTooLong, .badRequest, "tag '\(tag)' is longer than 40 bytes")
         }
-        try await core.store.setUserTags(appId: call.app.id, userIds: userIds, tags: tags)
+        try await core.directory.setTags(appId: call.app.id, userIds: userIds, tags: tags)
         return [:]
     }
 
     private func getTags(_ call: APICall) async throws -> [String: any Sendable] {
-        let tags = try await core.store.userTags(appId: call.app.id, userIds: call.list("userIds"))
+        let tags = try await core.directory.tags(appId: call.app.id, userIds: call.list("userIds"))
         return ["result": tags as [String: any Sendable]]
     }
 
     private func userGroups(_ call: APICall) async throws -> [String: any Sendable] {
-        let groups = try await core.store.groups(appId: call.app.id, ofUser: call.required("userId"))
+        let groups = try await core.groups.groups(appId: call.app.id, ofUser: call.required("userId"))
         return ["groups": groups.map { ["id": $0.groupId, "name": $0.name] as [String: any Sendable] }]
     }
 }
