@@ -185,7 +185,7 @@ public enum ConversationStateRules {
 
     private static func checkIds(_ conversation: ConversationIdentifier) throws {
         guard UserID.isValid(conversation.targetId) else {
-            throw IMError(.invalidParameter, "targetId '\(conversation.targetId)' is not a valid id (1 to 64 letters, digits and + = - _ |)")
+            throw IMError(.invalidParameter, "targetId '\(conversation.targetId)' is not a valid id (\(UserID.rule))")
         }
         guard conversation.channelId.isEmpty || UserID.isValid(conversation.channelId) else {
             throw IMError(.invalidParameter, "channelId '\(conversation.channelId)' is not a valid id")

@@ -25,6 +25,8 @@ public enum MessageLimits {
 /// User ids: at most 64 bytes of letters, digits and `+ = - _ |` (spec/server-api.md §6.1).
 public enum UserID {
     public static let maxBytes = 64
+    /// The rule in words, for the error messages of every id check.
+    public static let rule = "1 to 64 bytes of letters, digits and + = - _ |"
 
     public static func isValid(_ id: String) -> Bool {
         guard !id.isEmpty, id.utf8.count <= maxBytes else { return false }

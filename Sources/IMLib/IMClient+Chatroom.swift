@@ -36,7 +36,7 @@ extension IMClient {
 
     private func join(_ roomId: String, messageCount: Int, mustExist: Bool) async throws {
         guard ChatroomID.isValid(roomId) else {
-            throw IMError(.chatroomParameterInvalid, "chatroom id '\(roomId.prefix(80))' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.chatroomParameterInvalid, "chatroom id '\(roomId.prefix(80))' is invalid: use \(UserID.rule)")
         }
         guard chatroomJoinHistoryCount(messageCount) != nil else {
             throw IMError(.chatroomParameterInvalid, "messageCount must be -1 (no history), 0 (the default, 10) or 1 to 50; got \(messageCount)")

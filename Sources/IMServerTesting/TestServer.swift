@@ -153,8 +153,7 @@ public struct ServerAPIClient: Sendable {
         request.httpMethod = "POST"
         let nonce = String(Int.random(in: 0..<1_000_000_000))
         let timestamp = String(Int(Date().timeIntervalSince1970))
-        let signature = Insecure.SHA1.hash(data: Data(((signatureSecret ?? app.appSecret) + nonce + timestamp).utf8))
-            .map { String(format: "%02x", $0) }.joined()
+        let signature = APISignature.sign(secret: signatureSecret ?? app.appSecret, nonce: nonce, timestamp: timestamp)
         request.setValue(app.appKey, forHTTPHeaderField: "App-Key")
         request.setValue(nonce, forHTTPHeaderField: "Nonce")
         request.setValue(timestamp, forHTTPHeaderField: "Timestamp")

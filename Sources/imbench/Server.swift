@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import IMServer
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -172,8 +173,7 @@ struct ServerAPI: Sendable {
         request.httpMethod = "POST"
         let nonce = String(UInt64.random(in: 0..<UInt64.max))
         let timestamp = String(Int(Date().timeIntervalSince1970 * 1000))
-        let signature = Insecure.SHA1.hash(data: Data((target.appSecret + nonce + timestamp).utf8))
-            .map { String(format: "%02x", $0) }.joined()
+        let signature = APISignature.sign(secret: target.appSecret, nonce: nonce, timestamp: timestamp)
         request.setValue(target.appKey, forHTTPHeaderField: "App-Key")
         request.setValue(nonce, forHTTPHeaderField: "Nonce")
         request.setValue(timestamp, forHTTPHeaderField: "Timestamp")

@@ -127,7 +127,7 @@ struct ConnectionResourceTests {
             // Signed, so the endpoint waits for the body rather than refusing the call at once.
             let slowBody = try RawSocket(port: port)
             let nonce = "1", timestamp = String(Int(Date().timeIntervalSince1970))
-            let signature = Insecure.SHA1.hash(data: Data((server.app.appSecret + nonce + timestamp).utf8)).map { String(format: "%02x", $0) }.joined()
+            let signature = APISignature.sign(secret: server.app.appSecret, nonce: nonce, timestamp: timestamp)
             try slowBody.send("POST /user/getToken.json HTTP/1.1\r\nHost: 127.0.0.1\r\nApp-Key: \(server.app.appKey)\r\nNonce: \(nonce)\r\n"
                               + "Timestamp: \(timestamp)\r\nSignature: \(signature)\r\n"
                               + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\nuserId=al")
@@ -254,7 +254,7 @@ struct ConnectionResourceTests {
     /// A signed Server API request head for a form body of `contentLength` bytes.
     static func signedHead(_ server: TestServer, _ path: String, contentLength: Int) -> String {
         let nonce = "7", timestamp = String(Int(Date().timeIntervalSince1970))
-        let signature = Insecure.SHA1.hash(data: Data((server.app.appSecret + nonce + timestamp).utf8)).map { String(format: "%02x", $0) }.joined()
+        let signature = APISignature.sign(secret: server.app.appSecret, nonce: nonce, timestamp: timestamp)
         return "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nApp-Key: \(server.app.appKey)\r\nNonce: \(nonce)\r\nTimestamp: \(timestamp)\r\n"
             + "Signature: \(signature)\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: \(contentLength)\r\n\r\n"
     }

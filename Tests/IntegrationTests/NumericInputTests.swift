@@ -140,7 +140,7 @@ struct NumericInputTests {
         var request = URLRequest(url: URL(string: server.baseURL + path)!)
         request.httpMethod = "POST"
         let nonce = "42"
-        let signature = Insecure.SHA1.hash(data: Data((server.app.appSecret + nonce + timestamp).utf8)).map { String(format: "%02x", $0) }.joined()
+        let signature = APISignature.sign(secret: server.app.appSecret, nonce: nonce, timestamp: timestamp)
         request.setValue(server.app.appKey, forHTTPHeaderField: "App-Key")
         request.setValue(nonce, forHTTPHeaderField: "Nonce")
         request.setValue(timestamp, forHTTPHeaderField: "Timestamp")

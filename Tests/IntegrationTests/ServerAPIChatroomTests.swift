@@ -109,7 +109,7 @@ struct ServerAPIChatroomTests {
         var request = URLRequest(url: URL(string: server.baseURL + path)!)
         request.httpMethod = "POST"
         let nonce = String(Int.random(in: 0..<1_000_000_000)), timestamp = String(Int(Date().timeIntervalSince1970))
-        let signature = Insecure.SHA1.hash(data: Data((server.app.appSecret + nonce + timestamp).utf8)).map { String(format: "%02x", $0) }.joined()
+        let signature = APISignature.sign(secret: server.app.appSecret, nonce: nonce, timestamp: timestamp)
         for (name, value) in ["App-Key": server.app.appKey, "Nonce": nonce, "Timestamp": timestamp, "Signature": signature,
                               "Content-Type": "application/x-www-form-urlencoded"] {
             request.setValue(value, forHTTPHeaderField: name)

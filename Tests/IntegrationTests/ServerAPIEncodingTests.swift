@@ -26,7 +26,7 @@ struct ServerAPIEncodingTests {
     }
 
     func signed(_ server: TestServer, nonce: String, timestamp: String, prefix: String = "", lowercase: Bool = false) -> [String: String] {
-        let signature = Insecure.SHA1.hash(data: Data((server.app.appSecret + nonce + timestamp).utf8)).map { String(format: "%02x", $0) }.joined()
+        let signature = APISignature.sign(secret: server.app.appSecret, nonce: nonce, timestamp: timestamp)
         let headers = ["App-Key": server.app.appKey, "Nonce": nonce, "Timestamp": timestamp, "Signature": signature]
         return Dictionary(uniqueKeysWithValues: headers.map { ((lowercase ? (prefix + $0.key).lowercased() : prefix + $0.key), $0.value) })
     }

@@ -65,7 +65,7 @@ struct ServerAPITests {
             var request = URLRequest(url: URL(string: server.baseURL + "/user/getToken.json")!)
             request.httpMethod = "POST"
             let nonce = "0.6243302391516486", timestamp = "1795287978000"
-            let signature = Insecure.SHA1.hash(data: Data((server.app.appSecret + nonce + timestamp).utf8)).map { String(format: "%02X", $0) }.joined()
+            let signature = APISignature.sign(secret: server.app.appSecret, nonce: nonce, timestamp: timestamp).uppercased()
             request.setValue(server.app.appKey, forHTTPHeaderField: "rc-app-key")
             request.setValue(nonce, forHTTPHeaderField: "rc-nonce")
             request.setValue(timestamp, forHTTPHeaderField: "rc-timestamp")

@@ -162,136 +162,19 @@ struct Gateway: Sendable {
         return session
     }
 
-    /// Handles one request of an open session and queues its reply.
+    /// Handles one request of an open session through the op table and queues its reply.
     private func handle(_ frame: Im_Frame, session: ClientSession) async {
         session.touch(now: core.clock.nowMilliseconds())
         do {
-            let reply: [UInt8]
-            switch frame.op {
-            case .ping:
-                var pong = Im_Pong()
-                pong.serverTime = core.clock.nowMilliseconds()
-                reply = try FrameCodec.reply(to: frame, pong)
-            case .sendMessage:
-                let request = try body(Im_SendMessageRequest.self, of: frame)
-                reply = try FrameCodec.reply(to: frame, try await core.messages.send(request, from: session))
-            case .sync:
-                let request = try body(Im_SyncRequest.self, of: frame)
-                async let reading = core.sync.page(request, for: session)
-                var page = try await reading
-                page.morePackages = !session.syncPageMayEnd(!page.morePackages)
-                // The page goes out before the live messages held during sync are released.
-                session.send(try FrameCodec.reply(to: frame, page))
-                session.syncProgressed(watermark: page.watermark, complete: !page.morePackages)
-                return
-            case .history:
-                let request = try body(Im_HistoryRequest.self, of: frame)
-                if request.conversationType == Int32(ConversationType.ultraGroup.rawValue) {
-                    async let reading = core.ultraGroups.history(request, for: session)
-                    reply = try FrameCodec.reply(to: frame, try await reading)
-                } else {
-                    async let reading = core.sync.history(request, for: session)
-                    reply = try FrameCodec.reply(to: frame, try await reading)
-                }
-            case .ultraGroupSummary:
-                let request = try body(Im_UltraGroupSummaryRequest.self, of: frame)
-                async let reading = core.ultraGroups.summary(request, for: session)
-                reply = try FrameCodec.reply(to: frame, try await reading)
-            case .ultraGroupRead:
-                let request = try body(Im_UltraGroupReadRequest.self, of: frame)
-                reply = try FrameCodec.reply(to: frame, try await core.ultraGroups.markRead(request, from: session))
-            case .modifyMessage:
-                let request = try body(Im_ModifyMessageRequest.self, of: frame)
-                reply = try FrameCodec.reply(to: frame, try await core.ultraGroups.modify(request, from: session))
-            case .readReceiptRequest:
-                try await core.groups.requestReceipts(try body(Im_ReadReceiptRequest.self, of: frame), from: session)
-                reply = FrameCodec.emptyReply(to: frame)
-            case .readReceiptResponse:
-                try await core.groups.respond(try body(Im_ReadReceiptResponse.self, of: frame), from: session)
-                reply = FrameCodec.emptyReply(to: frame)
-            case .readReceiptUsers:
-                let request = try body(Im_ReadUsersRequest.self, of: frame)
-                async let reading = core.groups.readUsers(request, from: session)
-                reply = try FrameCodec.reply(to: frame, try await reading)
-            case .readReceiptSync:
-                let request = try body(Im_ReadReceiptSyncRequest.self, of: frame)
-                async let reading = core.groups.receiptSync(request, for: session)
-                reply = try FrameCodec.reply(to: frame, try await reading)
-            case .recallMessage:
-                reply = try FrameCodec.reply(to: frame, try await core.lifecycle.recall(try body(Im_RecallRequest.self, of: frame), from: session))
-            case .deleteRemoteMessages:
-                try await core.lifecycle.deleteRemote(try body(Im_DeleteRemoteMessagesRequest.self, of: frame), from: session)
-                reply = FrameCodec.emptyReply(to: frame)
-            case .clearRemoteHistory:
-                try await core.lifecycle.clearRemote(try body(Im_ClearRemoteHistoryRequest.self, of: frame), from: session)
-                reply = FrameCodec.emptyReply(to: frame)
-            case .updateExpansion:
-                try await core.lifecycle.updateExpansion(try body(Im_ExpansionUpdate.self, of: frame), from: session)
-                reply = FrameCodec.emptyReply(to: frame)
-            case .conversationStateSync:
-                let request = try body(Im_ConversationStateSyncRequest.self, of: frame)
-                async let reading = core.conversationState.sync(request, for: session)
-                reply = try FrameCodec.reply(to: frame, try await reading)
-            case .setConversationNotification:
-                let request = try body(Im_SetConversationNotificationRequest.self, of: frame)
-                reply = try FrameCodec.reply(to: frame, try await core.conversationState.setNotification(request, from: session))
-            case .setConversationTop:
-                let request = try body(Im_SetConversationTopRequest.self, of: frame)
-                reply = try FrameCodec.reply(to: frame, try await core.conversationState.setTop(request, from: session))
-            case .setQuietHours:
-                let request = try body(Im_SetQuietHoursRequest.self, of: frame)
-                reply = try FrameCodec.reply(to: frame, try await core.conversationState.setQuietHours(request, from: session))
-            case .removeQuietHours:
-                reply = try FrameCodec.reply(to: frame, try await core.conversationState.removeQuietHours(from: session))
-            case .editConversationTag:
-                let request = try body(Im_ConversationTagRequest.self, of: frame)
-                reply = try FrameCodec.reply(to: frame, try await core.conversationState.editTag(request, from: session))
-            case .tagConversations:
-                let request = try body(Im_TagConversationsRequest.self, of: frame)
-                async let editing = core.conversationState.tagConversations(request, from: session)
-                reply = try FrameCodec.reply(to: frame, try await editing)
-            case .joinChatroom:
-                // The join queues its own reply, ahead of the room's pushes.
-                try await core.chatrooms.join(try body(Im_JoinChatroomRequest.self, of: frame), frame: frame, from: session)
-                return
-            case .quitChatroom:
-                try core.chatrooms.quit(try body(Im_QuitChatroomRequest.self, of: frame), from: session)
-                reply = FrameCodec.emptyReply(to: frame)
-            case .chatroomInfo:
-                reply = try FrameCodec.reply(to: frame, try core.chatrooms.info(try body(Im_ChatroomInfoRequest.self, of: frame), from: session))
-            case .setChatroomEntry:
-                try await core.chatrooms.setEntry(try body(Im_SetChatroomEntryRequest.self, of: frame), from: session)
-                reply = FrameCodec.emptyReply(to: frame)
-            case .removeChatroomEntry:
-                try await core.chatrooms.removeEntry(try body(Im_RemoveChatroomEntryRequest.self, of: frame), from: session)
-                reply = FrameCodec.emptyReply(to: frame)
-            case .chatroomHistory:
-                let request = try body(Im_ChatroomHistoryRequest.self, of: frame)
-                async let reading = core.chatrooms.history(request, from: session)
-                reply = try FrameCodec.reply(to: frame, try await reading)
-            case .disconnect:
-                session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
-                session.close()
-                return
-            case .connect:
-                throw IMError(.connectionExists, "this connection is already connected")
-            default:
+            guard let op = GatewayOps.table[frame.op] else {
                 throw IMError(.invalidParameter, "unknown request op \(frame.op.rawValue)")
             }
-            session.send(reply)
+            if let reply = try await op.run(core, frame, session) { session.send(reply) }
         } catch let error as IMError {
             session.send(FrameCodec.errorReply(to: frame, error))
         } catch {
             core.logger.error("request failed", metadata: ["op": "\(frame.op)", "error": "\(error)"])
             session.send(FrameCodec.errorReply(to: frame, IMError(.serverUnavailable, "the server failed to handle the request: retry later")))
-        }
-    }
-
-    private func body<M: SwiftProtobuf.Message>(_ type: M.Type, of frame: Im_Frame) throws -> M {
-        do {
-            return try frame.body(type)
-        } catch {
-            throw IMError(.invalidParameter, "malformed \(frame.op) request")
         }
     }
 }

@@ -118,6 +118,15 @@ public final class MessageService: Sendable {
         return try await log.append(message, origin: origin).message
     }
 
+    /// A client's content against the content rule: 30016 when too large, 33003 when not an object.
+    static func checkContent(_ content: Data) throws {
+        switch MessageContentRule.violation(of: content) {
+        case nil: return
+        case .tooLarge?: throw IMError(.messageTooLarge, MessageContentRule.message(.tooLarge(bytes: content.count)))
+        case .notAnObject?: throw IMError(.invalidParameter, MessageContentRule.message(.notAnObject))
+        }
+    }
+
     /// Content after the app's sensitive-word replacements, which may be longer than the words they
     /// replace: it must still fit the 128 KB limit.
     static func checkFiltered(_ content: Data) throws -> Data {
@@ -242,10 +251,10 @@ public final class MessageService: Sendable {
             throw IMError(.ultraGroupParameterInvalid, "channel id \(TextLength.quoted(request.channelID)) is invalid: use 1 to \(UltraGroupLimits.maxChannelIdLength) letters and digits, or none for \(UltraGroupLimits.defaultChannelId)")
         }
         if type == .chatroom, !ChatroomID.isValid(request.targetID) {
-            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(request.targetID)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(request.targetID)) is invalid: use \(UserID.rule)")
         }
         guard UserID.isValid(request.targetID) else {
-            throw IMError(.invalidParameter, "targetId \(TextLength.quoted(request.targetID)) is not a valid \(type == .group ? "group" : type == .chatroom ? "chatroom" : "user") id: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.invalidParameter, "targetId \(TextLength.quoted(request.targetID)) is not a valid \(type == .group ? "group" : type == .chatroom ? "chatroom" : "user") id: use \(UserID.rule)")
         }
         if type == .chatroom {
             guard !readStatus else { throw IMError(.invalidParameter, "chatrooms have no read status") }
@@ -265,12 +274,7 @@ public final class MessageService: Sendable {
             }
         }
         try MessageFieldLimits.check(objectName: request.objectName, pushContent: request.pushContent, pushData: request.pushData)
-        guard request.content.count <= MessageLimits.maxContentBytes else {
-            throw IMError(.messageTooLarge, "message content is \(request.content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes): send large data as a media file")
-        }
-        guard (try? JSONSerialization.jsonObject(with: request.content)) is [String: Any] else {
-            throw IMError(.invalidParameter, "message content must be a JSON object")
-        }
+        try Self.checkContent(request.content)
         guard !Self.serverOnlyObjectNames.contains(request.objectName) else {
             throw IMError(.invalidParameter, "\(request.objectName) messages are sent by the server only: use recallMessage, updateMessageExpansion or sendReadReceiptRequest")
         }

@@ -33,7 +33,7 @@ extension ChatroomService {
     @discardableResult
     public func create(appId: Int64, rooms: [(id: String, name: String)], rule: DestroyRule = .whenIdle(minutes: nil)) throws -> [String] {
         for room in rooms where !ChatroomID.isValid(room.id) {
-            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(room.id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(room.id)) is invalid: use \(UserID.rule)")
         }
         let now = clock.nowMilliseconds()
         return try state.withLock { state in
@@ -113,7 +113,7 @@ extension ChatroomService {
     /// own. Bans (23409) and the member limit (23411) apply; the user's other rooms are left alone.
     public func addMembers(appId: Int64, roomId: String, userIds: [String]) async throws {
         guard ChatroomID.isValid(roomId) else {
-            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(roomId)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(roomId)) is invalid: use \(UserID.rule)")
         }
         try await loadSettings(appId: appId)
         let key = ChatroomRoom.Key(appId: appId, roomId: roomId)

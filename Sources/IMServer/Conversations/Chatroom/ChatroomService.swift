@@ -92,7 +92,7 @@ public final class ChatroomService: Sendable {
     func join(_ request: Im_JoinChatroomRequest, frame: Im_Frame, from session: ClientSession) async throws {
         let roomId = request.roomID
         guard ChatroomID.isValid(roomId) else {
-            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(roomId)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(roomId)) is invalid: use \(UserID.rule)")
         }
         guard let count = chatroomJoinHistoryCount(Int(request.messageCount)) else {
             throw IMError(.chatroomParameterInvalid, "messageCount must be -1 (no history), 0 (the default, 10) or 1 to 50; got \(request.messageCount)")

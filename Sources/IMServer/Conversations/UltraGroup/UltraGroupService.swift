@@ -389,12 +389,7 @@ public final class UltraGroupService: Sendable {
     /// Modifies a message for its sender (`modify(_:from:)`, and the Server API's
     /// `/ultragroup/msg/modify.json`); `origin` is the session that asked, which gets no push.
     public func modify(appId: Int64, userId: String, uid: String, content: Data, origin: Origin) async throws -> StoredMessage {
-        guard content.count <= MessageLimits.maxContentBytes else {
-            throw IMError(.messageTooLarge, "message content is \(content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes)")
-        }
-        guard (try? JSONSerialization.jsonObject(with: content)) is [String: Any] else {
-            throw IMError(.invalidParameter, "message content must be a JSON object")
-        }
+        try MessageService.checkContent(content)
         guard var message = try await store.message(appId: appId, uid: uid), message.conversationType == .ultraGroup else {
             throw IMError(.messageNotModifiable, "no ultra group message \(uid): only ultra group messages can be modified")
         }

@@ -52,7 +52,7 @@ extension ServerAPI {
             + chatroomEntryEndpoints + chatroomMessageEndpoints
     }
 
-    private static let roomIdRule = "chatroom id: 1 to 64 bytes of letters, digits and + = - _ |"
+    private static let roomIdRule = "chatroom id: \(UserID.rule)"
 
     // MARK: rooms
 
@@ -70,7 +70,7 @@ extension ServerAPI {
                     throw APIError.badParameter("chatroom[<id>]=<name> is required: one per room to create")
                 }
                 for room in rooms where !ChatroomID.isValid(room.id) {
-                    throw Self.chatroomParameter("chatroom id \(TextLength.quoted(room.id)) in chatroom[...] is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+                    throw Self.chatroomParameter("chatroom id \(TextLength.quoted(room.id)) in chatroom[...] is invalid: use \(UserID.rule)")
                 }
                 for room in rooms where TextLength.characters(room.value) > ChatroomLimits.maxNameCharacters {
                     throw Self.chatroomParameter("the name of chatroom \(room.id) is longer than \(ChatroomLimits.maxNameCharacters) characters")
@@ -545,8 +545,8 @@ extension ServerAPI {
                     break
                 case (_?, let text?):
                     let data = Data(text.utf8)
-                    guard data.count <= MessageLimits.maxContentBytes, (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
-                        throw Self.chatroomParameter("content must be a JSON object of at most 128 KB")
+                    if let violation = MessageContentRule.violation(of: data) {
+                        throw Self.chatroomParameter(MessageContentRule.message(violation, field: "content"))
                     }
                     content = data
                 default:
@@ -626,7 +626,7 @@ extension ServerAPI {
                 var seen = Set<String>()
                 let rooms = call.list("toChatroomId").filter { seen.insert($0).inserted }
                 for id in rooms where !ChatroomID.isValid(id) {
-                    throw Self.chatroomParameter("toChatroomId \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+                    throw Self.chatroomParameter("toChatroomId \(TextLength.quoted(id)) is invalid: use \(UserID.rule)")
                 }
                 let missing = rooms.filter { core.chatrooms.summary(appId: call.app.id, roomId: $0) == nil }
                 guard missing.isEmpty else {
@@ -717,7 +717,7 @@ extension ServerAPI {
     private func chatroomId(_ call: APICall) throws -> String {
         let id = call.required("chatroomId")
         guard ChatroomID.isValid(id) else {
-            throw Self.chatroomParameter("chatroomId \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw Self.chatroomParameter("chatroomId \(TextLength.quoted(id)) is invalid: use \(UserID.rule)")
         }
         return id
     }
@@ -726,14 +726,14 @@ extension ServerAPI {
         var seen = Set<String>()
         let ids = call.list(name).filter { seen.insert($0).inserted }
         for id in ids where !ChatroomID.isValid(id) {
-            throw Self.chatroomParameter("\(name) \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw Self.chatroomParameter("\(name) \(TextLength.quoted(id)) is invalid: use \(UserID.rule)")
         }
         return ids
     }
 
     private func userId(_ id: String, _ name: String) throws -> String {
         guard UserID.isValid(id) else {
-            throw Self.chatroomParameter("\(name) \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw Self.chatroomParameter("\(name) \(TextLength.quoted(id)) is invalid: use \(UserID.rule)")
         }
         return id
     }

@@ -64,7 +64,7 @@ extension ServerAPI {
     /// 1002 with the reason.
     func editConversationState(_ call: APICall, userId: String, _ edit: ConversationStateEdit) async throws {
         guard UserID.isValid(userId) else {
-            throw APIError.badParameter("'\(userId)' is not a valid user id (1 to 64 letters, digits and + = - _ |)")
+            throw APIError.badParameter("'\(userId)' is not a valid user id (\(UserID.rule))")
         }
         do {
             try await core.conversationState.edit(edit, appId: call.app.id, userId: userId, origin: .serverAPI)

@@ -6,7 +6,7 @@ import IMStore
 /// rosters through `GroupService`.
 extension ServerAPI {
     var groupEndpoints: [APIEndpoint] {
-        let groupId = APIParam.id("groupId", required: true, "group id: 1 to 64 bytes of letters, digits and + = - _ |")
+        let groupId = APIParam.id("groupId", required: true, "group id: \(UserID.rule)")
         let members = APIParam.ids("userId", required: true, max: GroupLimits.usersPerCall, "user ids")
         let mutedUsers = APIParam.ids("userId", required: true, max: GroupLimits.mutesPerCall, "user ids")
         let mutedGroups = APIParam.ids("groupId", required: true, max: GroupLimits.mutesPerCall, "group ids")
@@ -130,7 +130,7 @@ extension ServerAPI {
     private func validGroupId(_ call: APICall) throws -> String {
         let id = call.required("groupId")
         guard UserID.isValid(id) else {
-            throw APIError.badParameter("groupId '\(id)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw APIError.badParameter("groupId '\(id)' is invalid: use \(UserID.rule)")
         }
         return id
     }

@@ -42,13 +42,13 @@ extension ServerAPI {
         var seen = Set<String>()
         let groupIds = call.list("toGroupId").filter { seen.insert($0).inserted }
         for id in groupIds where !UserID.isValid(id) {
-            throw APIError.badParameter("toGroupId '\(id)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw APIError.badParameter("toGroupId '\(id)' is invalid: use \(UserID.rule)")
         }
         if !status {
             var directed = Set<String>()
             message.directedUserIds = call.list("toUserId").filter { directed.insert($0).inserted }
             for id in message.directedUserIds where !UserID.isValid(id) {
-                throw APIError.badParameter("toUserId '\(id)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+                throw APIError.badParameter("toUserId '\(id)' is invalid: use \(UserID.rule)")
             }
             try checkMentioned(call, content: content)
             try core.apiLimits.admit(appId: call.app.id, cost: groupIds.count, rules: [

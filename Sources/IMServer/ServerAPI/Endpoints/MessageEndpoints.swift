@@ -176,11 +176,8 @@ extension ServerAPI {
         let objectName = call.required("objectName")
         let pushContent = call.string("pushContent") ?? "", pushData = call.string("pushData") ?? ""
         try MessageFieldLimits.check(objectName: objectName, pushContent: pushContent, pushData: pushData, code: .apiParameterTooLong)
-        guard content.count <= MessageLimits.maxContentBytes else {
-            throw APIError.badParameter("content is \(content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes)")
-        }
-        guard (try? JSONSerialization.jsonObject(with: content)) is [String: Any] else {
-            throw APIError.badParameter("content must be a JSON object, e.g. {\"content\":\"hello\"} for RC:TxtMsg")
+        if let violation = MessageContentRule.violation(of: content) {
+            throw APIError.badParameter(MessageContentRule.message(violation, field: "content"))
         }
         var flags: PersistentFlag = []
         if status {
@@ -217,7 +214,7 @@ extension ServerAPI {
         var seen = Set<String>()
         let ids = call.list("toUserId").filter { seen.insert($0).inserted }
         for id in ids where !UserID.isValid(id) {
-            throw APIError.badParameter("toUserId '\(id)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw APIError.badParameter("toUserId '\(id)' is invalid: use \(UserID.rule)")
         }
         return ids
     }

@@ -70,7 +70,7 @@ extension ServerAPI {
             var seen = Set<String>()
             recipients = userIds.filter { seen.insert($0).inserted }
             if let bad = recipients.first(where: { !UserID.isValid($0) }) {
-                throw APIError.badParameter("audience.userid '\(bad)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+                throw APIError.badParameter("audience.userid '\(bad)' is invalid: use \(UserID.rule)")
             }
         } else {
             recipients = try await core.directory.users(appId: call.app.id, withAllTags: tags, anyTag: anyTags)
@@ -119,11 +119,8 @@ extension ServerAPI {
         case let value? where value is [String: Any]: content = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])
         default: throw APIError.badParameter("message.content is required: the message content, a JSON object such as {\"content\":\"hello\"}")
         }
-        guard content.count <= MessageLimits.maxContentBytes else {
-            throw APIError.badParameter("message.content is \(content.count) bytes; the limit is 128 KB (\(MessageLimits.maxContentBytes) bytes)")
-        }
-        guard (try? JSONSerialization.jsonObject(with: content)) is [String: Any] else {
-            throw APIError.badParameter("message.content must be a JSON object, e.g. {\"content\":\"hello\"} for RC:TxtMsg")
+        if let violation = MessageContentRule.violation(of: content) {
+            throw APIError.badParameter(MessageContentRule.message(violation, field: "message.content"))
         }
         _ = try Self.flag(message["disableUpdateLastMsg"], "message.disableUpdateLastMsg")
         let alert = Self.object(object["notification"])?["alert"] as? String

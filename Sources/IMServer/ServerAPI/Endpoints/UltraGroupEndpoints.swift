@@ -21,7 +21,7 @@ extension ServerAPI {
     static let ultraGroupHistorySpan: Int64 = 14 * 86_400_000
 
     var ultraGroupEndpoints: [APIEndpoint] {
-        let groupId = APIParam.string("groupId", required: true, "ultra group id: 1 to 64 letters, digits and + = - _ |")
+        let groupId = APIParam.string("groupId", required: true, "ultra group id: \(UserID.rule)")
         let channel = APIParam.string("busChannel", required: true, "channel id: 1 to 20 letters and digits")
         let scope = APIParam.string("busChannel", "channel id; omit for the whole group")
         let users = APIParam.list("userIds", required: true, max: UltraGroupLimits.usersPerCall, "user ids, comma-separated")
@@ -52,7 +52,7 @@ extension ServerAPI {
                 params: [.string("userId", required: true, "the first member"), groupId, .string("groupName", required: true, maxLength: 128, "name")]) { call in
                 let ownerId = call.required("userId")
                 guard UserID.isValid(ownerId) else {
-                    throw IMError(.ultraGroupParameterInvalid, "userId \(TextLength.quoted(ownerId)) is invalid: name one user of 1 to 64 bytes of letters, digits and + = - _ |")
+                    throw IMError(.ultraGroupParameterInvalid, "userId \(TextLength.quoted(ownerId)) is invalid: name one user of \(UserID.rule)")
                 }
                 try await core.ultraGroups.create(appId: call.app.id, groupId: try ultraGroupId(call), name: call.required("groupName"), ownerId: ownerId)
                 return [:]
@@ -447,7 +447,7 @@ extension ServerAPI {
     private func ultraGroupId(_ call: APICall) throws -> String {
         let id = call.required("groupId")
         guard UserID.isValid(id) else {
-            throw IMError(.ultraGroupParameterInvalid, "groupId \(TextLength.quoted(id)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.ultraGroupParameterInvalid, "groupId \(TextLength.quoted(id)) is invalid: use \(UserID.rule)")
         }
         return id
     }
@@ -457,7 +457,7 @@ extension ServerAPI {
         var seen = Set<String>()
         let ids = call.list(name).filter { seen.insert($0).inserted }
         if let bad = ids.first(where: { !UserID.isValid($0) }) {
-            throw IMError(.ultraGroupParameterInvalid, "\(name) \(TextLength.quoted(bad)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.ultraGroupParameterInvalid, "\(name) \(TextLength.quoted(bad)) is invalid: use \(UserID.rule)")
         }
         return ids
     }
@@ -591,7 +591,7 @@ extension ServerAPI {
         var seen = Set<String>()
         let groupIds = call.list("toGroupIds").filter { seen.insert($0).inserted }
         if let bad = groupIds.first(where: { !UserID.isValid($0) }) {
-            throw IMError(.ultraGroupParameterInvalid, "toGroupIds \(TextLength.quoted(bad)) is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw IMError(.ultraGroupParameterInvalid, "toGroupIds \(TextLength.quoted(bad)) is invalid: use \(UserID.rule)")
         }
         message.directedUserIds = try ultraGroupUsers(call, "toUserIds")
         try checkMentioned(call, content: content)

@@ -10,7 +10,7 @@ extension ServerAPI {
                 path: "/user/getToken.json", tag: "user",
                 summary: "Registers a user (or updates their name and portrait) and issues a connect token. Tokens do not expire; /user/token/expire.json revokes them.",
                 params: [
-                    .string("userId", required: true, "user id: 1 to 64 bytes of letters, digits and + = - _ |"),
+                    .string("userId", required: true, "user id: \(UserID.rule)"),
                     .string("name", maxLength: 128, "display name"),
                     .string("portraitUri", maxLength: 1024, "portrait URL"),
                 ],
@@ -99,7 +99,7 @@ extension ServerAPI {
 
     private func validUserIds(_ ids: [String], _ name: String = "userId") throws -> [String] {
         for id in ids where !UserID.isValid(id) {
-            throw APIError.badParameter("\(name) '\(id)' is invalid: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw APIError.badParameter("\(name) '\(id)' is invalid: use \(UserID.rule)")
         }
         return ids
     }

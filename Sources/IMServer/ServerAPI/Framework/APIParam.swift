@@ -89,7 +89,7 @@ extension APIParam {
                 throw APIError(.apiParameterTooLong, .badRequest, "\(name) lists more than \(limit) entries; split the call")
             }
             if format == .id, let bad = list.first(where: { !UserID.isValid($0) }) {
-                throw APIError.badParameter("\(name) entry \(TextLength.quoted(bad)) is not a valid id: use 1 to 64 bytes of letters, digits and + = - _ |")
+                throw APIError.badParameter("\(name) entry \(TextLength.quoted(bad)) is not a valid id: use \(UserID.rule)")
             }
             let most = entryLength ?? Self.defaultMaxCharacters
             for entry in list where TextLength.characters(entry) > most {
@@ -102,7 +102,7 @@ extension APIParam {
             throw APIError.badParameter("\(name) is required: \(summary)")
         }
         if format == .id, let bad = (parameters.values[name] ?? []).first(where: { !$0.isEmpty && !UserID.isValid($0) }) {
-            throw APIError.badParameter("\(name) \(TextLength.quoted(bad)) is not a valid id: use 1 to 64 bytes of letters, digits and + = - _ |")
+            throw APIError.badParameter("\(name) \(TextLength.quoted(bad)) is not a valid id: use \(UserID.rule)")
         }
         if kind == .string || kind == .integer || kind == .boolean {
             let most = kind == .string ? (limit ?? Self.defaultMaxCharacters) : Self.defaultMaxCharacters

@@ -80,8 +80,7 @@ struct ServerAPI: Sendable {
         guard let nonce = header("Nonce"), let timestamp = header("Timestamp"), let signature = header("Signature") else {
             throw APIError(.apiSignatureFailed, .unauthorized, "missing Nonce, Timestamp or Signature header")
         }
-        let expected = Insecure.SHA1.hash(data: Data((app.appSecret + nonce + timestamp).utf8))
-            .map { String(format: "%02x", $0) }.joined()
+        let expected = APISignature.sign(secret: app.appSecret, nonce: nonce, timestamp: timestamp)
         guard constantTimeEqual(signature.lowercased(), expected) else {
             throw APIError(.apiSignatureFailed, .unauthorized, "signature verification failed: Signature must be the hex SHA1 of app secret + Nonce + Timestamp")
         }

@@ -1,0 +1,112 @@
+import IMCore
+import IMWire
+import SwiftProtobuf
+
+/// What one request op of a signed-in session does: decode its body, call the service, encode the
+/// reply. A handler returns nil when it queued its own reply (a sync page, a chatroom join).
+struct GatewayOp: Sendable {
+    let run: @Sendable (ServerCore, Im_Frame, ClientSession) async throws -> [UInt8]?
+
+    /// A request the service answers with a reply body.
+    static func reply<Request: SwiftProtobuf.Message, Reply: SwiftProtobuf.Message>(
+        _: Request.Type, _ call: @escaping @Sendable (ServerCore, Request, ClientSession) async throws -> Reply
+    ) -> GatewayOp {
+        GatewayOp { core, frame, session in
+            try FrameCodec.reply(to: frame, try await call(core, try body(Request.self, of: frame), session))
+        }
+    }
+
+    /// A request answered with an empty reply once the service is done.
+    static func done<Request: SwiftProtobuf.Message>(
+        _: Request.Type, _ call: @escaping @Sendable (ServerCore, Request, ClientSession) async throws -> Void
+    ) -> GatewayOp {
+        GatewayOp { core, frame, session in
+            try await call(core, try body(Request.self, of: frame), session)
+            return FrameCodec.emptyReply(to: frame)
+        }
+    }
+
+    static func body<M: SwiftProtobuf.Message>(_ type: M.Type, of frame: Im_Frame) throws -> M {
+        do {
+            return try frame.body(type)
+        } catch {
+            throw IMError(.invalidParameter, "malformed \(frame.op) request")
+        }
+    }
+}
+
+/// The gateway's op table: every request a signed-in client may send, and the service that answers it.
+enum GatewayOps {
+    static let table: [Im_Op: GatewayOp] = [
+        .ping: GatewayOp { core, frame, _ in
+            var pong = Im_Pong()
+            pong.serverTime = core.clock.nowMilliseconds()
+            return try FrameCodec.reply(to: frame, pong)
+        },
+        .disconnect: GatewayOp { _, frame, session in
+            session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
+            session.close()
+            return nil
+        },
+        .connect: GatewayOp { _, _, _ in throw IMError(.connectionExists, "this connection is already connected") },
+
+        // Messages, offline sync and history.
+        .sendMessage: .reply(Im_SendMessageRequest.self) { core, request, session in try await core.messages.send(request, from: session) },
+        .sync: GatewayOp { core, frame, session in
+            var page = try await core.sync.page(try GatewayOp.body(Im_SyncRequest.self, of: frame), for: session)
+            page.morePackages = !session.syncPageMayEnd(!page.morePackages)
+            // The page goes out before the live messages held during sync are released.
+            session.send(try FrameCodec.reply(to: frame, page))
+            session.syncProgressed(watermark: page.watermark, complete: !page.morePackages)
+            return nil
+        },
+        .history: .reply(Im_HistoryRequest.self) { core, request, session in
+            if request.conversationType == Int32(ConversationType.ultraGroup.rawValue) {
+                return try await core.ultraGroups.history(request, for: session)
+            }
+            return try await core.sync.history(request, for: session)
+        },
+
+        // Ultra groups.
+        .ultraGroupSummary: .reply(Im_UltraGroupSummaryRequest.self) { core, request, session in try await core.ultraGroups.summary(request, for: session) },
+        .ultraGroupRead: .reply(Im_UltraGroupReadRequest.self) { core, request, session in try await core.ultraGroups.markRead(request, from: session) },
+        .modifyMessage: .reply(Im_ModifyMessageRequest.self) { core, request, session in try await core.ultraGroups.modify(request, from: session) },
+
+        // Read receipts of group messages.
+        .readReceiptRequest: .done(Im_ReadReceiptRequest.self) { core, request, session in try await core.groups.requestReceipts(request, from: session) },
+        .readReceiptResponse: .done(Im_ReadReceiptResponse.self) { core, request, session in try await core.groups.respond(request, from: session) },
+        .readReceiptUsers: .reply(Im_ReadUsersRequest.self) { core, request, session in try await core.groups.readUsers(request, from: session) },
+        .readReceiptSync: .reply(Im_ReadReceiptSyncRequest.self) { core, request, session in try await core.groups.receiptSync(request, for: session) },
+
+        // The message lifecycle.
+        .recallMessage: .reply(Im_RecallRequest.self) { core, request, session in try await core.lifecycle.recall(request, from: session) },
+        .deleteRemoteMessages: .done(Im_DeleteRemoteMessagesRequest.self) { core, request, session in try await core.lifecycle.deleteRemote(request, from: session) },
+        .clearRemoteHistory: .done(Im_ClearRemoteHistoryRequest.self) { core, request, session in try await core.lifecycle.clearRemote(request, from: session) },
+        .updateExpansion: .done(Im_ExpansionUpdate.self) { core, request, session in try await core.lifecycle.updateExpansion(request, from: session) },
+
+        // Conversation state.
+        .conversationStateSync: .reply(Im_ConversationStateSyncRequest.self) { core, request, session in try await core.conversationState.sync(request, for: session) },
+        .setConversationNotification: .reply(Im_SetConversationNotificationRequest.self) { core, request, session in
+            try await core.conversationState.setNotification(request, from: session)
+        },
+        .setConversationTop: .reply(Im_SetConversationTopRequest.self) { core, request, session in try await core.conversationState.setTop(request, from: session) },
+        .setQuietHours: .reply(Im_SetQuietHoursRequest.self) { core, request, session in try await core.conversationState.setQuietHours(request, from: session) },
+        .removeQuietHours: GatewayOp { core, frame, session in
+            try FrameCodec.reply(to: frame, try await core.conversationState.removeQuietHours(from: session))
+        },
+        .editConversationTag: .reply(Im_ConversationTagRequest.self) { core, request, session in try await core.conversationState.editTag(request, from: session) },
+        .tagConversations: .reply(Im_TagConversationsRequest.self) { core, request, session in try await core.conversationState.tagConversations(request, from: session) },
+
+        // Chatrooms.
+        .joinChatroom: GatewayOp { core, frame, session in
+            // The join queues its own reply, ahead of the room's pushes.
+            try await core.chatrooms.join(try GatewayOp.body(Im_JoinChatroomRequest.self, of: frame), frame: frame, from: session)
+            return nil
+        },
+        .quitChatroom: .done(Im_QuitChatroomRequest.self) { core, request, session in try core.chatrooms.quit(request, from: session) },
+        .chatroomInfo: .reply(Im_ChatroomInfoRequest.self) { core, request, session in try core.chatrooms.info(request, from: session) },
+        .setChatroomEntry: .done(Im_SetChatroomEntryRequest.self) { core, request, session in try await core.chatrooms.setEntry(request, from: session) },
+        .removeChatroomEntry: .done(Im_RemoveChatroomEntryRequest.self) { core, request, session in try await core.chatrooms.removeEntry(request, from: session) },
+        .chatroomHistory: .reply(Im_ChatroomHistoryRequest.self) { core, request, session in try await core.chatrooms.history(request, from: session) },
+    ]
+}
