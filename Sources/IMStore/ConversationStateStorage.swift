@@ -88,7 +88,7 @@ public struct ConversationStateDeltaRecord: Sendable, Equatable {
 }
 
 /// One change of a user's conversation state. The store applies it in one transaction, stamping
-/// every row it changes with a new version, or refuses it (an `IMError`) and changes nothing.
+/// every row it changes with a new version, or refuses it (a `StoreRefusal`) and changes nothing.
 public enum ConversationStateEdit: Sendable, Equatable {
     /// An empty target id sets the level of the whole conversation type.
     case setLevel(ConversationIdentifier, PushNotificationLevel)
