@@ -16,6 +16,19 @@ struct GatewayOp: Sendable {
         }
     }
 
+    /// A request whose answer is read in a child task: the reads that go deep (sync pages,
+    /// history, summaries, receipts) leave their memory with the child, not in the connection's
+    /// long-lived task, whose high-water mark every idle connection would otherwise keep.
+    static func read<Request: SwiftProtobuf.Message, Reply: SwiftProtobuf.Message>(
+        _: Request.Type, _ call: @escaping @Sendable (ServerCore, Request, ClientSession) async throws -> Reply
+    ) -> GatewayOp {
+        GatewayOp { core, frame, session in
+            let request = try body(Request.self, of: frame)
+            async let reading = call(core, request, session)
+            return try FrameCodec.reply(to: frame, try await reading)
+        }
+    }
+
     /// A request answered with an empty reply once the service is done.
     static func done<Request: SwiftProtobuf.Message>(
         _: Request.Type, _ call: @escaping @Sendable (ServerCore, Request, ClientSession) async throws -> Void
@@ -53,14 +66,16 @@ enum GatewayOps {
         // Messages, offline sync and history.
         .sendMessage: .reply(Im_SendMessageRequest.self) { core, request, session in try await core.messages.send(request, from: session) },
         .sync: GatewayOp { core, frame, session in
-            var page = try await core.sync.page(try GatewayOp.body(Im_SyncRequest.self, of: frame), for: session)
+            let request = try GatewayOp.body(Im_SyncRequest.self, of: frame)
+            async let reading = core.sync.page(request, for: session)
+            var page = try await reading
             page.morePackages = !session.syncPageMayEnd(!page.morePackages)
             // The page goes out before the live messages held during sync are released.
             session.send(try FrameCodec.reply(to: frame, page))
             session.syncProgressed(watermark: page.watermark, complete: !page.morePackages)
             return nil
         },
-        .history: .reply(Im_HistoryRequest.self) { core, request, session in
+        .history: .read(Im_HistoryRequest.self) { core, request, session in
             if request.conversationType == Int32(ConversationType.ultraGroup.rawValue) {
                 return try await core.ultraGroups.history(request, for: session)
             }
@@ -68,15 +83,15 @@ enum GatewayOps {
         },
 
         // Ultra groups.
-        .ultraGroupSummary: .reply(Im_UltraGroupSummaryRequest.self) { core, request, session in try await core.ultraGroups.summary(request, for: session) },
+        .ultraGroupSummary: .read(Im_UltraGroupSummaryRequest.self) { core, request, session in try await core.ultraGroups.summary(request, for: session) },
         .ultraGroupRead: .reply(Im_UltraGroupReadRequest.self) { core, request, session in try await core.ultraGroups.markRead(request, from: session) },
         .modifyMessage: .reply(Im_ModifyMessageRequest.self) { core, request, session in try await core.ultraGroups.modify(request, from: session) },
 
         // Read receipts of group messages.
         .readReceiptRequest: .done(Im_ReadReceiptRequest.self) { core, request, session in try await core.groups.requestReceipts(request, from: session) },
         .readReceiptResponse: .done(Im_ReadReceiptResponse.self) { core, request, session in try await core.groups.respond(request, from: session) },
-        .readReceiptUsers: .reply(Im_ReadUsersRequest.self) { core, request, session in try await core.groups.readUsers(request, from: session) },
-        .readReceiptSync: .reply(Im_ReadReceiptSyncRequest.self) { core, request, session in try await core.groups.receiptSync(request, for: session) },
+        .readReceiptUsers: .read(Im_ReadUsersRequest.self) { core, request, session in try await core.groups.readUsers(request, from: session) },
+        .readReceiptSync: .read(Im_ReadReceiptSyncRequest.self) { core, request, session in try await core.groups.receiptSync(request, for: session) },
 
         // The message lifecycle.
         .recallMessage: .reply(Im_RecallRequest.self) { core, request, session in try await core.lifecycle.recall(request, from: session) },
@@ -85,7 +100,7 @@ enum GatewayOps {
         .updateExpansion: .done(Im_ExpansionUpdate.self) { core, request, session in try await core.lifecycle.updateExpansion(request, from: session) },
 
         // Conversation state.
-        .conversationStateSync: .reply(Im_ConversationStateSyncRequest.self) { core, request, session in try await core.conversationState.sync(request, for: session) },
+        .conversationStateSync: .read(Im_ConversationStateSyncRequest.self) { core, request, session in try await core.conversationState.sync(request, for: session) },
         .setConversationNotification: .reply(Im_SetConversationNotificationRequest.self) { core, request, session in
             try await core.conversationState.setNotification(request, from: session)
         },
@@ -95,7 +110,7 @@ enum GatewayOps {
             try FrameCodec.reply(to: frame, try await core.conversationState.removeQuietHours(from: session))
         },
         .editConversationTag: .reply(Im_ConversationTagRequest.self) { core, request, session in try await core.conversationState.editTag(request, from: session) },
-        .tagConversations: .reply(Im_TagConversationsRequest.self) { core, request, session in try await core.conversationState.tagConversations(request, from: session) },
+        .tagConversations: .read(Im_TagConversationsRequest.self) { core, request, session in try await core.conversationState.tagConversations(request, from: session) },
 
         // Chatrooms.
         .joinChatroom: GatewayOp { core, frame, session in
@@ -107,6 +122,6 @@ enum GatewayOps {
         .chatroomInfo: .reply(Im_ChatroomInfoRequest.self) { core, request, session in try core.chatrooms.info(request, from: session) },
         .setChatroomEntry: .done(Im_SetChatroomEntryRequest.self) { core, request, session in try await core.chatrooms.setEntry(request, from: session) },
         .removeChatroomEntry: .done(Im_RemoveChatroomEntryRequest.self) { core, request, session in try await core.chatrooms.removeEntry(request, from: session) },
-        .chatroomHistory: .reply(Im_ChatroomHistoryRequest.self) { core, request, session in try await core.chatrooms.history(request, from: session) },
+        .chatroomHistory: .read(Im_ChatroomHistoryRequest.self) { core, request, session in try await core.chatrooms.history(request, from: session) },
     ]
 }
