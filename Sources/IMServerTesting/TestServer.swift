@@ -39,15 +39,15 @@ public final class TestServer: Sendable {
     public static func start(clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
         var config = ServerConfig()
-        config.host = "127.0.0.1"
-        config.port = 0
-        config.dataDir = dataDir.path
-        config.appKey = "testappkey"
-        config.appSecret = "testsecret"
+        config.network.host = "127.0.0.1"
+        config.network.port = 0
+        config.storage.dataDir = dataDir.path
+        config.developmentApp.key = "testappkey"
+        config.developmentApp.secret = "testsecret"
         configure(&config)
         var logger = Logger(label: "imserver-test")
         logger.logLevel = .warning
-        let store = try SQLiteStore(directory: config.dataDir)
+        let store = try SQLiteStore(directory: config.storage.dataDir)
         let core = ServerCore(config: config, store: store, clock: clock, logger: logger)
         let app = try await core.prepare()
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()

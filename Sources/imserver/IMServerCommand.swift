@@ -11,86 +11,50 @@ struct IMServerCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "imserver",
         abstract: "A self-hostable instant-messaging server, wire-compatible with RongCloud's Server API.",
-        subcommands: [Serve.self, App.self],
+        discussion: ServerConfig.table.help(),
+        subcommands: [Serve.self, App.self, ConfigDoc.self],
         defaultSubcommand: Serve.self)
 }
 
-/// Settings shared by every subcommand: where the config comes from.
+/// Where the settings come from: the defaults, then the config file, then `IMSERVER_*`
+/// environment variables, then the settings' flags, which this takes from the arguments the
+/// command itself does not know (every setting's flag is read off its declaration).
 struct ConfigOptions: ParsableArguments {
-    @Option(help: "JSON config file; its keys are the long option names in camelCase (e.g. dataDir).")
+    @Option(help: "JSON config file: one object whose keys are the settings' file keys (e.g. {\"dataDir\": \"/var/lib/imserver\"}).")
     var config: String?
 
-    @Option(help: "Directory of the embedded database (default ./data; env IMSERVER_DATA_DIR).")
-    var dataDir: String?
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("Settings, as flags: --port 8080, --port=8080 (imserver --help lists them).", valueName: "setting-flags"))
+    var settings: [String] = []
 
-    /// Defaults, then the config file, then IMSERVER_* environment variables.
-    func base() throws -> ServerConfig {
-        var settings = try config.map(ServerConfig.load(file:)) ?? ServerConfig()
-        try settings.apply(environment: ProcessInfo.processInfo.environment)
-        if let dataDir { settings.dataDir = dataDir }
-        return settings
+    /// Defaults, then the config file, then IMSERVER_* environment variables, then flags.
+    func resolve() throws -> ServerConfig {
+        do {
+            return try ServerConfig.resolve(file: config, environment: ProcessInfo.processInfo.environment, arguments: settings)
+        } catch let error as IMError {
+            throw ValidationError(error.message)
+        }
     }
 }
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the server (the default). Settings: defaults < --config file < IMSERVER_* environment < flags.")
+        abstract: "Run the server (the default).",
+        discussion: ServerConfig.table.help())
 
     @OptionGroup var options: ConfigOptions
 
-    @Option(help: "Address to listen on (default 0.0.0.0; env IMSERVER_HOST).")
-    var host: String?
-
-    @Option(help: "Port for HTTP and WebSocket; 0 picks a free one (default 8080; env IMSERVER_PORT).")
-    var port: Int?
-
-    @Option(help: "Fix the development app's key (env IMSERVER_APP_KEY). Unset: generated once and kept.")
-    var appKey: String?
-
-    @Option(help: "Fix the development app's secret (env IMSERVER_APP_SECRET).")
-    var appSecret: String?
-
-    @Option(help: "Days offline messages wait for their recipient, 1-7 (default 7).")
-    var offlineRetentionDays: Int?
-
-    @Option(help: "Days offline system messages wait for their recipient, 1-7 (default 7; env IMSERVER_SYSTEM_OFFLINE_RETENTION_DAYS).")
-    var systemOfflineRetentionDays: Int?
-
-    @Option(help: "Client heartbeat interval in seconds; silent connections are dropped after 3 (default 30).")
-    var heartbeatIntervalSeconds: Int?
-
-    @Option(help: "Messages one client may send per second before 20604 (default 5).")
-    var clientSendsPerSecond: Int?
-
-    @Option(help: "Log level: trace, debug, info, notice, warning, error (default info).")
-    var logLevel: String?
-
     func run() async throws {
-        var config = try options.base()
-        if let host { config.host = host }
-        if let port { config.port = port }
-        if let appKey { config.appKey = appKey }
-        if let appSecret { config.appSecret = appSecret }
-        if let offlineRetentionDays { config.offlineRetentionDays = offlineRetentionDays }
-        if let systemOfflineRetentionDays { config.systemOfflineRetentionDays = systemOfflineRetentionDays }
-        if let heartbeatIntervalSeconds { config.heartbeatIntervalSeconds = heartbeatIntervalSeconds }
-        if let clientSendsPerSecond { config.clientSendsPerSecond = clientSendsPerSecond }
-        if let logLevel { config.logLevel = logLevel }
-        do {
-            try config.validate()
-        } catch let error as IMError {
-            throw ValidationError(error.message)
-        }
+        let config = try options.resolve()
 
         var logger = Logger(label: "imserver")
-        logger.logLevel = Logger.Level(rawValue: config.logLevel) ?? .info
-        let store = try SQLiteStore(directory: config.dataDir)
+        logger.logLevel = Logger.Level(rawValue: config.logging.level) ?? .info
+        let store = try SQLiteStore(directory: config.storage.dataDir)
         let core = ServerCore(config: config, store: store, logger: logger)
         let app = try await core.prepare()
-        if config.apiTimestampWindowSeconds == 0 {
+        if config.serverAPI.timestampWindowSeconds == 0 {
             logger.notice("Server API signatures are accepted at any age (apiTimestampWindowSeconds is 0, as RongCloud's SDKs expect): a captured request can be replayed. Set apiTimestampWindowSeconds (e.g. 300) if every caller's clock is right.")
         }
-        let host = config.host
+        let host = config.network.host
         let application = IMServerApp(core: core).application { port in
             let banner = """
                 imserver listening on http://\(host):\(port)  (WebSocket: ws://\(host):\(port)/ws)
@@ -119,8 +83,8 @@ struct App: AsyncParsableCommand {
         @Option(help: "App secret (default: random).") var appSecret: String?
 
         func run() async throws {
-            let config = try options.base()
-            let store = try SQLiteStore(directory: config.dataDir)
+            let config = try options.resolve()
+            let store = try SQLiteStore(directory: config.storage.dataDir)
             let registry = AppRegistry(store: store)
             let app = try await registry.upsert(
                 appKey: appKey ?? AppRegistry.randomCredential(length: 13),
@@ -135,10 +99,34 @@ struct App: AsyncParsableCommand {
         @OptionGroup var options: ConfigOptions
 
         func run() async throws {
-            let store = try SQLiteStore(directory: try options.base().dataDir)
+            let store = try SQLiteStore(directory: try options.resolve().storage.dataDir)
             for app in try await store.loadApps() {
                 print("\(app.appKey)\t\(app.appSecret)\t\(app.name)")
             }
+        }
+    }
+}
+
+struct ConfigDoc: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config-doc",
+        abstract: "Print the settings table of docs/CONFIGURATION.md, generated from the settings' declarations.")
+
+    @Option(help: ArgumentHelp("Rewrite the generated table in this markdown file instead, in place.", valueName: "file"))
+    var update: String?
+
+    func run() throws {
+        guard let update else {
+            print(ServerConfig.table.markdown())
+            return
+        }
+        let document = try String(contentsOfFile: update, encoding: .utf8)
+        let updated = try ServerConfig.table.updating(document: document)
+        if updated != document {
+            try updated.write(toFile: update, atomically: true, encoding: .utf8)
+            print("\(update): settings table updated")
+        } else {
+            print("\(update): settings table already up to date")
         }
     }
 }

@@ -53,8 +53,8 @@ struct ChatTests {
     @Test("messages sent while the recipient is offline arrive on connect, in order, paged, once")
     func offlineDeliveryInOrder() async throws {
         try await withTestServer(try await TestServer.start { config in
-            config.clientSendsPerSecond = 10_000
-            config.syncPageSize = 40
+            config.session.clientSendsPerSecond = 10_000
+            config.messaging.syncPageSize = 40
         }) { server in
             let alice = try await server.connectedClient("alice")
             let bobToken = try await server.token("bob")
@@ -98,7 +98,7 @@ struct ChatTests {
     @Test("offline messages older than the retention are not delivered")
     func offlineRetention() async throws {
         let clock = ManualClock()
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.offlineRetentionDays = 2 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.messaging.offlineRetentionDays = 2 }) { server in
             let alice = try await server.connectedClient("alice")
             _ = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "expires"))
             clock.advance(milliseconds: 86_400_000)
@@ -134,7 +134,7 @@ struct ChatTests {
 
     @Test("remote history pages backwards and forwards with isRemaining")
     func remoteHistory() async throws {
-        try await withTestServer(try await TestServer.start { $0.clientSendsPerSecond = 10_000 }) { server in
+        try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 10_000 }) { server in
             let alice = try await server.connectedClient("alice")
             var times: [Int64] = []
             for index in 0..<25 {
@@ -157,7 +157,7 @@ struct ChatTests {
 
     @Test("local history pages without overlap, and the conversation list puts pinned first")
     func localHistoryAndConversationList() async throws {
-        try await withTestServer(try await TestServer.start { $0.clientSendsPerSecond = 10_000 }) { server in
+        try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 10_000 }) { server in
             let alice = try await server.connectedClient("alice")
             for index in 0..<30 {
                 _ = try await alice.sendMessage(.private, targetId: "frank", content: TextMessage(content: "\(index)"))

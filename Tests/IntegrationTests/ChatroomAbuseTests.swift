@@ -12,7 +12,7 @@ import Testing
 struct ChatroomAbuseTests {
     @Test("a user who has not joined a room reads neither its history nor its members (23406); a member does")
     func readsNeedMembership() async throws {
-        try await withTestServer(try await ChatroomTests.server { $0.chatroomHistoryEnabled = true }) { server in
+        try await withTestServer(try await ChatroomTests.server { $0.chatrooms.historyEnabled = true }) { server in
             let alice = try await server.connectedClient("alice")
             try await alice.joinChatRoom("r1", messageCount: -1)
             try await ChatroomTests.send(alice, room: "r1", ["kept in history"])
@@ -51,7 +51,7 @@ struct ChatroomAbuseTests {
 
     @Test("an app has at most chatroomMaxRooms rooms: past it a join cannot create one (23410) nor can the Server API (1002)")
     func roomsPerApp() async throws {
-        try await withTestServer(try await ChatroomTests.server { $0.chatroomMaxRooms = 3 }) { server in
+        try await withTestServer(try await ChatroomTests.server { $0.chatrooms.maxRooms = 3 }) { server in
             let clients = [try await server.connectedClient("a"), try await server.connectedClient("b"), try await server.connectedClient("c")]
             for (index, client) in clients.enumerated() { try await client.joinChatRoom("room-\(index)", messageCount: -1) }
             let late = try await server.connectedClient("d")
@@ -72,7 +72,7 @@ struct ChatroomAbuseTests {
     @Test("after a reconnect, a device in more rooms than the join limit allows per second rejoins every one of them")
     func rejoinIsNotLimited() async throws {
         let clock = ManualClock()
-        try await withTestServer(try await ChatroomTests.server(clock: clock) { $0.chatroomMultipleRooms = true }) { server in
+        try await withTestServer(try await ChatroomTests.server(clock: clock) { $0.chatrooms.multipleRooms = true }) { server in
             let rooms = (0..<(ChatroomLimits.defaultJoinsPerSecond + 5)).map { "multi-\($0)" }
             let client = try await server.connectedClient("alice")
             for (index, room) in rooms.enumerated() {

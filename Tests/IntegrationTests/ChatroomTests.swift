@@ -13,8 +13,8 @@ import Testing
 struct ChatroomTests {
     static func server(clock: ManualClock? = nil, configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         try await TestServer.start(clock: clock ?? SystemClock()) { config in
-            config.heartbeatIntervalSeconds = 3600
-            config.clientSendsPerSecond = 1000
+            config.session.heartbeatIntervalSeconds = 3600
+            config.session.clientSendsPerSecond = 1000
             configure(&config)
         }
     }
@@ -158,7 +158,7 @@ struct ChatroomTests {
 
     @Test("with chatroomMultipleRooms a user stays in every room it joins")
     func multipleRooms() async throws {
-        try await withTestServer(try await Self.server { $0.chatroomMultipleRooms = true }) { server in
+        try await withTestServer(try await Self.server { $0.chatrooms.multipleRooms = true }) { server in
             let alice = try await server.connectedClient("alice")
             let inbox = EventRecorder(alice.receivedMessages())
             try await alice.joinChatRoom("r1", messageCount: -1)
@@ -450,7 +450,7 @@ struct ChatroomTests {
             clock.advance(milliseconds: 1000)
             try await alice.setChatRoomEntry("r1", key: "k", value: "next second")
 
-            try await withTestServer(try await Self.server { $0.chatroomEntriesEnabled = false }) { off in
+            try await withTestServer(try await Self.server { $0.chatrooms.entriesEnabled = false }) { off in
                 let bob = try await off.connectedClient("bob")
                 try await bob.joinChatRoom("r1", messageCount: -1)
                 #expect(await failureCode { try await bob.setChatRoomEntry("r1", key: "k", value: "v") } == ErrorCode.chatroomEntriesDisabled.rawValue)
@@ -523,7 +523,7 @@ struct ChatroomTests {
 
     @Test("swept two sessions per step while members send, publish and leave: each member left gets every message once, in order, never its own")
     func sweepSteps() async throws {
-        try await withTestServer(try await Self.server { $0.chatroomSweepStep = 2 }) { server in
+        try await withTestServer(try await Self.server { $0.chatrooms.sweepStep = 2 }) { server in
             try await server.core.chatrooms.addSettings(appId: server.app.id, kind: .userWhitelist, roomId: "sweep", items: ["admin", "m0"])
             var members: [(client: IMClient, inbox: EventRecorder<ReceivedMessage>)] = []
             for index in 0..<12 {
@@ -600,7 +600,7 @@ struct ChatroomTests {
                     == ErrorCode.chatroomHistoryDisabled.rawValue)
 
             let clock = ManualClock()
-            try await withTestServer(try await Self.server(clock: clock) { $0.chatroomHistoryEnabled = true }) { server in
+            try await withTestServer(try await Self.server(clock: clock) { $0.chatrooms.historyEnabled = true }) { server in
                 let alice = try await server.connectedClient("alice")
                 try await alice.joinChatRoom("r1", messageCount: -1)
                 try await Self.send(alice, room: "r1", (1...25).map { "h\($0)" }, clock: clock)

@@ -27,8 +27,8 @@ struct ConnectionResourceTests {
     @Test("a session that never finishes its first sync holds at most its byte bound, and its sync still gets every message")
     func heldWhileSyncing() async throws {
         try await withTestServer(try await TestServer.start { config in
-            config.maxQueuedBytesPerConnection = Self.smallestQueue
-            config.apiCallsPerSecond = 0
+            config.network.maxQueuedBytesPerConnection = Self.smallestQueue
+            config.serverAPI.callsPerSecond = 0
         }) { server in
             let bob = try await MessageRulesTests.rawConnection(server, user: "bob")
             let session = try #require(server.core.registry.sessions(appId: server.app.id, userId: "bob").first)
@@ -59,8 +59,8 @@ struct ConnectionResourceTests {
     @Test("a client that never reads is closed once its queue passes the byte bound: offline at once, its queue let go, its socket dropped")
     func slowReader() async throws {
         try await withTestServer(try await TestServer.start { config in
-            config.maxQueuedBytesPerConnection = Self.smallestQueue
-            config.apiCallsPerSecond = 0
+            config.network.maxQueuedBytesPerConnection = Self.smallestQueue
+            config.serverAPI.callsPerSecond = 0
         }) { server in
             let port = try #require(URL(string: server.baseURL)?.port)
             let socket = try RawSocket(port: port, receiveBuffer: 4096)
@@ -104,10 +104,10 @@ struct ConnectionResourceTests {
         try await withTestServer(try await TestServer.start { config in
             // Short, but with room for a machine busy with the rest of the suite; the body's limit
             // below the idle one, as by default, so the 408 comes before the idle close.
-            config.httpIdleTimeoutSeconds = 3
-            config.httpRequestTimeoutSeconds = 1
-            config.handshakeTimeoutSeconds = 1
-            config.closeTimeoutSeconds = 1
+            config.network.httpIdleTimeoutSeconds = 3
+            config.network.httpRequestTimeoutSeconds = 1
+            config.session.handshakeTimeoutSeconds = 1
+            config.network.closeTimeoutSeconds = 1
         }) { server in
             let port = try #require(URL(string: server.baseURL)?.port)
 
@@ -150,8 +150,8 @@ struct ConnectionResourceTests {
     @Test("a close the peer never answers drops the TCP connection after closeTimeoutSeconds: no CONNECT, and a kicked session")
     func closeGrace() async throws {
         try await withTestServer(try await TestServer.start { config in
-            config.handshakeTimeoutSeconds = 1
-            config.closeTimeoutSeconds = 1
+            config.session.handshakeTimeoutSeconds = 1
+            config.network.closeTimeoutSeconds = 1
         }) { server in
             let port = try #require(URL(string: server.baseURL)?.port)
 
@@ -172,7 +172,7 @@ struct ConnectionResourceTests {
 
     @Test("one address holds at most maxConnectionsPerAddress connections; past it, 503 with 1008 and the socket closed")
     func connectionsPerAddress() async throws {
-        try await withTestServer(try await TestServer.start { $0.maxConnectionsPerAddress = 3 }) { server in
+        try await withTestServer(try await TestServer.start { $0.network.maxConnectionsPerAddress = 3 }) { server in
             let port = try #require(URL(string: server.baseURL)?.port)
             var held = try await Self.answeredConnections(3, port: port)
             let fourth = try RawSocket(port: port)
@@ -194,8 +194,8 @@ struct ConnectionResourceTests {
     @Test("a request whose body missed its deadline is never run, even if the rest of its body arrives just after the 408")
     func lateBodyNotRun() async throws {
         try await withTestServer(try await TestServer.start { config in
-            config.httpIdleTimeoutSeconds = 3
-            config.httpRequestTimeoutSeconds = 1
+            config.network.httpIdleTimeoutSeconds = 3
+            config.network.httpRequestTimeoutSeconds = 1
         }) { server in
             let port = try #require(URL(string: server.baseURL)?.port)
             let body = "fromUserId=alice&toUserId=bob&objectName=RC:TxtMsg&content=%7B%22content%22%3A%22late%22%7D"
@@ -217,7 +217,7 @@ struct ConnectionResourceTests {
 
     @Test("a connection refused by the per-address limit runs none of what it sent")
     func refusedConnectionRunsNothing() async throws {
-        try await withTestServer(try await TestServer.start { $0.maxConnectionsPerAddress = 2 }) { server in
+        try await withTestServer(try await TestServer.start { $0.network.maxConnectionsPerAddress = 2 }) { server in
             let port = try #require(URL(string: server.baseURL)?.port)
             let held = try await Self.answeredConnections(2, port: port)
             let body = "userId=refused-user"
@@ -233,7 +233,7 @@ struct ConnectionResourceTests {
 
     @Test("with closeTimeoutSeconds 0, a refused CONNECT still gets its code before the connection drops")
     func refusedConnectWithoutGrace() async throws {
-        try await withTestServer(try await TestServer.start { $0.closeTimeoutSeconds = 0 }) { server in
+        try await withTestServer(try await TestServer.start { $0.network.closeTimeoutSeconds = 0 }) { server in
             let client = server.client()
             #expect(await failureCode { try await client.connect(token: "not-a-token.at-all") } == ErrorCode.tokenIncorrect.rawValue)
         }

@@ -157,7 +157,7 @@ struct ConnectionTests {
     @Test("a silent connection is dropped after three heartbeat intervals")
     func heartbeatTimeout() async throws {
         let clock = ManualClock()
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.heartbeatIntervalSeconds = 30 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.session.heartbeatIntervalSeconds = 30 }) { server in
             _ = try await server.connectedClient("lee")
             #expect(server.core.sweepIdleSessions() == 0)
             clock.advance(milliseconds: 89_000)

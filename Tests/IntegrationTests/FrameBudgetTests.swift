@@ -26,7 +26,7 @@ struct FrameBudgetTests {
 
     @Test("40 one-to-one and 40 group messages of 120 KB reach an offline member in sync pages that each fit the budget, and IMLib syncs them all")
     func largeSync() async throws {
-        try await withTestServer(try await TestServer.start { $0.clientSendsPerSecond = 1000 }) { server in
+        try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 1000 }) { server in
             try await GroupChatTests.createGroup(server, "g1", ["alice", "bob", "carol"])
             let alice = try await MessageRulesTests.rawConnection(server, user: "alice")
             for index in 0..<40 {
@@ -71,7 +71,7 @@ struct FrameBudgetTests {
 
     @Test("remote history of large messages comes in pages within the budget, through to the first message")
     func largeHistory() async throws {
-        try await withTestServer(try await TestServer.start { $0.clientSendsPerSecond = 1000 }) { server in
+        try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 1000 }) { server in
             let alice = try await MessageRulesTests.rawConnection(server, user: "alice")
             for index in 0..<40 { _ = try await MessageRulesTests.send(alice, Self.large(index)) }
             var recordTime: Int64 = 0
@@ -108,7 +108,7 @@ struct FrameBudgetTests {
     @Test("a system conversation's history, its own messages and broadcasts read together, loses none when one log's page is cut by bytes")
     func largeSystemHistory() async throws {
         let clock = ManualClock()
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.systemPublishPerSecond = 0 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.serverAPI.systemPublishPerSecond = 0 }) { server in
             // Large messages to bob and small broadcasts, interleaved in time.
             var expected: [String] = []
             for index in 0..<20 {

@@ -174,10 +174,10 @@ struct FuzzTests {
     /// A server for the fuzz runs: no send or call limits in the way.
     static func fixtureServer() async throws -> TestServer {
         try await TestServer.start { config in
-            config.clientSendsPerSecond = 1_000_000
-            config.chatroomJoinsPerSecond = 1000
-            config.apiCallsPerSecond = 0
-            config.chatroomHistoryEnabled = true
+            config.session.clientSendsPerSecond = 1_000_000
+            config.chatrooms.joinsPerSecond = 1000
+            config.serverAPI.callsPerSecond = 0
+            config.chatrooms.historyEnabled = true
         }
     }
 

@@ -161,8 +161,8 @@ struct GroupChatTests {
     @Test("offline members catch up in order; new members see only later messages; leavers stop receiving")
     func offlineCatchUpAndJoinTime() async throws {
         try await withTestServer(try await TestServer.start { config in
-            config.clientSendsPerSecond = 1000
-            config.syncPageSize = 4
+            config.session.clientSendsPerSecond = 1000
+            config.messaging.syncPageSize = 4
         }) { server in
             try await Self.createGroup(server, "g1", ["ann", "bob"])
             let ann = try await server.connectedClient("ann")
@@ -207,7 +207,7 @@ struct GroupChatTests {
     @Test("group messages older than the offline retention are not synced; younger ones are")
     func offlineRetention() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
-        try await withTestServer(try await TestServer.start(clock: clock) { config in config.offlineRetentionDays = 1 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { config in config.messaging.offlineRetentionDays = 1 }) { server in
             try await Self.createGroup(server, "g1", ["ann", "bob"])
             let ann = try await server.connectedClient("ann")
             _ = try await ann.sendMessage(.group, targetId: "g1", content: TextMessage(content: "expires"))
@@ -224,8 +224,8 @@ struct GroupChatTests {
     @Test("with pre-join history on, a new member reads the last N earlier messages in cloud history")
     func preJoinHistory() async throws {
         try await withTestServer(try await TestServer.start { config in
-            config.clientSendsPerSecond = 1000
-            config.groupPreJoinHistory = 2
+            config.session.clientSendsPerSecond = 1000
+            config.groups.preJoinHistory = 2
         }) { server in
             let members = try await Self.connectedGroup(server, ["ann"])
             let ann = members[0]
@@ -392,7 +392,7 @@ struct GroupChatTests {
 
     @Test("dismissing a group tells its members, online and offline, stops sending, and keeps its history readable")
     func dismiss() async throws {
-        try await withTestServer(try await TestServer.start { config in config.groupPreJoinHistory = 10 }) { server in
+        try await withTestServer(try await TestServer.start { config in config.groups.preJoinHistory = 10 }) { server in
             try await Self.createGroup(server, "g1", ["ann", "bob"])
             let ann = try await server.connectedClient("ann")
             let annInbox = EventRecorder(ann.receivedMessages())

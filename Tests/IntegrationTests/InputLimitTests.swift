@@ -21,7 +21,7 @@ struct InputLimitTests {
 
     @Test("a client's object name, push content, push data and extensions over their limits get their codes, and nothing is stored")
     func clientFields() async throws {
-        try await withTestServer(try await TestServer.start { $0.clientSendsPerSecond = 1000 }) { server in
+        try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 1000 }) { server in
             let alice = try await MessageRulesTests.rawConnection(server, user: "alice")
             #expect(Self.cluster(bytes: 1000).count == 1, "one Character")
             let cases: [(String, (inout Im_SendMessageRequest) -> Void, Int)] = [

@@ -11,8 +11,8 @@ struct LargeGroupTests {
     @Test("every online member gets each message once and in order, offline members catch up, receipts stay paged")
     func threeThousandMembers() async throws {
         try await withTestServer(try await TestServer.start { config in
-            config.apiCallsPerSecond = 0
-            config.clientSendsPerSecond = 1000
+            config.serverAPI.callsPerSecond = 0
+            config.session.clientSendsPerSecond = 1000
         }) { server in
             let members = (0..<3000).map { "m\($0)" }
             for start in stride(from: 0, to: members.count, by: GroupLimits.usersPerCall) {

@@ -47,7 +47,7 @@ struct LocalFeaturesTests {
 
     /// A server whose send rate limit does not get in the way of a test's burst of messages.
     static func startServer() async throws -> TestServer {
-        try await TestServer.start { $0.clientSendsPerSecond = 1_000 }
+        try await TestServer.start { $0.session.clientSendsPerSecond = 1_000 }
     }
 
     /// Sends texts from `sender` and waits until `inbox` has `total` messages.

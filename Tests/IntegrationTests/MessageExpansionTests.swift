@@ -35,8 +35,8 @@ struct StatusContent: MessageContent, Codable, Equatable {
 struct MessageExpansionTests {
     static func server() async throws -> TestServer {
         try await TestServer.start { config in
-            config.heartbeatIntervalSeconds = 3600
-            config.clientSendsPerSecond = 1000
+            config.session.heartbeatIntervalSeconds = 3600
+            config.session.clientSendsPerSecond = 1000
         }
     }
 

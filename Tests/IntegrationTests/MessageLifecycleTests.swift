@@ -15,8 +15,8 @@ struct MessageLifecycleTests {
     /// Starts a server whose clock the test moves (heartbeats never expire under it).
     static func server(clock: ManualClock? = nil, configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         try await TestServer.start(clock: clock ?? SystemClock()) { config in
-            config.heartbeatIntervalSeconds = 3600
-            config.clientSendsPerSecond = 1000
+            config.session.heartbeatIntervalSeconds = 3600
+            config.session.clientSendsPerSecond = 1000
             configure(&config)
         }
     }
@@ -150,7 +150,7 @@ struct MessageLifecycleTests {
     @Test("the recall window is configurable")
     func recallWindowConfigured() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
-        try await withTestServer(try await Self.server(clock: clock) { $0.recallWindowSeconds = 600 }) { server in
+        try await withTestServer(try await Self.server(clock: clock) { $0.messaging.recallWindowSeconds = 600 }) { server in
             let alice = try await server.connectedClient("alice")
             let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "late"))
             clock.advance(milliseconds: 599_000)

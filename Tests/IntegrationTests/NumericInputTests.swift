@@ -125,7 +125,7 @@ struct NumericInputTests {
 
     @Test("a Timestamp header at the ends of Int64, with the freshness window on, is refused with 1004")
     func timestampHeader() async throws {
-        try await withTestServer(try await TestServer.start { $0.apiTimestampWindowSeconds = 300 }) { server in
+        try await withTestServer(try await TestServer.start { $0.serverAPI.timestampWindowSeconds = 300 }) { server in
             for timestamp in [String(Int64.min), String(Int64.max), "-9223372036854775", "-1", "0"] {
                 let (status, body) = try await Self.signedPost(server, "/user/getToken.json", form: "userId=alice", timestamp: timestamp)
                 #expect(status == 401 && body["code"] as? Int == 1004, "Timestamp \(timestamp): \(body)")

@@ -128,11 +128,11 @@ struct ServerAPIChatroomTests {
     @Test("chatroomPublishPerSecond: 100 by default, from IMSERVER_CHATROOM_PUBLISH_PER_SECOND or the config file, never negative")
     func publishRateSetting() throws {
         var config = ServerConfig()
-        #expect(config.chatroomPublishPerSecond == 100)
+        #expect(config.serverAPI.chatroomPublishPerSecond == 100)
         try config.apply(environment: ["IMSERVER_CHATROOM_PUBLISH_PER_SECOND": "250"])
-        #expect(config.chatroomPublishPerSecond == 250)
-        #expect(try JSONDecoder().decode(ServerConfig.self, from: Data(#"{"chatroomPublishPerSecond": 7}"#.utf8)).chatroomPublishPerSecond == 7)
-        config.chatroomPublishPerSecond = -1
+        #expect(config.serverAPI.chatroomPublishPerSecond == 250)
+        #expect(try JSONDecoder().decode(ServerConfig.self, from: Data(#"{"chatroomPublishPerSecond": 7}"#.utf8)).serverAPI.chatroomPublishPerSecond == 7)
+        config.serverAPI.chatroomPublishPerSecond = -1
         #expect(throws: IMError.self) { try config.validate() }
     }
 
@@ -313,7 +313,7 @@ struct ServerAPIChatroomTests {
 
     @Test("whole-room mute with its whitelist, ban/query and ban/check, and the global mute in every room")
     func mutes() async throws {
-        try await withTestServer(try await TestServer.start { $0.chatroomMultipleRooms = true }) { server in
+        try await withTestServer(try await TestServer.start { $0.chatrooms.multipleRooms = true }) { server in
             let api = server.api
             let ann = try await RoomClient.connect(server, "ann")
             let bob = try await RoomClient.connect(server, "bob")
@@ -519,7 +519,7 @@ struct ServerAPIChatroomTests {
             let unchanged = try await api.post("/chatroom/entry/query.json", form: ["chatroomId": "room"]).1["keys"] as? [[String: Any]]
             #expect(unchanged?.map { $0["key"] as? String } == ["a", "annKey", "b", "k2"])
 
-            try await withTestServer(try await TestServer.start { $0.chatroomEntriesEnabled = false }) { off in
+            try await withTestServer(try await TestServer.start { $0.chatrooms.entriesEnabled = false }) { off in
                 _ = try await off.api.post("/chatroom/create.json", rawForm: "chatroom[room]=room")
                 #expect(try await Self.code(off, "/chatroom/entry/set.json", "chatroomId=room&userId=admin&key=k&value=v") == 23426)
                 #expect(try await Self.code(off, "/chatroom/entry/query.json", "chatroomId=room") == 23426)

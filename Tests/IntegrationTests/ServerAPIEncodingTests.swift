@@ -54,7 +54,7 @@ struct ServerAPIEncodingTests {
     @Test("a timestamp window, when turned on, refuses stale calls in seconds and in ms")
     func timestampWindow() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.apiTimestampWindowSeconds = 300 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.serverAPI.timestampWindowSeconds = 300 }) { server in
             #expect(try await raw(server, "/user/checkOnline.json", headers: signed(server, nonce: "1", timestamp: "1800000000"), body: "userId=u").0 == 200)
             #expect(try await raw(server, "/user/checkOnline.json", headers: signed(server, nonce: "1", timestamp: "1800000000000"), body: "userId=u").0 == 200)
             let (stale, body, _) = try await raw(server, "/user/checkOnline.json", headers: signed(server, nonce: "1", timestamp: "1799999000"), body: "userId=u")
@@ -105,7 +105,7 @@ struct ServerAPIEncodingTests {
     @Test("calls per endpoint per second are limited (1008 / 429) and the limit resets each second")
     func callRateLimit() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.apiCallsPerSecond = 3 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.serverAPI.callsPerSecond = 3 }) { server in
             var statuses: [Int] = []
             for _ in 0..<4 { statuses.append(try await server.api.post("/user/checkOnline.json", form: ["userId": "u"]).0) }
             #expect(statuses == [200, 200, 200, 429])

@@ -37,7 +37,7 @@ struct ServerAPIGroupTests {
 
     @Test("the member limit: a join that would pass it adds nobody and gets 1002")
     func memberLimit() async throws {
-        try await withTestServer(try await TestServer.start { $0.maxGroupMembers = 3 }) { server in
+        try await withTestServer(try await TestServer.start { $0.groups.maxMembers = 3 }) { server in
             _ = try await server.api.post("/group/create.json", form: ["userId": "a,b", "groupId": "g"])
             let (status, body) = try await server.api.post("/group/join.json", form: ["userId": "c,d", "groupId": "g"])
             #expect(status == 400 && body["code"] as? Int == 1002)

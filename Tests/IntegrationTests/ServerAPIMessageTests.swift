@@ -187,7 +187,7 @@ struct ServerAPIMessageTests {
     @Test("private publish is limited per app per minute; the refused call sends nothing")
     func publishRateLimit() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.privatePublishPerMinute = 5 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.serverAPI.privatePublishPerMinute = 5 }) { server in
             let form = ["fromUserId": "ann", "toUserId": "a,b,c", "objectName": "RC:TxtMsg", "content": "{}"]
             let (first, _) = try await server.api.post("/message/private/publish.json", form: form)
             #expect(first == 200)

@@ -181,7 +181,7 @@ struct ServerAPIUltraGroupTests {
 
     @Test("mutes: a muted member's send fails with 24408; whole-channel mute and its whitelist; the queries")
     func mutes() async throws {
-        try await withTestServer(try await TestServer.start { $0.clientSendsPerSecond = 1000 }) { server in
+        try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 1000 }) { server in
             let api = server.api
             _ = try await api.post("/ultragroup/create.json", form: ["userId": "ann", "groupId": "g", "groupName": "G"])
             _ = try await api.post("/ultragroup/join.json", form: ["userId": "bob", "groupId": "g"])
@@ -328,7 +328,7 @@ struct ServerAPIUltraGroupTests {
     @Test("publish is limited per app per second")
     func publishRate() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.ultraGroupPublishPerSecond = 4 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.serverAPI.ultraGroupPublishPerSecond = 4 }) { server in
             for id in ["g1", "g2", "g3"] {
                 _ = try await server.api.post("/ultragroup/create.json", form: ["userId": "ann", "groupId": id, "groupName": id])
             }

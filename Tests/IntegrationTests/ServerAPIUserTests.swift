@@ -107,7 +107,7 @@ struct ServerAPIUserTests {
 
     @Test("whitelist mode: only whitelisted senders reach the owner, others get 407; blacklists do not apply")
     func whitelistMode() async throws {
-        try await withTestServer(try await TestServer.start { $0.userWhitelistMode = true }) { server in
+        try await withTestServer(try await TestServer.start { $0.moderation.userWhitelistMode = true }) { server in
             let ann = try await server.connectedClient("ann")
             let bob = try await server.connectedClient("bob")
             let carol = try await server.connectedClient("carol")

@@ -15,7 +15,7 @@ struct ServiceTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-service-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         var config = ServerConfig()
-        config.dataDir = directory.path
+        config.storage.dataDir = directory.path
         configure(&config)
         var logger = Logger(label: "service-test")
         logger.logLevel = .warning
@@ -27,7 +27,7 @@ struct ServiceTests {
 
     @Test("a group join past the member limit is refused with 1002 and its words, adds nobody, and publishes no membership change")
     func groupLimit() async throws {
-        try await Self.withCore(configure: { $0.maxGroupMembers = 2 }) { core, appId in
+        try await Self.withCore(configure: { $0.groups.maxMembers = 2 }) { core, appId in
             let events = core.events.subscribe()
             #expect(try await core.groups.join(appId: appId, groupId: "g", name: "g", userIds: ["a", "b"]) == .joined(memberCount: 2))
             let outcome = try await core.groups.join(appId: appId, groupId: "g", name: nil, userIds: ["c", "d"])

@@ -25,7 +25,7 @@ struct SystemBroadcastScaleTests {
 
     @Test("online users get each broadcast live exactly once, offline users at their next connect, another app's users nothing")
     func thousandUsers() async throws {
-        try await withTestServer(try await TestServer.start { config in config.apiCallsPerSecond = 0 }) { server in
+        try await withTestServer(try await TestServer.start { config in config.serverAPI.callsPerSecond = 0 }) { server in
             let users = (0..<1000).map { "user\($0)" }
             let online = Array(users.prefix(150)), offline = Array(users.dropFirst(150))
             // Every user is registered through the Server API, as an app server does; 150 connect.

@@ -154,7 +154,7 @@ struct SystemConversationTests {
                 #expect(got == status && reply["code"] as? Int == code, "\(body): \(reply)")
             }
             // Over the system-message rate: refused whole.
-            try await withTestServer(try await TestServer.start { $0.systemPublishPerSecond = 1 }) { limited in
+            try await withTestServer(try await TestServer.start { $0.serverAPI.systemPublishPerSecond = 1 }) { limited in
                 for user in ["x1", "x2"] { _ = try await limited.api.post("/user/tag/set.json", json: ["userId": user, "tags": ["t"]]) }
                 let (over, overBody) = try await limited.api.post("/push.json", json: Self.push(["tag": ["t"]], "too many"))
                 #expect(over == 429 && overBody["code"] as? Int == 1008 && (overBody["errorMessage"] as? String)?.contains("2 users") == true)
@@ -224,8 +224,8 @@ struct SystemConversationTests {
     func offlineRetention() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
         try await withTestServer(try await TestServer.start(clock: clock) { config in
-            config.systemOfflineRetentionDays = 1
-            config.offlineRetentionDays = 7
+            config.messaging.systemOfflineRetentionDays = 1
+            config.messaging.offlineRetentionDays = 7
         }) { server in
             let alice = try await server.connectedClient("alice")
             try await Self.publish(server, to: ["carol"], "expires")
@@ -246,8 +246,8 @@ struct SystemConversationTests {
             // And the other way round: system messages kept longer than private ones.
             let clock2 = ManualClock(milliseconds: 1_800_000_000_000)
             try await withTestServer(try await TestServer.start(clock: clock2) { config in
-                config.systemOfflineRetentionDays = 7
-                config.offlineRetentionDays = 1
+                config.messaging.systemOfflineRetentionDays = 7
+                config.messaging.offlineRetentionDays = 1
             }) { other in
                 let ann = try await other.connectedClient("ann")
                 _ = try await ann.sendMessage(.private, targetId: "dan", content: TextMessage(content: "private, expires"))
@@ -263,16 +263,16 @@ struct SystemConversationTests {
     @Test("systemOfflineRetentionDays comes from the environment and the config file, and 0 or 8 days are refused")
     func retentionSetting() throws {
         var config = ServerConfig()
-        #expect(config.systemOfflineRetentionDays == 7)
+        #expect(config.messaging.systemOfflineRetentionDays == 7)
         try config.apply(environment: ["IMSERVER_SYSTEM_OFFLINE_RETENTION_DAYS": "2"])
-        #expect(config.systemOfflineRetentionDays == 2 && config.offlineRetentionDays == 7)
+        #expect(config.messaging.systemOfflineRetentionDays == 2 && config.messaging.offlineRetentionDays == 7)
         try config.validate()
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: file) }
         try Data(#"{"systemOfflineRetentionDays": 3}"#.utf8).write(to: file)
-        #expect(try ServerConfig.load(file: file.path).systemOfflineRetentionDays == 3)
+        #expect(try ServerConfig.load(file: file.path).messaging.systemOfflineRetentionDays == 3)
         for days in [0, 8] {
-            config.systemOfflineRetentionDays = days
+            config.messaging.systemOfflineRetentionDays = days
             #expect {
                 try config.validate()
             } throws: { error in

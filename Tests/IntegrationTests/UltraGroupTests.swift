@@ -352,7 +352,7 @@ struct UltraGroupTests {
 
     @Test("a device away through more modifications than one summary lists gets them all, a page at a time")
     func modificationPaging() async throws {
-        try await withTestServer(try await TestServer.start { $0.clientSendsPerSecond = 100_000 }) { server in
+        try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 100_000 }) { server in
             try await Self.group(server, "ug8", ["alice", "carol"])
             let (alice, _) = try await Self.member(server, "alice")
             let (carol, carolInbox) = try await Self.member(server, "carol")
@@ -376,7 +376,7 @@ struct UltraGroupTests {
     @Test("modifications of 5 MB in one millisecond reach a device away in summaries that each fit the frame budget")
     func modificationsInOneMillisecond() async throws {
         let clock = ManualClock()
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.clientSendsPerSecond = 100_000 }) { server in
+        try await withTestServer(try await TestServer.start(clock: clock) { $0.session.clientSendsPerSecond = 100_000 }) { server in
             try await Self.group(server, "ug9", ["alice", "carol"])
             let (alice, _) = try await Self.member(server, "alice")
             let (carol, carolInbox) = try await Self.member(server, "carol")

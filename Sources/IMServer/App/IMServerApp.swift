@@ -35,10 +35,10 @@ public struct IMServerApp: Sendable {
         }
         let config = core.config
         let wsConfig = WebSocketServerConfiguration(maxFrameSize: FrameCodec.maxFrameBytes, autoPing: .disabled,
-                                                    closeTimeout: .seconds(config.closeTimeoutSeconds))
+                                                    closeTimeout: .seconds(config.network.closeTimeoutSeconds))
         let http1 = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [HTTPRequestTimeoutHandler(timeout: .seconds(Int64(config.httpRequestTimeoutSeconds)))],
-            idleTimeout: .seconds(Int64(config.httpIdleTimeoutSeconds)))
+            additionalChannelHandlers: [HTTPRequestTimeoutHandler(timeout: .seconds(Int64(config.network.httpRequestTimeoutSeconds)))],
+            idleTimeout: .seconds(Int64(config.network.httpIdleTimeoutSeconds)))
         let webSocketResponder = router.buildResponder()
         let addresses = core.addressConnections
         // Every connection passes the guard first (per-address limit, first-request deadline).
@@ -46,12 +46,12 @@ public struct IMServerApp: Sendable {
             GuardedChildChannel(
                 inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
                                                     configuration: .init(http1: http1, ws: wsConfig)),
-                addresses: addresses, firstRequestTimeout: .seconds(Int64(config.httpIdleTimeoutSeconds)))
+                addresses: addresses, firstRequestTimeout: .seconds(Int64(config.network.httpIdleTimeoutSeconds)))
         }
         return Application(
             router: router,
             server: server,
-            configuration: .init(address: .hostname(core.config.host, port: core.config.port), serverName: "imserver",
+            configuration: .init(address: .hostname(core.config.network.host, port: core.config.network.port), serverName: "imserver",
                                  backlog: Self.listenBacklog),
             services: [HeartbeatSweeper(core: core), ChatroomSweeper(core: core)],
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },

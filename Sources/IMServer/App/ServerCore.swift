@@ -38,7 +38,7 @@ public final class ServerCore: Sendable {
         self.clock = clock
         self.logger = logger
         self.apps = AppRegistry(store: store)
-        self.addressConnections = AddressConnections(limit: config.maxConnectionsPerAddress)
+        self.addressConnections = AddressConnections(limit: config.network.maxConnectionsPerAddress)
         let rosters = GroupRosters(store: store, registry: registry)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry)
         let bus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)
@@ -53,7 +53,7 @@ public final class ServerCore: Sendable {
             }
         }
         self.archive = MessageArchive(store: store)
-        self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.userWhitelistMode)
+        self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.moderation.userWhitelistMode)
         self.sensitiveWords = SensitiveWordFilter(store: store)
         self.apiLimits = APIRateLimiter(clock: clock)
         self.chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger)
@@ -76,20 +76,20 @@ public final class ServerCore: Sendable {
     public func prepare() async throws -> AppRecord {
         try await apps.load()
         let now = clock.nowMilliseconds()
-        if let key = config.appKey {
+        if let key = config.developmentApp.key {
             let existing = apps.app(key: key)
-            let secret = config.appSecret ?? existing?.appSecret ?? AppRegistry.randomCredential(length: 16)
+            let secret = config.developmentApp.secret ?? existing?.appSecret ?? AppRegistry.randomCredential(length: 16)
             if let existing, existing.appSecret == secret { return existing }
             return try await apps.upsert(appKey: key, appSecret: secret, name: existing?.name ?? "development", now: now)
         }
         if let first = apps.all.first {
-            if let secret = config.appSecret, secret != first.appSecret {
+            if let secret = config.developmentApp.secret, secret != first.appSecret {
                 return try await apps.upsert(appKey: first.appKey, appSecret: secret, name: first.name, now: now)
             }
             return first
         }
         return try await apps.upsert(appKey: AppRegistry.randomCredential(length: 13),
-                                     appSecret: config.appSecret ?? AppRegistry.randomCredential(length: 16),
+                                     appSecret: config.developmentApp.secret ?? AppRegistry.randomCredential(length: 16),
                                      name: "development", now: now)
     }
 
@@ -124,7 +124,7 @@ public final class ServerCore: Sendable {
     /// Drops sessions silent for three heartbeat intervals (dead peers). Returns how many.
     @discardableResult
     public func sweepIdleSessions() -> Int {
-        let deadline = clock.nowMilliseconds() - Int64(config.heartbeatIntervalSeconds) * 3000
+        let deadline = clock.nowMilliseconds() - Int64(config.session.heartbeatIntervalSeconds) * 3000
         var dropped = 0
         for session in registry.allSessions() where session.lastSeen() < deadline {
             session.close()

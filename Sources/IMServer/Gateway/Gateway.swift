@@ -31,10 +31,10 @@ struct Gateway: Sendable {
         // then drops the TCP connection (`closeSoon`), so a peer that never answers, or never
         // reads, holds nothing.
         channel.markWebSocketSession()
-        let grace = TimeAmount.seconds(Int64(core.config.closeTimeoutSeconds))
+        let grace = TimeAmount.seconds(Int64(core.config.network.closeTimeoutSeconds))
         let handshake = HandshakeGuard()
         let timeout = Task.detached { [core] in
-            try await Task.sleep(for: .seconds(core.config.handshakeTimeoutSeconds))
+            try await Task.sleep(for: .seconds(core.config.session.handshakeTimeoutSeconds))
             if handshake.expire() {
                 await Self.closing(channel, grace: grace) {
                     try? await outbound.close(.policyViolation, reason: "no CONNECT frame in time")
@@ -141,8 +141,8 @@ struct Gateway: Sendable {
         let session = ClientSession(
             id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
-            outbound: try await SessionOutbound.attach(to: channel, maxQueuedBytes: core.config.maxQueuedBytesPerConnection),
-            maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.maxQueuedBytesPerConnection))
+            outbound: try await SessionOutbound.attach(to: channel, maxQueuedBytes: core.config.network.maxQueuedBytesPerConnection),
+            maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.network.maxQueuedBytesPerConnection))
         let displaced = try core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block committed while this connect was being checked must not leave the user online.
         if try await core.store.userAccess(appId: app.id, userId: claims.userId).blockedUntil > core.clock.nowMilliseconds() {
@@ -157,7 +157,7 @@ struct Gateway: Sendable {
         reply.userID = claims.userId
         reply.serverTime = core.clock.nowMilliseconds()
         reply.sessionID = session.id
-        reply.heartbeatIntervalMs = Int32(core.config.heartbeatIntervalSeconds * 1000)
+        reply.heartbeatIntervalMs = Int32(core.config.session.heartbeatIntervalSeconds * 1000)
         session.send(try FrameCodec.reply(to: frame, reply))
         return session
     }

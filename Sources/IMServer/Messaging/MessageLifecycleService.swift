@@ -43,7 +43,7 @@ public final class MessageLifecycleService: Sendable {
         guard TextLength.bytes(request.pushContent) <= MessageFieldLimits.maxPushContentBytes else {
             throw IMError(.invalidParameter, "pushContent is \(TextLength.bytes(request.pushContent)) bytes; at most \(MessageFieldLimits.maxPushContentBytes) are allowed")
         }
-        let window = config.recallWindowSeconds > 0 ? Int64(config.recallWindowSeconds) * 1000 : nil
+        let window = config.messaging.recallWindowSeconds > 0 ? Int64(config.messaging.recallWindowSeconds) * 1000 : nil
         if type == .chatroom {
             let outcome = try await chatrooms.recall(appId: session.appId, operatorId: session.userId, roomId: request.targetID,
                                                      uid: request.messageUid, isAdmin: false, window: window, origin: session.origin)

@@ -47,8 +47,8 @@ public final class MessageService: Sendable {
     /// Handles SEND_MESSAGE from a session.
     func send(_ request: Im_SendMessageRequest, from session: ClientSession) async throws -> Im_SendMessageReply {
         let message = try validate(request, from: session)
-        guard session.admitSend(now: clock.nowMilliseconds(), perSecond: config.clientSendsPerSecond) else {
-            throw IMError(.sendRateTooHigh, "more than \(config.clientSendsPerSecond) messages per second from this client: wait a second before sending again, or send in bulk through the Server API")
+        guard session.admitSend(now: clock.nowMilliseconds(), perSecond: config.session.clientSendsPerSecond) else {
+            throw IMError(.sendRateTooHigh, "more than \(config.session.clientSendsPerSecond) messages per second from this client: wait a second before sending again, or send in bulk through the Server API")
         }
         if message.conversationType == .chatroom {
             return try await sendToChatroom(message, from: session)

@@ -26,10 +26,10 @@ public final class SyncService: Sendable {
     /// (its watermark still covers them, so they are never offered again).
     func page(_ request: Im_SyncRequest, for session: ClientSession) async throws -> Im_SyncReply {
         try WireNumbers.checkWatermark(request.since, field: "since")
-        let limit = request.limit > 0 ? min(Int(request.limit), config.syncPageSize) : config.syncPageSize
+        let limit = request.limit > 0 ? min(Int(request.limit), config.messaging.syncPageSize) : config.messaging.syncPageSize
         let now = clock.nowMilliseconds()
-        let oldest = now - Int64(config.offlineRetentionDays) * 86_400_000
-        let oldestSystem = now - Int64(config.systemOfflineRetentionDays) * 86_400_000
+        let oldest = now - Int64(config.messaging.offlineRetentionDays) * 86_400_000
+        let oldestSystem = now - Int64(config.messaging.systemOfflineRetentionDays) * 86_400_000
         let page = try await store.syncPage(appId: session.appId, userId: session.userId,
                                             after: request.since, minSentTime: min(oldest, oldestSystem), limit: limit,
                                             maxBytes: FrameBudget.bytes)

@@ -38,8 +38,8 @@ extension ChatroomService {
         let now = clock.nowMilliseconds()
         return try state.withLock { state in
             let new = Set(rooms.map(\.id).filter { state.rooms[ChatroomRoom.Key(appId: appId, roomId: $0)] == nil })
-            if config.chatroomMaxRooms > 0, state.roomCounts[appId, default: 0] + new.count > config.chatroomMaxRooms {
-                throw IMError(.apiBadParameter, "the app would have more than \(config.chatroomMaxRooms) chatrooms, the most this server allows (chatroomMaxRooms): destroy rooms first; none was created")
+            if config.chatrooms.maxRooms > 0, state.roomCounts[appId, default: 0] + new.count > config.chatrooms.maxRooms {
+                throw IMError(.apiBadParameter, "the app would have more than \(config.chatrooms.maxRooms) chatrooms, the most this server allows (chatroomMaxRooms): destroy rooms first; none was created")
             }
             var created: [String] = []
             for (id, name) in rooms {
@@ -49,7 +49,7 @@ extension ChatroomService {
                     apply(rule, to: existing)
                     continue
                 }
-                let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatroomIdleDestroyMinutes)
+                let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatrooms.idleDestroyMinutes)
                 apply(rule, to: room)
                 state.insert(room)
                 created.append(id)
@@ -62,7 +62,7 @@ extension ChatroomService {
         switch rule {
         case .whenIdle(let minutes):
             room.destroyAt = nil
-            room.idleDestroyMinutes = minutes ?? config.chatroomIdleDestroyMinutes
+            room.idleDestroyMinutes = minutes ?? config.chatrooms.idleDestroyMinutes
         case .atTime(let minutes):
             room.destroyAt = room.createdAt + Int64(minutes) * 60_000
         }
@@ -128,17 +128,17 @@ extension ChatroomService {
             let existing = state.rooms[key]
             let newcomers = Set(userIds).filter { existing?.members[$0] == nil }.count
             let count = existing?.members.count ?? 0
-            if config.chatroomMaxMembers > 0, count + newcomers > config.chatroomMaxMembers {
-                throw IMError(.chatroomFull, "chatroom \(roomId) would have \(count + newcomers) members, more than this server allows (chatroomMaxMembers \(config.chatroomMaxMembers)); nobody was added")
+            if config.chatrooms.maxMembers > 0, count + newcomers > config.chatrooms.maxMembers {
+                throw IMError(.chatroomFull, "chatroom \(roomId) would have \(count + newcomers) members, more than this server allows (chatroomMaxMembers \(config.chatrooms.maxMembers)); nobody was added")
             }
             let room: ChatroomRoom
             if let existing {
                 room = existing
             } else {
-                guard state.mayCreateRoom(appId: appId, limit: config.chatroomMaxRooms) else {
-                    throw IMError(.apiBadParameter, "chatroom \(roomId) does not exist and the app has \(config.chatroomMaxRooms) chatrooms, the most this server allows (chatroomMaxRooms): destroy rooms first")
+                guard state.mayCreateRoom(appId: appId, limit: config.chatrooms.maxRooms) else {
+                    throw IMError(.apiBadParameter, "chatroom \(roomId) does not exist and the app has \(config.chatrooms.maxRooms) chatrooms, the most this server allows (chatroomMaxRooms): destroy rooms first")
                 }
-                room = ChatroomRoom(key: key, name: roomId, now: now, idleDestroyMinutes: config.chatroomIdleDestroyMinutes)
+                room = ChatroomRoom(key: key, name: roomId, now: now, idleDestroyMinutes: config.chatrooms.idleDestroyMinutes)
                 state.insert(room)
             }
             for userId in userIds where room.members[userId] == nil {
@@ -216,9 +216,9 @@ extension ChatroomService {
             }
             return destroyed
         }
-        if config.chatroomHistoryEnabled {
+        if config.chatrooms.historyEnabled {
             do {
-                try await store.pruneChatroomHistory(before: now - Int64(config.chatroomHistoryRetentionDays) * 86_400_000)
+                try await store.pruneChatroomHistory(before: now - Int64(config.chatrooms.historyRetentionDays) * 86_400_000)
             } catch {
                 logger.warning("old chatroom history could not be pruned", metadata: ["error": "\(error)"])
             }

@@ -32,7 +32,7 @@ extension ChatroomService {
             await publishQueued(room)
             // Decided under the lock: a push queued after this task stops starts a new task.
             let next = state.withLock { _ -> SweepStep?? in
-                if let step = Self.nextStep(room, size: config.chatroomSweepStep) { return .some(step) }
+                if let step = Self.nextStep(room, size: config.chatrooms.sweepStep) { return .some(step) }
                 guard room.pending.isEmpty else { return .some(nil) }
                 room.delivering = false
                 return nil

@@ -135,7 +135,7 @@ extension ChatroomService {
     }
 
     private func checkEntriesEnabled() throws {
-        guard config.chatroomEntriesEnabled else {
+        guard config.chatrooms.entriesEnabled else {
             throw IMError(.chatroomEntriesDisabled, "chatroom attributes are turned off on this server: its operator can set chatroomEntriesEnabled")
         }
     }

@@ -111,29 +111,29 @@ public final class ChatroomService: Sendable {
             // Joins are limited per connection; a client's automatic rejoin of a room that still
             // exists (after a reconnect, every room at once) is not charged.
             if existing == nil || !request.rejoin,
-               !session.admitChatroomJoin(now: now, perSecond: config.chatroomJoinsPerSecond) {
-                throw IMError(.callFrequencyExceeded, "more than \(config.chatroomJoinsPerSecond) chatroom joins per second from this client: wait a second before joining again")
+               !session.admitChatroomJoin(now: now, perSecond: config.chatrooms.joinsPerSecond) {
+                throw IMError(.callFrequencyExceeded, "more than \(config.chatrooms.joinsPerSecond) chatroom joins per second from this client: wait a second before joining again")
             }
             if existing == nil && request.mustExist {
                 throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist: use joinChatRoom to create it, or create it through the Server API")
             }
-            if existing == nil, !state.mayCreateRoom(appId: session.appId, limit: config.chatroomMaxRooms) {
-                throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist and cannot be created: the app has \(config.chatroomMaxRooms) chatrooms, the most this server allows (chatroomMaxRooms); join an existing room")
+            if existing == nil, !state.mayCreateRoom(appId: session.appId, limit: config.chatrooms.maxRooms) {
+                throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist and cannot be created: the app has \(config.chatrooms.maxRooms) chatrooms, the most this server allows (chatroomMaxRooms); join an existing room")
             }
-            if let existing, existing.members[session.userId] == nil, config.chatroomMaxMembers > 0,
-               existing.members.count >= config.chatroomMaxMembers {
+            if let existing, existing.members[session.userId] == nil, config.chatrooms.maxMembers > 0,
+               existing.members.count >= config.chatrooms.maxMembers {
                 throw IMError(.chatroomFull, "chatroom \(roomId) has \(existing.members.count) members, the most this server allows (chatroomMaxMembers)")
             }
             let held = existing?.members[session.userId]?.seats[session.deviceId]
             let userKey = UserKey(appId: session.appId, userId: session.userId)
-            if request.rejoin, held == nil, !config.chatroomMultipleRooms,
+            if request.rejoin, held == nil, !config.chatrooms.multipleRooms,
                state.userRooms[userKey]?.contains(where: { $0 != key }) == true {
                 // Removed while away because the user joined another room: an automatic rejoin
                 // must not take the user out of that one.
                 throw IMError(.notInChatroom, "user \(session.userId) joined another chatroom meanwhile and is no longer in \(roomId)")
             }
             let room = existing ?? createRoom(key, name: roomId, now: now, in: &state)
-            if !config.chatroomMultipleRooms {
+            if !config.chatrooms.multipleRooms {
                 leaveOtherRooms(userId: session.userId, appId: session.appId, except: key, now: now, in: &state)
             }
             let seatKey = ChatroomRoom.SeatKey(userId: session.userId, deviceId: session.deviceId)
@@ -180,7 +180,7 @@ public final class ChatroomService: Sendable {
     }
 
     private func createRoom(_ key: ChatroomRoom.Key, name: String, now: Int64, in state: inout State) -> ChatroomRoom {
-        let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatroomIdleDestroyMinutes)
+        let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatrooms.idleDestroyMinutes)
         state.insert(room)
         logger.debug("chatroom created", metadata: ["room": "\(key.roomId)", "session": "\(room.sessionId)"])
         return room
@@ -261,7 +261,7 @@ public final class ChatroomService: Sendable {
 
     private func accept(_ message: StoredMessage, origin: Origin, seatOf session: ClientSession?) async throws -> (message: StoredMessage, discarded: Bool) {
         let key = ChatroomRoom.Key(appId: message.appId, roomId: message.targetId)
-        let keep = config.chatroomHistoryEnabled && message.isInHistory
+        let keep = config.chatrooms.historyEnabled && message.isInHistory
         let signal = keep ? CommitSignal() : nil
         let now = clock.nowMilliseconds()
         let (stamped, discarded) = try state.withLock { state -> (StoredMessage, Bool) in
@@ -424,7 +424,7 @@ public final class ChatroomService: Sendable {
 
     /// CHATROOM_HISTORY: a page of the room's stored history (only when the server keeps it).
     func history(_ request: Im_ChatroomHistoryRequest, from session: ClientSession) async throws -> Im_ChatroomHistoryReply {
-        guard config.chatroomHistoryEnabled else {
+        guard config.chatrooms.historyEnabled else {
             throw IMError(.chatroomHistoryDisabled, "this server does not keep chatroom history: its operator can turn on chatroomHistoryEnabled")
         }
         guard ChatroomLimits.historyCountRange.contains(Int(request.count)) else {
@@ -434,7 +434,7 @@ public final class ChatroomService: Sendable {
             throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(request.roomID)) is invalid")
         }
         try checkMember(session, roomId: request.roomID)
-        let minTime = clock.nowMilliseconds() - Int64(config.chatroomHistoryRetentionDays) * 86_400_000
+        let minTime = clock.nowMilliseconds() - Int64(config.chatrooms.historyRetentionDays) * 86_400_000
         let page = try await store.chatroomHistory(appId: session.appId, roomId: request.roomID, recordTime: request.recordTime,
                                                    count: Int(request.count), ascending: request.ascending, minSentTime: minTime,
                                                    maxBytes: Self.frameBudgetBytes)
@@ -461,7 +461,7 @@ public final class ChatroomService: Sendable {
         try await loadSettings(appId: appId)
         let key = ChatroomRoom.Key(appId: appId, roomId: roomId)
         let remembered = state.withLock { $0.rooms[key]?.recent.first { $0.uid == uid } }
-        let stored = remembered == nil && config.chatroomHistoryEnabled ? try await store.chatroomMessage(appId: appId, uid: uid) : nil
+        let stored = remembered == nil && config.chatrooms.historyEnabled ? try await store.chatroomMessage(appId: appId, uid: uid) : nil
         guard let original = remembered ?? stored, original.targetId == roomId,
               original.objectName != RecallNotificationMessage.objectName else {
             throw IMError(.recallParameterInvalid, "no recallable message \(uid) in chatroom \(roomId): only the room's latest 50 messages (or its stored history) can be recalled")
@@ -475,7 +475,7 @@ public final class ChatroomService: Sendable {
         }
         let notification = try RecallNotificationMessage(operatorId: operatorId, recallTime: now, originalObjectName: original.objectName,
                                                          isAdmin: isAdmin, extra: extra).encode()
-        if config.chatroomHistoryEnabled {
+        if config.chatrooms.historyEnabled {
             try await store.replaceChatroomMessage(appId: appId, uid: uid, objectName: RecallNotificationMessage.objectName, content: notification)
         }
         let command = RecallCommandMessage(messageUId: uid, conversationType: ConversationType.chatroom.rawValue, targetId: roomId,

@@ -41,8 +41,8 @@ public final class GroupService: Sendable {
     /// Adds members, all or none (see `GroupStore.joinGroup`).
     func join(appId: Int64, groupId: String, name: String?, userIds: [String]) async throws -> GroupJoinOutcome {
         let outcome = try await rosters.changing(appId: appId, groupIds: [groupId]) {
-            try await store.joinGroup(appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: config.maxGroupMembers,
-                                      preJoinHistory: config.groupPreJoinHistory, now: clock.nowMilliseconds())
+            try await store.joinGroup(appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: config.groups.maxMembers,
+                                      preJoinHistory: config.groups.preJoinHistory, now: clock.nowMilliseconds())
         }
         if case .joined = outcome, !userIds.isEmpty {
             await membershipChanged(appId: appId, groupId: groupId, joined: userIds)
@@ -66,8 +66,8 @@ public final class GroupService: Sendable {
     /// Makes the user a member of exactly these groups.
     func sync(appId: Int64, userId: String, groups: [(id: String, name: String)]) async throws {
         let left = try await rosters.changing(appId: appId, groupIds: groups.map(\.id)) {
-            try await store.syncGroups(appId: appId, userId: userId, groups: groups, maxMembers: config.maxGroupMembers,
-                                       preJoinHistory: config.groupPreJoinHistory, now: clock.nowMilliseconds())
+            try await store.syncGroups(appId: appId, userId: userId, groups: groups, maxMembers: config.groups.maxMembers,
+                                       preJoinHistory: config.groups.preJoinHistory, now: clock.nowMilliseconds())
         }
         rosters.changed(appId: appId, groupIds: left)
         for group in groups { await membershipChanged(appId: appId, groupId: group.id, joined: [userId]) }

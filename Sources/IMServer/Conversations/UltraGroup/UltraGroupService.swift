@@ -257,12 +257,12 @@ public final class UltraGroupService: Sendable {
     /// Where `member` reads `channel` from: after their joining (unless the app shows pre-join
     /// history), and after the group and the channel were created.
     func readsAfter(_ roster: UltraGroupRosterRecord, _ channel: UltraGroupChannelRecord, _ member: UltraGroupRosterRecord.Member) -> UInt64 {
-        max(config.ultraGroupPreJoinHistory ? 0 : member.joinedSeq, roster.createdSeq, channel.createdSeq)
+        max(config.ultraGroups.preJoinHistory ? 0 : member.joinedSeq, roster.createdSeq, channel.createdSeq)
     }
 
     /// The oldest sentTime kept in ultra group history.
     private func historyFloor() -> Int64 {
-        clock.nowMilliseconds() - Int64(config.ultraGroupHistoryRetentionDays) * 86_400_000
+        clock.nowMilliseconds() - Int64(config.ultraGroups.historyRetentionDays) * 86_400_000
     }
 
     /// Every channel the user sees in each of their ultra groups, with its last message, unread and

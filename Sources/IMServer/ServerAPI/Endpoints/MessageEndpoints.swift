@@ -205,8 +205,8 @@ extension ServerAPI {
     /// The rate rules a publish of `count` messages is charged against.
     private func admitPublish(_ call: APICall, type: ConversationType, count: Int) throws {
         let rule = type == .system
-            ? APIRateLimiter.Rule(name: "system messages", limit: core.config.systemPublishPerSecond, windowMilliseconds: 1000)
-            : APIRateLimiter.Rule(name: "private messages", limit: core.config.privatePublishPerMinute, windowMilliseconds: 60_000)
+            ? APIRateLimiter.Rule(name: "system messages", limit: core.config.serverAPI.systemPublishPerSecond, windowMilliseconds: 1000)
+            : APIRateLimiter.Rule(name: "private messages", limit: core.config.serverAPI.privatePublishPerMinute, windowMilliseconds: 60_000)
         try core.apiLimits.admit(appId: call.app.id, cost: count, rules: [rule])
     }
 
@@ -337,7 +337,7 @@ extension ServerAPI {
         guard try await core.archive.hasLog(appId: call.app.id, hour: text, start: start) else { return ["url": "", "date": text] }
         let file = "\(text).jsonl"
         let expires = core.clock.nowMilliseconds() / 1000 + Self.logLinkLifetimeSeconds
-        let base = core.config.publicURL ?? call.baseURL
+        let base = core.config.serverAPI.publicURL ?? call.baseURL
         return ["url": "\(base)/message-logs/\(call.app.appKey)/\(file)?expires=\(expires)&sig=\(Self.logSignature(app: call.app, file: file, expires: expires))", "date": text]
     }
 

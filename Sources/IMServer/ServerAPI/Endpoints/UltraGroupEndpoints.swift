@@ -534,7 +534,7 @@ extension ServerAPI {
     }
 
     private func ultraGroupHistoryFloor() -> Int64 {
-        core.clock.nowMilliseconds() - Int64(core.config.ultraGroupHistoryRetentionDays) * 86_400_000
+        core.clock.nowMilliseconds() - Int64(core.config.ultraGroups.historyRetentionDays) * 86_400_000
     }
 
     // MARK: handlers
@@ -596,7 +596,7 @@ extension ServerAPI {
         message.directedUserIds = try ultraGroupUsers(call, "toUserIds")
         try checkMentioned(call, content: content)
         try core.apiLimits.admit(appId: call.app.id, cost: groupIds.count, rules: [
-            APIRateLimiter.Rule(name: "ultra group messages", limit: core.config.ultraGroupPublishPerSecond, windowMilliseconds: 1000),
+            APIRateLimiter.Rule(name: "ultra group messages", limit: core.config.serverAPI.ultraGroupPublishPerSecond, windowMilliseconds: 1000),
         ])
         let sent = try await core.ultraGroups.publish(message, toGroups: groupIds)
         return ["messageUIDs": sent.map { ["groupId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]

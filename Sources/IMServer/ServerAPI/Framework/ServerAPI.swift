@@ -54,9 +54,9 @@ struct ServerAPI: Sendable {
             let parameters = try await parameters(of: request)
             for param in endpoint.params { try param.check(parameters) }
             try core.apiLimits.admit(appId: app.id, cost: 1, rules: [
-                APIRateLimiter.Rule(name: endpoint.path, limit: core.config.apiCallsPerSecond, windowMilliseconds: 1000),
+                APIRateLimiter.Rule(name: endpoint.path, limit: core.config.serverAPI.callsPerSecond, windowMilliseconds: 1000),
             ])
-            let host = request.head.authority ?? "\(core.config.host):\(core.config.port)"
+            let host = request.head.authority ?? "\(core.config.network.host):\(core.config.network.port)"
             let fields = try await endpoint.handler(APICall(app: app, parameters: parameters, baseURL: "http://\(host)"))
             return APIResponse.success(fields)
         } catch let error as APIError {
@@ -84,7 +84,7 @@ struct ServerAPI: Sendable {
         guard constantTimeEqual(signature.lowercased(), expected) else {
             throw APIError(.apiSignatureFailed, .unauthorized, "signature verification failed: Signature must be the hex SHA1 of app secret + Nonce + Timestamp")
         }
-        let window = core.config.apiTimestampWindowSeconds
+        let window = core.config.serverAPI.timestampWindowSeconds
         if window > 0 {
             // Seconds or milliseconds since 1970, up to the year 9999, so no arithmetic below can overflow.
             guard let value = Int64(timestamp), (1...APIParameters.maxIntegerMagnitude).contains(value) else {
