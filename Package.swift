@@ -64,6 +64,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The store conformance suite: Swift Testing checks any IMStore runs (see docs/STORE-CONFORMANCE.md).
+        .target(name: "IMStoreConformance", dependencies: ["IMCore", "IMStore"], swiftSettings: strict),
         .executableTarget(
             name: "imserver",
             dependencies: [
