@@ -118,6 +118,11 @@ let package = Package(
         ),
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
         .testTarget(
+            name: "StoreConformanceTests",
+            dependencies: ["IMStore", "IMStoreSQLite", "IMStoreConformance"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMLib", "IMServerTesting",
