@@ -64,6 +64,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The store conformance suite: Swift Testing checks any IMStore runs (see docs/STORE-CONFORMANCE.md).
+        .target(name: "IMStoreConformance", dependencies: ["IMCore", "IMStore"], swiftSettings: strict),
         .executableTarget(
             name: "imserver",
             dependencies: [
@@ -115,6 +117,11 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
+        .testTarget(
+            name: "StoreConformanceTests",
+            dependencies: ["IMStore", "IMStoreSQLite", "IMStoreConformance"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [

@@ -11,6 +11,8 @@ fi
 IMSERVER_TEST_PYTHON="$(scripts/python-sdk.sh)"
 export IMSERVER_TEST_PYTHON
 swift build --build-tests
+# Every test target, the store conformance suite (Tests/StoreConformanceTests, docs/STORE-CONFORMANCE.md)
+# included: it runs here against SQLite.
 swift test --skip-build "$@"
 # Smoke check: every imbench scenario, small, end to end (counts are checked, timings are not).
 bin="$(swift build --show-bin-path)"

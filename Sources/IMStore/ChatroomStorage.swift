@@ -21,7 +21,7 @@ public protocol ChatroomStore: Sendable {
     func chatroomMessage(appId: Int64, uid: String) async throws -> StoredMessage?
     /// Replaces a history message's content (recall).
     func replaceChatroomMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws
-    /// Deletes history messages sent before `before` (retention).
+    /// Deletes history messages of every app sent before `before` (retention).
     func pruneChatroomHistory(before: Int64) async throws
 }
 

@@ -110,9 +110,11 @@ public enum ConversationStateEdit: Sendable, Equatable {
 
 /// The conversation state the server keeps per user and syncs to the user's devices.
 public protocol ConversationStateStore: Sendable {
-    /// Applies one edit atomically and returns the rows it changed with the versions around it.
-    /// Throws an `IMError` (33003 for an unknown tag, a duplicate tag or too many tags) and changes
-    /// nothing when the edit is refused.
+    /// Applies one edit atomically and returns the rows it changed with the versions around it
+    /// (each changed row gets the next version of the user; an edit that changes nothing stamps
+    /// nothing). Refuses, changing nothing, with `StoreRefusal.tagExists` and `.tooManyTags`
+    /// (adding), `.noSuchTag` (renaming, or adding conversations to, a tag the user does not have)
+    /// and `.conversationNotInTag` (pinning inside a tag a conversation that is not in it).
     func editConversationState(appId: Int64, userId: String, _ edit: ConversationStateEdit, now: Int64) async throws -> ConversationStateDeltaRecord
     /// Rows with a version above `since`, lowest versions first, at most `limit` of them. From
     /// `since` 0 the tombstones are left out (a new device has nothing to remove).

@@ -145,9 +145,9 @@ public protocol UserStore: Sendable {
     func user(appId: Int64, userId: String) async throws -> UserRecord?
     /// Token revocation and block state of a user (zeros for an unknown user).
     func userAccess(appId: Int64, userId: String) async throws -> UserAccess
-    /// Refuses tokens issued before `before` (ms) for these users.
+    /// Refuses tokens issued before `before` (ms) for these users, registered or not.
     func expireTokens(appId: Int64, userIds: [String], before: Int64, now: Int64) async throws
-    /// Sets (until > now) or lifts (until = 0) the connect block of these users.
+    /// Sets (until > now) or lifts (until = 0) the connect block of these users, registered or not.
     func setBlocked(appId: Int64, userIds: [String], until: Int64, now: Int64) async throws
     /// Users blocked at `now`.
     func blockedUsers(appId: Int64, now: Int64) async throws -> [UserRecord]
@@ -158,6 +158,7 @@ public protocol UserStore: Sendable {
 
     /// Replaces each user's push tags.
     func setUserTags(appId: Int64, userIds: [String], tags: [String]) async throws
+    /// The tags of each user asked for (an empty list for a user without tags).
     func userTags(appId: Int64, userIds: [String]) async throws -> [String: [String]]
     /// The users (sorted) who carry every tag of `allOf` and at least one of `anyOf`; an empty list
     /// is no condition, and both empty match nobody.
@@ -166,9 +167,12 @@ public protocol UserStore: Sendable {
 
 /// Groups: members, dismissal and mutes.
 public protocol GroupStore: Sendable {
-    /// Creates the group (or renames an existing one; adding members to a dismissed one starts it
-    /// again without its former members and history) and adds the members, all or none. New members sync only messages committed after they join; their
-    /// cloud history starts at their joining, or `preJoinHistory` history messages earlier.
+    /// Creates the group (or renames an existing one, unless `name` is nil or empty; adding members
+    /// to a dismissed one starts it again without its former members and history) and adds the
+    /// members, all or none: `.tooManyMembers` when the group would pass `maxMembers`, and then
+    /// nothing is stored. New members sync only messages committed after they join; their cloud
+    /// history starts at their joining, or `preJoinHistory` history messages earlier (messages
+    /// all members see; never before the group was created).
     func joinGroup(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int,
                    preJoinHistory: Int, now: Int64) async throws -> GroupJoinOutcome
     /// Removes members; returns the remaining member count (nil if there is no such group).

@@ -49,7 +49,7 @@ public struct StoredMessage: Sendable, Equatable {
     /// A group message whose sender asked the members for read receipts.
     public var receiptRequested: Bool
     /// Who an ultra group message mentions (its content's `mentionedInfo`), kept so that mention
-    /// counts are computed by the store.
+    /// counts are computed by the store. Messages read back from a store need not carry it.
     public var mentions: MentionedInfo?
 
     public init(
@@ -210,8 +210,10 @@ public protocol MessageStore: Sendable {
     func message(appId: Int64, uid: String) async throws -> StoredMessage?
     /// The stored messages among these uids, in no particular order.
     func messages(appId: Int64, uids: [String]) async throws -> [StoredMessage]
-    /// Messages of a conversation with sentTime between `start` and `end` (inclusive of `start`
-    /// only when `includeStart`), oldest first when ascending; only `senderId`'s when given.
+    /// Messages of a conversation's cloud history with sentTime between `start` and `end`
+    /// (inclusive of `start` only when `includeStart`, always of `end`): ascending, from `start` up
+    /// to `end`, oldest first; descending, from `start` down to `end`, newest first. Only
+    /// `senderId`'s when given.
     func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
                               ascending: Bool, limit: Int, senderId: String?) async throws -> [StoredMessage]
     /// Messages of the app with `from <= sentTime < to`, ordered by (sentTime, seq), starting after
@@ -258,7 +260,8 @@ public protocol MessageLifecycleStore: Sendable {
     /// the conversation keeps them).
     func hideMessages(appId: Int64, userId: String, uids: [String]) async throws
     /// Removes one user's messages of a conversation sent at or before `through` from their cloud
-    /// history and offline sync, for good.
+    /// history and offline sync, for good; clearing again with an earlier time brings nothing
+    /// back. Commands (messages not kept in history) are still synced.
     func clearConversation(appId: Int64, userId: String, conversationKey: String, through: Int64) async throws
     /// Sets and removes extension keys of a message in one transaction and returns the result.
     /// Refuses (`StoreRefusal`) a message sent without `canIncludeExpansion`, a result of more

@@ -154,8 +154,9 @@ public struct UltraGroupChannelView: Sendable, Equatable {
 /// bindings, mutes, and each member's read time per channel. Messages live in the message log
 /// under the conversation key `ultraGroupConversationKey(group, channel)`.
 public protocol UltraGroupStore: Sendable {
-    /// Creates the group with its default channel if it does not exist, and adds `ownerId`.
-    /// `.tooManyGroups` when the owner already is in `maxGroupsPerUser` ultra groups.
+    /// Creates the group with its default channel if it does not exist (an existing one keeps its
+    /// name), and adds `ownerId`. `.tooManyGroups` when the owner already is in `maxGroupsPerUser`
+    /// ultra groups, and then no group is created.
     func createUltraGroup(appId: Int64, groupId: String, name: String, ownerId: String, now: Int64,
                           maxGroupsPerUser: Int) async throws -> UltraGroupJoinOutcome
     /// Adds users to an existing group, all or none.

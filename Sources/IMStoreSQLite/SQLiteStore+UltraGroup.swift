@@ -436,8 +436,10 @@ extension SQLiteStore {
                 var unread = 0
                 var mentioned = 0
                 if let message, message.sentTime > read {
+                    // Counted: sent after the read time and at or after `minSentTime` (which may be Int64.min).
+                    let after = max(read, minSentTime == .min ? .min : minSentTime - 1)
                     let row = try Row.fetchOne(counts, arguments: [
-                        Self.audienceEntry(userId), Self.audienceEntry("*"), appId, key, max(read, minSentTime - 1),
+                        Self.audienceEntry(userId), Self.audienceEntry("*"), appId, key, after,
                         Int64(clamping: channel.afterSeq), Int64(PersistentFlag.isCounted.rawValue), userId, Self.audienceEntry(userId),
                     ])
                     unread = row?[0] ?? 0

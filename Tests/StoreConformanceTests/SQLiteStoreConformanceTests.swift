@@ -1,0 +1,50 @@
+import Foundation
+import IMStore
+import IMStoreConformance
+import IMStoreSQLite
+import Synchronization
+import Testing
+
+/// The store conformance suite against the embedded store: every check opens a `SQLiteStore` in a
+/// temporary directory of its own, and each test removes the directories it made when it ends.
+@Suite("SQLiteStore conformance")
+struct SQLiteStoreConformanceTests {
+    @Test func appStore() async throws { try await withSQLiteStores { try await $0.appStore() } }
+    @Test func messageStore() async throws { try await withSQLiteStores { try await $0.messageStore() } }
+    @Test func syncStore() async throws { try await withSQLiteStores { try await $0.syncStore() } }
+    @Test func messageLifecycleStore() async throws { try await withSQLiteStores { try await $0.messageLifecycleStore() } }
+    @Test func userStore() async throws { try await withSQLiteStores { try await $0.userStore() } }
+    @Test func groupStore() async throws { try await withSQLiteStores { try await $0.groupStore() } }
+    @Test func sensitiveWordStore() async throws { try await withSQLiteStores { try await $0.sensitiveWordStore() } }
+    @Test func conversationStateStore() async throws { try await withSQLiteStores { try await $0.conversationStateStore() } }
+    @Test func chatroomStore() async throws { try await withSQLiteStores { try await $0.chatroomStore() } }
+    @Test func ultraGroupStore() async throws { try await withSQLiteStores { try await $0.ultraGroupStore() } }
+    @Test func conversationKeys() async throws { try await withSQLiteStores { try await $0.conversationKeys() } }
+    @Test func tenantIsolation() async throws { try await withSQLiteStores { try await $0.tenantIsolation() } }
+    @Test func concurrency() async throws { try await withSQLiteStores { try await $0.concurrency() } }
+}
+
+/// Runs `body` with a suite whose stores are SQLite databases in fresh temporary directories,
+/// and removes those directories afterwards.
+func withSQLiteStores(_ body: (StoreConformance) async throws -> Void) async throws {
+    let directories = TemporaryDirectories()
+    defer { directories.removeAll() }
+    try await body(StoreConformance {
+        try SQLiteStore(directory: directories.make().path)
+    })
+}
+
+/// The temporary directories a test's stores live in.
+final class TemporaryDirectories: Sendable {
+    private let made = Mutex<[URL]>([])
+
+    func make() -> URL {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-conformance-\(UUID().uuidString)")
+        made.withLock { $0.append(directory) }
+        return directory
+    }
+
+    func removeAll() {
+        for directory in made.withLock({ $0 }) { try? FileManager.default.removeItem(at: directory) }
+    }
+}
