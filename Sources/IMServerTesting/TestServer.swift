@@ -51,11 +51,10 @@ public final class TestServer: Sendable {
         let core = ServerCore(config: config, store: store, clock: clock, logger: logger)
         let app = try await core.prepare()
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let application = IMServerApp(core: core).application { port in
+        let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, closeStore: { try store.close() }) { port in
             portContinuation.yield(port)
             portContinuation.finish()
         }
-        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
         let runner = Task { try await group.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw IMError(.serverUnavailable, "test server did not start") }
@@ -71,6 +70,8 @@ public final class TestServer: Sendable {
         self.runner = runner
     }
 
+    /// Shuts the server down as SIGTERM does imserver (`IMServerApp.serviceGroup`): the client
+    /// sessions are closed, the message log drained and the store closed; then the data is removed.
     public func stop() async {
         await group.triggerGracefulShutdown()
         _ = await runner.result

@@ -65,6 +65,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error (default info).")
     var logLevel: String?
 
+    @Option(help: "Seconds a graceful shutdown (SIGTERM, SIGINT) may take before what still runs is cancelled (default 25; env IMSERVER_SHUTDOWN_TIMEOUT_SECONDS).")
+    var shutdownTimeoutSeconds: Int?
+
     func run() async throws {
         var config = try options.base()
         if let host { config.host = host }
@@ -76,6 +79,7 @@ struct Serve: AsyncParsableCommand {
         if let heartbeatIntervalSeconds { config.heartbeatIntervalSeconds = heartbeatIntervalSeconds }
         if let clientSendsPerSecond { config.clientSendsPerSecond = clientSendsPerSecond }
         if let logLevel { config.logLevel = logLevel }
+        if let shutdownTimeoutSeconds { config.shutdownTimeoutSeconds = shutdownTimeoutSeconds }
         do {
             try config.validate()
         } catch let error as IMError {
@@ -91,7 +95,8 @@ struct Serve: AsyncParsableCommand {
             logger.notice("Server API signatures are accepted at any age (apiTimestampWindowSeconds is 0, as RongCloud's SDKs expect): a captured request can be replayed. Set apiTimestampWindowSeconds (e.g. 300) if every caller's clock is right.")
         }
         let host = config.host
-        let application = IMServerApp(core: core).application { port in
+        // Runs until SIGTERM or SIGINT, then shuts down gracefully (IMServerApp.serviceGroup) and exits 0.
+        try await IMServerApp(core: core).run(closeStore: { try store.close() }) { port in
             let banner = """
                 imserver listening on http://\(host):\(port)  (WebSocket: ws://\(host):\(port)/ws)
                 database: \(store.path)
@@ -102,7 +107,7 @@ struct Serve: AsyncParsableCommand {
             // Written unbuffered: scripts and tests read the address from this line.
             FileHandle.standardOutput.write(Data(banner.utf8))
         }
-        try await application.runService()
+        logger.notice("imserver stopped")
     }
 }
 

@@ -22,8 +22,49 @@ public struct IMServerApp: Sendable {
     /// a second. Linux caps the value at net.core.somaxconn (4096 by default).
     static let listenBacklog = 4096
 
-    /// Builds the Hummingbird application. `onListening` receives the bound port (useful with port 0).
-    public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+    /// The server as one `ServiceGroup` of ServiceLifecycle services. Run it; a graceful shutdown
+    /// (SIGTERM or SIGINT when `handlesSignals`, or `triggerGracefulShutdown()`) stops the services
+    /// one at a time, in the reverse of their order in the group:
+    ///
+    /// 1. The Hummingbird application (last in the group): stops listening, lets the requests under
+    ///    way finish and closes the connections.
+    /// 2. `HeartbeatSweeper` and `ChatroomSweeper` stop.
+    /// 3. `ChatroomDeliveryService`: no room delivery starts; those running finish what their
+    ///    rooms queued (chatroom history stored, its senders answered) and end.
+    /// 4. `MessageLogService`: the message log is drained: everything appended is committed and
+    ///    its senders answered, later appends are refused (31003).
+    /// 5. `StoreCloser` (first in the group): `closeStore` closes the store.
+    ///
+    /// `run()` then returns. A shutdown that takes longer than `shutdownTimeoutSeconds` is cut
+    /// short: the services still running are cancelled (connections dropped; messages not yet
+    /// committed are answered with an error, never acknowledged).
+    ///
+    /// - Parameters:
+    ///   - closeStore: closes the store `core` was built on.
+    ///   - onListening: receives the bound port (useful with port 0).
+    public func serviceGroup(handlesSignals: Bool, closeStore: @escaping @Sendable () throws -> Void,
+                             onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> ServiceGroup {
+        let services: [any Service] = [
+            StoreCloser(close: closeStore, logger: core.logger),
+            MessageLogService(log: core.log, logger: core.logger),
+            ChatroomDeliveryService(chatrooms: core.chatrooms),
+            ChatroomSweeper(core: core),
+            HeartbeatSweeper(core: core),
+            application(onListening: onListening),
+        ]
+        var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [],
+                                                      logger: core.logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(core.config.shutdownTimeoutSeconds)
+        return ServiceGroup(configuration: configuration)
+    }
+
+    /// Runs the server until SIGTERM or SIGINT, then shuts it down gracefully (see `serviceGroup`).
+    public func run(closeStore: @escaping @Sendable () throws -> Void, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        try await serviceGroup(handlesSignals: true, closeStore: closeStore, onListening: onListening).run()
+    }
+
+    /// The Hummingbird application: the HTTP server (Server API and the client gateway).
+    func application(onListening: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
         let router = Router(context: IMRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         router.get("/health") { _, _ in APIResponse.success(["sessions": core.registry.sessionCount]) }
@@ -53,7 +94,6 @@ public struct IMServerApp: Sendable {
             server: server,
             configuration: .init(address: .hostname(core.config.host, port: core.config.port), serverName: "imserver",
                                  backlog: Self.listenBacklog),
-            services: [HeartbeatSweeper(core: core), ChatroomSweeper(core: core)],
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
     }

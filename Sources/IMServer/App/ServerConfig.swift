@@ -42,6 +42,11 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     /// Seconds a connection the server closes (kick, heartbeat or handshake timeout) gets to answer
     /// the WebSocket close before its TCP connection is dropped.
     public var closeTimeoutSeconds: Int = ConnectionLimits.defaultCloseTimeoutSeconds
+    /// Seconds a graceful shutdown (SIGTERM, SIGINT) may take: the requests under way finish, the
+    /// client sessions close, the message log is drained and the store closed. Past it, what is
+    /// still running is cancelled (messages not yet committed are answered with an error, never
+    /// acknowledged). Below the 30 s a container orchestrator commonly waits before SIGKILL.
+    public var shutdownTimeoutSeconds: Int = 25
     /// Check Server API timestamps: refuse requests older than this many seconds (0 = off; the
     /// official SDKs send seconds or milliseconds and some reuse signatures, spec/server-api.md §2).
     public var apiTimestampWindowSeconds: Int = 0
@@ -127,6 +132,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         guard (1...3600).contains(httpIdleTimeoutSeconds) else { throw fail("httpIdleTimeoutSeconds must be 1...3600, got \(httpIdleTimeoutSeconds)") }
         guard (1...3600).contains(httpRequestTimeoutSeconds) else { throw fail("httpRequestTimeoutSeconds must be 1...3600, got \(httpRequestTimeoutSeconds)") }
         guard (0...300).contains(closeTimeoutSeconds) else { throw fail("closeTimeoutSeconds must be 0...300, got \(closeTimeoutSeconds)") }
+        guard (1...3600).contains(shutdownTimeoutSeconds) else { throw fail("shutdownTimeoutSeconds must be 1...3600, got \(shutdownTimeoutSeconds)") }
         guard (1...1000).contains(chatroomJoinsPerSecond) else { throw fail("chatroomJoinsPerSecond must be 1...1000, got \(chatroomJoinsPerSecond)") }
         guard chatroomMaxRooms >= 0 else { throw fail("chatroomMaxRooms must not be negative (0 means no limit)") }
         guard clientSendsPerSecond >= 1 else { throw fail("clientSendsPerSecond must be at least 1") }
@@ -196,6 +202,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         if let value = try int("IMSERVER_HTTP_IDLE_TIMEOUT_SECONDS") { httpIdleTimeoutSeconds = value }
         if let value = try int("IMSERVER_HTTP_REQUEST_TIMEOUT_SECONDS") { httpRequestTimeoutSeconds = value }
         if let value = try int("IMSERVER_CLOSE_TIMEOUT_SECONDS") { closeTimeoutSeconds = value }
+        if let value = try int("IMSERVER_SHUTDOWN_TIMEOUT_SECONDS") { shutdownTimeoutSeconds = value }
         if let value = try int("IMSERVER_CHATROOM_JOINS_PER_SECOND") { chatroomJoinsPerSecond = value }
         if let value = try int("IMSERVER_CHATROOM_MAX_ROOMS") { chatroomMaxRooms = value }
         if let value = try int("IMSERVER_API_TIMESTAMP_WINDOW_SECONDS") { apiTimestampWindowSeconds = value }
@@ -219,7 +226,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
     enum CodingKeys: String, CodingKey {
         case host, port, dataDir, appKey, appSecret, offlineRetentionDays, systemOfflineRetentionDays, heartbeatIntervalSeconds,
              clientSendsPerSecond, syncPageSize, handshakeTimeoutSeconds, maxQueuedBytesPerConnection, maxConnectionsPerAddress,
-             httpIdleTimeoutSeconds, httpRequestTimeoutSeconds, closeTimeoutSeconds, chatroomJoinsPerSecond, chatroomMaxRooms,
+             httpIdleTimeoutSeconds, httpRequestTimeoutSeconds, closeTimeoutSeconds, shutdownTimeoutSeconds, chatroomJoinsPerSecond, chatroomMaxRooms,
              apiTimestampWindowSeconds, logLevel, userWhitelistMode, maxGroupMembers, maxSensitiveWords,
              apiCallsPerSecond, privatePublishPerMinute, systemPublishPerSecond, publicURL, groupPreJoinHistory, recallWindowSeconds,
              groupPublishPerSecond, chatroomMultipleRooms, chatroomIdleDestroyMinutes, chatroomHistoryEnabled,
@@ -261,6 +268,7 @@ public struct ServerConfig: Sendable, Codable, Equatable {
         httpIdleTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .httpIdleTimeoutSeconds) ?? d.httpIdleTimeoutSeconds
         httpRequestTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .httpRequestTimeoutSeconds) ?? d.httpRequestTimeoutSeconds
         closeTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .closeTimeoutSeconds) ?? d.closeTimeoutSeconds
+        shutdownTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .shutdownTimeoutSeconds) ?? d.shutdownTimeoutSeconds
         chatroomJoinsPerSecond = try c.decodeIfPresent(Int.self, forKey: .chatroomJoinsPerSecond) ?? d.chatroomJoinsPerSecond
         chatroomMaxRooms = try c.decodeIfPresent(Int.self, forKey: .chatroomMaxRooms) ?? d.chatroomMaxRooms
         apiTimestampWindowSeconds = try c.decodeIfPresent(Int.self, forKey: .apiTimestampWindowSeconds) ?? d.apiTimestampWindowSeconds
