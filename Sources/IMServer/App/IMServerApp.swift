@@ -26,14 +26,19 @@ public struct IMServerApp: Sendable {
     /// (SIGTERM or SIGINT when `handlesSignals`, or `triggerGracefulShutdown()`) stops the services
     /// one at a time, in the reverse of their order in the group:
     ///
-    /// 1. The Hummingbird application (last in the group): stops listening, lets the requests under
-    ///    way finish and closes the connections.
-    /// 2. `HeartbeatSweeper` and `ChatroomSweeper` stop.
-    /// 3. `ChatroomDeliveryService`: no room delivery starts; those running finish what their
+    /// 1. `GatewayCloser` (last in the group): new connections are refused (503), Server API
+    ///    requests get 503, client requests and connects 31003; the client requests under way
+    ///    finish (a send's acknowledgement is queued before anything closes); every client session
+    ///    is closed with WebSocket close 1001 (going away) once what is queued for it is written,
+    ///    and the step ends when every gateway has ended (at most `closeTimeoutSeconds` after).
+    /// 2. The Hummingbird application: stops listening, lets the Server API requests under way
+    ///    finish and closes the remaining connections.
+    /// 3. `HeartbeatSweeper` and `ChatroomSweeper` stop.
+    /// 4. `ChatroomDeliveryService`: no room delivery starts; those running finish what their
     ///    rooms queued (chatroom history stored, its senders answered) and end.
-    /// 4. `MessageLogService`: the message log is drained: everything appended is committed and
+    /// 5. `MessageLogService`: the message log is drained: everything appended is committed and
     ///    its senders answered, later appends are refused (31003).
-    /// 5. `StoreCloser` (first in the group): `closeStore` closes the store.
+    /// 6. `StoreCloser` (first in the group): `closeStore` closes the store.
     ///
     /// `run()` then returns. A shutdown that takes longer than `shutdownTimeoutSeconds` is cut
     /// short: the services still running are cancelled (connections dropped; messages not yet
@@ -51,6 +56,7 @@ public struct IMServerApp: Sendable {
             ChatroomSweeper(core: core),
             HeartbeatSweeper(core: core),
             application(onListening: onListening),
+            GatewayCloser(core: core),
         ]
         var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [],
                                                       logger: core.logger)
@@ -67,6 +73,7 @@ public struct IMServerApp: Sendable {
     func application(onListening: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
         let router = Router(context: IMRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
+        router.add(middleware: ShutdownMiddleware(shutdown: core.shutdown))
         router.get("/health") { _, _ in APIResponse.success(["sessions": core.registry.sessionCount]) }
         ServerAPI(core: core).register(on: router)
         let gateway = Gateway(core: core)
@@ -82,12 +89,12 @@ public struct IMServerApp: Sendable {
             idleTimeout: .seconds(Int64(config.httpIdleTimeoutSeconds)))
         let webSocketResponder = router.buildResponder()
         let addresses = core.addressConnections
-        // Every connection passes the guard first (per-address limit, first-request deadline).
+        // Every connection passes the guard first (per-address limit, first-request deadline, shutdown).
         let server = HTTPServerBuilder { responder in
             GuardedChildChannel(
                 inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
                                                     configuration: .init(http1: http1, ws: wsConfig)),
-                addresses: addresses, firstRequestTimeout: .seconds(Int64(config.httpIdleTimeoutSeconds)))
+                addresses: addresses, shutdown: core.shutdown, firstRequestTimeout: .seconds(Int64(config.httpIdleTimeoutSeconds)))
         }
         return Application(
             router: router,
@@ -96,5 +103,16 @@ public struct IMServerApp: Sendable {
                                  backlog: Self.listenBacklog),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
+    }
+}
+
+/// Once a graceful shutdown has begun, answers every HTTP request (Server API, health, WebSocket
+/// upgrade) with 503 and 31003 instead of running it.
+struct ShutdownMiddleware<Context: RequestContext>: RouterMiddleware {
+    let shutdown: ServerShutdown
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard shutdown.isStopping else { return try await next(request, context) }
+        return APIResponse.failure(APIError(.serverUnavailable, .serviceUnavailable, "the server is shutting down: retry the call later"))
     }
 }

@@ -13,6 +13,8 @@ public final class ServerCore: Sendable {
     public let apps: AppRegistry
     public let tokens = TokenService()
     public let registry = SessionRegistry()
+    /// Whether a graceful shutdown has begun, and the client requests and sessions it waits for.
+    public let shutdown = ServerShutdown()
     public let delivery: Delivery
     public let log: MessageLog
     public let messages: MessageService
