@@ -98,14 +98,18 @@ final class ChildServer: Sendable {
     let process: Process
     let baseURL: String
 
-    /// - Parameter logFile: where its log (stderr) goes, at `logLevel`; nowhere when nil.
-    init(dataDir: URL, appKey: String, appSecret: String, logLevel: String = "error", logFile: URL? = nil) throws {
+    /// - Parameters:
+    ///   - logFile: where its log (stderr) goes, at `logLevel`; nowhere when nil.
+    ///   - environment: `IMSERVER_*` settings added to this process's environment.
+    init(dataDir: URL, appKey: String, appSecret: String, logLevel: String = "error", logFile: URL? = nil,
+         environment: [String: String] = [:]) throws {
         let binary = ChildServer.binaryURL()
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw IMError(.serverUnavailable, "imserver binary not found at \(binary.path): run `swift build` before the tests")
         }
         let process = Process()
         process.executableURL = binary
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir.path,
                              "--app-key", appKey, "--app-secret", appSecret, "--client-sends-per-second", "100000",
                              "--log-level", logLevel]
