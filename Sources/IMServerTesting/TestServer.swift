@@ -36,6 +36,9 @@ public final class TestServer: Sendable {
     private let group: ServiceGroup
     private let runner: Task<Void, any Error>
 
+    /// Starts a server on a fresh data directory and a free port. With a `ManualClock` no heartbeat
+    /// sweep runs on its own: the test moves time, and calls `core.sweepIdleSessions()` to drop
+    /// the sessions that time made silent.
     public static func start(clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
         var config = ServerConfig()
@@ -51,11 +54,10 @@ public final class TestServer: Sendable {
         let core = ServerCore(config: config, store: store, clock: clock, logger: logger)
         let app = try await core.prepare()
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let application = IMServerApp(core: core).application { port in
+        let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, sweepsIdleSessions: !(clock is ManualClock), closeStore: { try store.close() }) { port in
             portContinuation.yield(port)
             portContinuation.finish()
         }
-        let group = ServiceGroup(services: [application], gracefulShutdownSignals: [], logger: logger)
         let runner = Task { try await group.run() }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next() else { throw IMError(.serverUnavailable, "test server did not start") }
@@ -71,6 +73,8 @@ public final class TestServer: Sendable {
         self.runner = runner
     }
 
+    /// Shuts the server down as SIGTERM does imserver (`IMServerApp.serviceGroup`): the client
+    /// sessions are closed, the message log drained and the store closed; then the data is removed.
     public func stop() async {
         await group.triggerGracefulShutdown()
         _ = await runner.result

@@ -31,6 +31,16 @@ public final class SQLiteStore: IMStore {
         }
     }
 
+    /// Closes the database once nothing uses it any more (the server's services have stopped):
+    /// every later access fails.
+    public func close() throws {
+        do {
+            try pool.close()
+        } catch {
+            throw IMError(.databaseError, "cannot close the database \(path): \(error)")
+        }
+    }
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in

@@ -55,7 +55,8 @@ struct Serve: AsyncParsableCommand {
             logger.notice("Server API signatures are accepted at any age (apiTimestampWindowSeconds is 0, as RongCloud's SDKs expect): a captured request can be replayed. Set apiTimestampWindowSeconds (e.g. 300) if every caller's clock is right.")
         }
         let host = config.network.host
-        let application = IMServerApp(core: core).application { port in
+        // Runs until SIGTERM or SIGINT, then shuts down gracefully (IMServerApp.serviceGroup) and exits 0.
+        try await IMServerApp(core: core).run(closeStore: { try store.close() }) { port in
             let banner = """
                 imserver listening on http://\(host):\(port)  (WebSocket: ws://\(host):\(port)/ws)
                 database: \(store.path)
@@ -66,7 +67,7 @@ struct Serve: AsyncParsableCommand {
             // Written unbuffered: scripts and tests read the address from this line.
             FileHandle.standardOutput.write(Data(banner.utf8))
         }
-        try await application.runService()
+        logger.notice("imserver stopped")
     }
 }
 

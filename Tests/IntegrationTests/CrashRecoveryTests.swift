@@ -98,19 +98,29 @@ final class ChildServer: Sendable {
     let process: Process
     let baseURL: String
 
-    init(dataDir: URL, appKey: String, appSecret: String) throws {
+    /// - Parameters:
+    ///   - logFile: where its log (stderr) goes, at `logLevel`; nowhere when nil.
+    ///   - environment: `IMSERVER_*` settings added to this process's environment.
+    init(dataDir: URL, appKey: String, appSecret: String, logLevel: String = "error", logFile: URL? = nil,
+         environment: [String: String] = [:]) throws {
         let binary = ChildServer.binaryURL()
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw IMError(.serverUnavailable, "imserver binary not found at \(binary.path): run `swift build` before the tests")
         }
         let process = Process()
         process.executableURL = binary
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir.path,
                              "--app-key", appKey, "--app-secret", appSecret, "--client-sends-per-second", "100000",
-                             "--log-level", "error"]
+                             "--log-level", logLevel]
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let logFile {
+            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
+            process.standardError = try FileHandle(forWritingTo: logFile)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
         self.process = process
         // Read stdout until the server says where it listens.
@@ -132,6 +142,21 @@ final class ChildServer: Sendable {
             Foundation.kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+    }
+
+    /// Sends SIGTERM: the server shuts down gracefully.
+    func terminate() {
+        Foundation.kill(process.processIdentifier, SIGTERM)
+    }
+
+    /// The exit status once the process has exited, or nil if it is still running after `limit`.
+    func exitStatus(within limit: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + limit
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else { return nil }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
     }
 
     /// One `read(2)` from a pipe, retried when a signal interrupts it (another test's child

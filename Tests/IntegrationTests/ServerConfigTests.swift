@@ -193,7 +193,7 @@ struct ServerConfigTests {
         let fileKeys = [
             "host", "port", "dataDir", "appKey", "appSecret", "offlineRetentionDays", "systemOfflineRetentionDays", "heartbeatIntervalSeconds",
             "clientSendsPerSecond", "syncPageSize", "handshakeTimeoutSeconds", "maxQueuedBytesPerConnection", "maxConnectionsPerAddress",
-            "httpIdleTimeoutSeconds", "httpRequestTimeoutSeconds", "closeTimeoutSeconds", "chatroomJoinsPerSecond", "chatroomMaxRooms",
+            "httpIdleTimeoutSeconds", "httpRequestTimeoutSeconds", "closeTimeoutSeconds", "shutdownTimeoutSeconds", "chatroomJoinsPerSecond", "chatroomMaxRooms",
             "apiTimestampWindowSeconds", "logLevel", "userWhitelistMode", "maxGroupMembers", "maxSensitiveWords", "apiCallsPerSecond",
             "privatePublishPerMinute", "systemPublishPerSecond", "publicURL", "groupPreJoinHistory", "recallWindowSeconds",
             "groupPublishPerSecond", "chatroomMultipleRooms", "chatroomIdleDestroyMinutes", "chatroomHistoryEnabled",

@@ -22,10 +22,61 @@ public struct IMServerApp: Sendable {
     /// a second. Linux caps the value at net.core.somaxconn (4096 by default).
     static let listenBacklog = 4096
 
-    /// Builds the Hummingbird application. `onListening` receives the bound port (useful with port 0).
-    public func application(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+    /// The server as one `ServiceGroup` of ServiceLifecycle services. Run it; a graceful shutdown
+    /// (SIGTERM or SIGINT when `handlesSignals`, or `triggerGracefulShutdown()`) stops the services
+    /// one at a time, in the reverse of their order in the group:
+    ///
+    /// 1. `GatewayCloser` (last in the group): new connections are refused (503), Server API
+    ///    requests get 503, client requests and connects 31003; the client requests under way
+    ///    finish (a send's acknowledgement is queued before anything closes); every client session
+    ///    is closed with WebSocket close 1001 (going away) once what is queued for it is written,
+    ///    and the step ends when every gateway has ended (at most `closeTimeoutSeconds` after).
+    /// 2. The Hummingbird application: stops listening, lets the Server API requests under way
+    ///    finish and closes the remaining connections.
+    /// 3. `HeartbeatSweeper` and `ChatroomSweeper` stop.
+    /// 4. `ChatroomDeliveryService`: no room delivery starts; those running finish what their
+    ///    rooms queued (chatroom history stored, its senders answered) and end.
+    /// 5. `MessageLogService`: the message log is drained: everything appended is committed and
+    ///    its senders answered, later appends are refused (31003).
+    /// 6. `StoreCloser` (first in the group): `closeStore` closes the store.
+    ///
+    /// `run()` then returns. A shutdown that takes longer than `shutdownTimeoutSeconds` is cut
+    /// short: the services still running are cancelled (connections dropped; messages not yet
+    /// committed are answered with an error, never acknowledged).
+    ///
+    /// - Parameters:
+    ///   - closeStore: closes the store `core` was built on.
+    ///   - sweepsIdleSessions: false leaves the dropping of silent sessions to whoever calls
+    ///     `ServerCore.sweepIdleSessions()` (tests on a manual clock, where the sweeper's real-time
+    ///     timer would judge sessions by a clock the test moves).
+    ///   - onListening: receives the bound port (useful with port 0).
+    public func serviceGroup(handlesSignals: Bool, sweepsIdleSessions: Bool = true, closeStore: @escaping @Sendable () throws -> Void,
+                             onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> ServiceGroup {
+        var services: [any Service] = [
+            StoreCloser(close: closeStore, logger: core.logger),
+            MessageLogService(log: core.log, logger: core.logger),
+            ChatroomDeliveryService(chatrooms: core.chatrooms),
+            ChatroomSweeper(core: core),
+            application(onListening: onListening),
+            GatewayCloser(core: core),
+        ]
+        if sweepsIdleSessions { services.insert(HeartbeatSweeper(core: core), at: 4) }
+        var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [],
+                                                      logger: core.logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(core.config.network.shutdownTimeoutSeconds)
+        return ServiceGroup(configuration: configuration)
+    }
+
+    /// Runs the server until SIGTERM or SIGINT, then shuts it down gracefully (see `serviceGroup`).
+    public func run(closeStore: @escaping @Sendable () throws -> Void, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        try await serviceGroup(handlesSignals: true, closeStore: closeStore, onListening: onListening).run()
+    }
+
+    /// The Hummingbird application: the HTTP server (Server API and the client gateway).
+    func application(onListening: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
         let router = Router(context: IMRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
+        router.add(middleware: ShutdownMiddleware(shutdown: core.shutdown))
         router.get("/health") { _, _ in APIResponse.success(["sessions": core.registry.sessionCount]) }
         ServerAPI(core: core).register(on: router)
         let gateway = Gateway(core: core)
@@ -41,20 +92,30 @@ public struct IMServerApp: Sendable {
             idleTimeout: .seconds(Int64(config.network.httpIdleTimeoutSeconds)))
         let webSocketResponder = router.buildResponder()
         let addresses = core.addressConnections
-        // Every connection passes the guard first (per-address limit, first-request deadline).
+        // Every connection passes the guard first (per-address limit, first-request deadline, shutdown).
         let server = HTTPServerBuilder { responder in
             GuardedChildChannel(
                 inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
                                                     configuration: .init(http1: http1, ws: wsConfig)),
-                addresses: addresses, firstRequestTimeout: .seconds(Int64(config.network.httpIdleTimeoutSeconds)))
+                addresses: addresses, shutdown: core.shutdown, firstRequestTimeout: .seconds(Int64(config.network.httpIdleTimeoutSeconds)))
         }
         return Application(
             router: router,
             server: server,
             configuration: .init(address: .hostname(core.config.network.host, port: core.config.network.port), serverName: "imserver",
                                  backlog: Self.listenBacklog),
-            services: [HeartbeatSweeper(core: core), ChatroomSweeper(core: core)],
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? 0) },
             logger: logger)
+    }
+}
+
+/// Once a graceful shutdown has begun, answers every HTTP request (Server API, health, WebSocket
+/// upgrade) with 503 and 31003 instead of running it.
+struct ShutdownMiddleware<Context: RequestContext>: RouterMiddleware {
+    let shutdown: ServerShutdown
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard shutdown.isStopping else { return try await next(request, context) }
+        return APIResponse.failure(APIError(.serverUnavailable, .serviceUnavailable, "the server is shutting down: retry the call later"))
     }
 }

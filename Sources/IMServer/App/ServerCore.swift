@@ -17,6 +17,8 @@ public final class ServerCore: Sendable {
     public let events: ServerEvents
     /// The way to the client sessions (this process's; a cluster's later).
     public let bus: any SessionBus
+    /// Whether a graceful shutdown has begun, and the client requests and sessions it waits for.
+    public let shutdown = ServerShutdown()
     public let log: MessageLog
     public let messages: MessageService
     public let groups: GroupService

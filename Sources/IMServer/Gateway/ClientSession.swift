@@ -42,6 +42,8 @@ public final class ClientSession: Sendable {
         /// Accept times of the latest sends and chatroom joins, for their per-second limits.
         var recentSends = RecentEvents()
         var recentJoins = RecentEvents()
+        /// Closed by a graceful shutdown of the server.
+        var serverStopping = false
     }
 
     /// The reason a session ended, for the log.
@@ -183,6 +185,17 @@ public final class ClientSession: Sendable {
         if let frame = try? FrameCodec.push(op: .kicked, kicked) { send(frame) }
         close()
     }
+
+    /// Closes the session because the server is shutting down: what is queued is still written,
+    /// then the gateway closes the WebSocket with 1001 (going away), and the client reconnects
+    /// later by itself.
+    func closeForShutdown() {
+        state.withLock { $0.serverStopping = true }
+        close()
+    }
+
+    /// Whether the session was closed by the server's shutdown.
+    var isClosedForShutdown: Bool { state.withLock { $0.serverStopping } }
 
     /// Ends the outbound queue: what is queued is still written, then the gateway closes the
     /// WebSocket. What was held for the sync is let go.

@@ -12,7 +12,8 @@ import Synchronization
 
 /// The first handler of every accepted connection, before any HTTP parsing:
 ///
-/// - refuses a connection past its address's limit (`AddressConnections`) with a 503 and closes it;
+/// - refuses a connection past its address's limit (`AddressConnections`), or once a graceful
+///   shutdown has begun (`ServerShutdown`), with a 503 and closes it;
 /// - closes a connection that has not presented a whole first request within
 ///   `firstRequestTimeout` (a trickled or half-sent request head holds nothing for long). Once the
 ///   first request has arrived, HTTP connections are watched by Hummingbird's idle timeout and
@@ -25,16 +26,18 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
     typealias InboundOut = ByteBuffer
 
     private let addresses: AddressConnections
+    private let shutdown: ServerShutdown
     private let firstRequestTimeout: TimeAmount
     private var address: String?
     private var deadline: Scheduled<Void>?
     /// The gateway took the connection over (a WebSocket session).
     private var webSocket = false
-    /// Refused (past its address's limit): nothing it sends is read any more.
+    /// Refused (past its address's limit, or during a shutdown): nothing it sends is read any more.
     private var refused = false
 
-    init(addresses: AddressConnections, firstRequestTimeout: TimeAmount) {
+    init(addresses: AddressConnections, shutdown: ServerShutdown, firstRequestTimeout: TimeAmount) {
         self.addresses = addresses
+        self.shutdown = shutdown
         self.firstRequestTimeout = firstRequestTimeout
     }
 
@@ -48,7 +51,12 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     private func start(_ context: ChannelHandlerContext) {
-        guard address == nil, deadline == nil else { return }
+        guard address == nil, deadline == nil, !refused else { return }
+        if shutdown.isStopping {
+            refused = true
+            Self.refuse(context, status: "503 Service Unavailable", code: .serverUnavailable, message: ServerShutdown.refusal.message)
+            return
+        }
         let remote = AddressConnections.key(of: context.channel.remoteAddress)
         guard addresses.open(remote) else {
             refused = true

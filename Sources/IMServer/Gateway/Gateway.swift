@@ -52,6 +52,9 @@ struct Gateway: Sendable {
             }
             return
         }
+        // A graceful shutdown waits for this connection from here until it ends.
+        core.shutdown.beginSession()
+        defer { core.shutdown.endSession() }
         let session: ClientSession
         do {
             async let opened = connect(frame, channel: channel)
@@ -60,9 +63,10 @@ struct Gateway: Sendable {
             let imError = (error as? IMError) ?? IMError(.serverUnavailable, "the server could not open the session: retry later")
             var buffer = ByteBufferAllocator().buffer(capacity: 64)
             buffer.writeBytes(FrameCodec.errorReply(to: frame, imError))
+            let stopping = core.shutdown.isStopping
             await Self.closing(channel, grace: grace) {
                 try? await outbound.write(.binary(buffer))
-                try? await outbound.close(.normalClosure, reason: "connect refused: \(imError.code.rawValue)")
+                try? await outbound.close(stopping ? .goingAway : .normalClosure, reason: "connect refused: \(imError.code.rawValue)")
             }
             return
         }
@@ -77,6 +81,8 @@ struct Gateway: Sendable {
             core.sessionEnded(session)
             if session.outbound.wasSlowReader {
                 channel.close(promise: nil)
+            } else if session.isClosedForShutdown {
+                await Self.closing(channel, grace: grace) { try? await outbound.close(.goingAway, reason: "the server is shutting down") }
             } else {
                 await Self.closing(channel, grace: grace) { try? await outbound.close(.normalClosure, reason: nil) }
             }
@@ -85,7 +91,13 @@ struct Gateway: Sendable {
             guard case .binary(let buffer) = message, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
                 continue
             }
+            // Once a graceful shutdown has begun, requests are answered without being run.
+            guard core.shutdown.beginRequest() else {
+                session.send(FrameCodec.errorReply(to: frame, ServerShutdown.refusal))
+                continue
+            }
             await handle(frame, session: session)
+            core.shutdown.endRequest()
             if session.isClosed { break }
         }
         session.close()
@@ -119,6 +131,7 @@ struct Gateway: Sendable {
         guard frame.op == .connect, let request = try? frame.body(Im_ConnectRequest.self) else {
             throw IMError(.invalidParameter, "the first frame of a connection must be CONNECT")
         }
+        guard !core.shutdown.isStopping else { throw ServerShutdown.refusal }
         guard !request.token.isEmpty else { throw IMError(.invalidParameter, "token is empty: pass the token your app server got from /user/getToken.json") }
         guard request.token.utf8.count <= ConnectLimits.maxTokenBytes else {
             throw IMError(.tokenIncorrect, "the token is longer than any token this server issues (\(ConnectLimits.maxTokenBytes) bytes): pass the token your app server got from /user/getToken.json")
@@ -149,6 +162,13 @@ struct Gateway: Sendable {
             core.sessionEnded(session)
             for old in displaced { old.kick(code: .userBlocked, reason: "user \(claims.userId) is blocked") }
             throw IMError(.userBlocked, "user \(claims.userId) is blocked: the app's server can lift it with /user/unblock.json")
+        }
+        // A shutdown that began meanwhile may have closed the sessions it found before this one
+        // was registered: refused, and what it displaced is closed as the shutdown would have.
+        if core.shutdown.isStopping {
+            core.sessionEnded(session)
+            for old in displaced { old.closeForShutdown() }
+            throw ServerShutdown.refusal
         }
         for old in displaced {
             old.kick(code: .kickedByOtherClient, reason: "user \(claims.userId) logged in on another \(platform.loginClass.rawValue) device")

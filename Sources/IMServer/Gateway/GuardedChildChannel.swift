@@ -9,12 +9,13 @@ struct GuardedChildChannel<Inner: ServerChildChannel>: ServerChildChannel {
 
     let inner: Inner
     let addresses: AddressConnections
+    let shutdown: ServerShutdown
     let firstRequestTimeout: TimeAmount
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         do {
             try channel.pipeline.syncOperations.addHandler(
-                ConnectionGuardHandler(addresses: addresses, firstRequestTimeout: firstRequestTimeout))
+                ConnectionGuardHandler(addresses: addresses, shutdown: shutdown, firstRequestTimeout: firstRequestTimeout))
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }

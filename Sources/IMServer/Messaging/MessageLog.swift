@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 import IMStore
+import Synchronization
 
 /// The single writer of the message log, with group commit.
 ///
@@ -9,6 +10,10 @@ import IMStore
 /// durable transaction, hands them to delivery in commit order, and only then answers the senders.
 /// While one transaction is being written the next batch gathers, so one fsync covers many messages
 /// under load and a lone message waits for no timer.
+///
+/// The writer is `runWriter`, which `MessageLogService` runs: appends wait until it runs. When it
+/// is told to stop (`stopWriting`), it refuses new appends, commits everything appended before, and
+/// answers those senders; then it returns.
 public actor MessageLog {
     private let store: any MessageStore & MessageLifecycleStore & UltraGroupStore
     private let clock: any WallClock
@@ -17,7 +22,16 @@ public actor MessageLog {
     private let committed: @Sendable ([CommittedMessage]) async -> Void
 
     private var queue: [(message: StoredMessage, origin: Origin, reply: CheckedContinuation<CommitOutcome, any Error>)] = []
-    private var writing = false
+    /// False once the writer has been told to stop and took the last appends.
+    private var accepting = true
+    /// Wakes the writer when something is queued; finished to stop it.
+    private let wakeUps: AsyncStream<Void>
+    private let wakeUp: AsyncStream<Void>.Continuation
+    /// `stopWriting` was called: what is written from then on is counted in `drained`.
+    private let stopRequested = Mutex(false)
+    /// Messages written since `stopWriting`: committed and answered, or refused by the store (their
+    /// senders were told).
+    private var drained = (committed: 0, failed: 0)
     /// Latest sentTime per conversation of each app; bounded, refilled from the store on a miss.
     private var lastSentTime: [ConversationOfApp: Int64] = [:]
     private struct ConversationOfApp: Hashable {
@@ -35,20 +49,45 @@ public actor MessageLog {
         self.clock = clock
         self.maxBatch = maxBatch
         self.committed = committed
+        (wakeUps, wakeUp) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Stores the message durably and returns it with its seq, uid and sentTime; for a resend of an
-    /// already stored client message id, returns the first message.
+    /// already stored client message id, returns the first message. Once the writer has stopped,
+    /// refuses with 31003: nothing is stored.
     /// - Parameter origin: the id of the session that sent it (it is not echoed back there).
     public func append(_ message: StoredMessage, origin: Origin) async throws -> CommitOutcome {
-        try await withCheckedThrowingContinuation { reply in
+        guard accepting else {
+            throw IMError(.serverUnavailable, "the server is shutting down: the message was not stored; send it again once reconnected")
+        }
+        return try await withCheckedThrowingContinuation { reply in
             queue.append((message, origin, reply))
-            if !writing {
-                writing = true
-                Task { await self.drain() }
-            }
+            wakeUp.yield()
         }
     }
+
+    /// The writer: commits what is appended, batch after batch, until `stopWriting`; then commits
+    /// and answers everything appended before the stop and refuses later appends. Returns how many
+    /// messages it wrote after `stopWriting`: committed and answered, and refused by the store
+    /// (their senders got the error). Run once (by `MessageLogService`).
+    func runWriter() async -> (committed: Int, failed: Int) {
+        for await _ in wakeUps {
+            await writeQueued()
+        }
+        // Stopped (or cancelled): no more appends, then what is queued is written.
+        accepting = false
+        await writeQueued()
+        return drained
+    }
+
+    /// Tells the writer to stop once it has written everything appended so far.
+    nonisolated func stopWriting() {
+        stopRequested.withLock { $0 = true }
+        wakeUp.finish()
+    }
+
+    /// Appends waiting for the writer.
+    var queuedCount: Int { queue.count }
 
     /// A stored message by uid (read from the store; the log's order is not involved).
     nonisolated func storedMessage(appId: Int64, uid: String) async throws -> StoredMessage? {
@@ -69,11 +108,13 @@ public actor MessageLog {
         try await store.deleteMessage(appId: appId, uid: uid)
     }
 
-    private func drain() async {
+    /// Commits everything queued.
+    private func writeQueued() async {
         while !queue.isEmpty {
             let count = min(queue.count, maxBatch)
             let batch = Array(queue.prefix(count))
             queue.removeFirst(count)
+            let draining = stopRequested.withLock { $0 }
             do {
                 var messages: [StoredMessage] = []
                 messages.reserveCapacity(batch.count)
@@ -83,13 +124,14 @@ public actor MessageLog {
                 let outcomes = try await store.commit(messages)
                 await committed(zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) })
                 for (entry, outcome) in zip(batch, outcomes) { entry.reply.resume(returning: outcome) }
+                if draining { drained.committed += batch.count }
             } catch {
                 // Nothing of this batch is stored; forget cached times that may be ahead of the store.
                 lastSentTime = [:]
+                if draining { drained.failed += batch.count }
                 for entry in batch { entry.reply.resume(throwing: error) }
             }
         }
-        writing = false
     }
 
     /// Assigns uid and sentTime.

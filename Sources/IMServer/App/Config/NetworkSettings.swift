@@ -35,6 +35,10 @@ extension ServerConfig {
                  doc: "Seconds a connection the server closes (kick, heartbeat or handshake timeout) has to answer the WebSocket close before its TCP connection is dropped.")
         public var closeTimeoutSeconds = ConnectionLimits.defaultCloseTimeoutSeconds
 
+        @Setting(key: "shutdownTimeoutSeconds", allowed: .range(1...3600),
+                 doc: "Seconds a graceful shutdown (SIGTERM, SIGINT) may take: the sessions close with 1001 and the message log drains; past it, what still runs is cancelled.")
+        public var shutdownTimeoutSeconds = 25
+
         public init() {}
     }
 }

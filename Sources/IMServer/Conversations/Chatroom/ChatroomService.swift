@@ -66,12 +66,16 @@ public final class ChatroomService: Sendable {
     let config: ServerConfig
     let logger: Logger
     let uids = MessageUIDGenerator()
+    /// Rooms whose delivery task is to start: `ChatroomDeliveryService` runs the tasks.
+    let deliveryStarts: AsyncStream<ChatroomRoom>
+    let deliveryStarter: AsyncStream<ChatroomRoom>.Continuation
 
     init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, logger: Logger) {
         self.store = store
         self.clock = clock
         self.config = config
         self.logger = logger
+        (deliveryStarts, deliveryStarter) = AsyncStream.makeStream(of: ChatroomRoom.self)
     }
 
     // MARK: settings
@@ -344,7 +348,7 @@ public final class ChatroomService: Sendable {
         room.pending.append(push)
         guard !room.delivering else { return }
         room.delivering = true
-        Task.detached { [self] in await self.deliver(room) }
+        if case .terminated = deliveryStarter.yield(room) { deliveriesEnded(room) }
     }
 
     func eventFrame(_ room: ChatroomRoom, _ kind: Im_ChatroomEventKind, userIds: [String] = [], minutes: Int64 = 0,
