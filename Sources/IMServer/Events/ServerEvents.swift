@@ -43,3 +43,12 @@ public final class ServerEvents: Sendable {
         return stream
     }
 }
+
+extension ServerEvents {
+    /// Publishes who joined or left a group or ultra group through the Server API.
+    func membershipChanged(_ kind: MembershipChange.Kind, appId: Int64, groupId: String, joined: [String] = [],
+                           left: [String] = [], dismissed: Bool = false) async {
+        await publish(.membershipChanged(MembershipChange(kind: kind, appId: appId, groupId: groupId, joined: joined, left: left,
+                                                          dismissed: dismissed, origin: .serverAPI)))
+    }
+}

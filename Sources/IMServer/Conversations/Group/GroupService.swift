@@ -45,7 +45,7 @@ public final class GroupService: Sendable {
                                       preJoinHistory: config.groups.preJoinHistory, now: clock.nowMilliseconds())
         }
         if case .joined = outcome, !userIds.isEmpty {
-            await membershipChanged(appId: appId, groupId: groupId, joined: userIds)
+            await events.membershipChanged(.group, appId: appId, groupId: groupId, joined: userIds)
         }
         return outcome
     }
@@ -54,14 +54,9 @@ public final class GroupService: Sendable {
         let remaining = try await rosters.changing(appId: appId, groupIds: [groupId]) {
             try await store.quitGroup(appId: appId, groupId: groupId, userIds: userIds)
         }
-        if remaining != nil { await membershipChanged(appId: appId, groupId: groupId, left: userIds) }
+        if remaining != nil { await events.membershipChanged(.group, appId: appId, groupId: groupId, left: userIds) }
     }
 
-    private func membershipChanged(appId: Int64, groupId: String, joined: [String] = [], left: [String] = [],
-                                   dismissed: Bool = false) async {
-        await events.publish(.membershipChanged(MembershipChange(kind: .group, appId: appId, groupId: groupId, joined: joined,
-                                                                 left: left, dismissed: dismissed, origin: .serverAPI)))
-    }
 
     /// Makes the user a member of exactly these groups.
     func sync(appId: Int64, userId: String, groups: [(id: String, name: String)]) async throws {
@@ -70,8 +65,8 @@ public final class GroupService: Sendable {
                                        preJoinHistory: config.groups.preJoinHistory, now: clock.nowMilliseconds())
         }
         rosters.changed(appId: appId, groupIds: left)
-        for group in groups { await membershipChanged(appId: appId, groupId: group.id, joined: [userId]) }
-        for groupId in left { await membershipChanged(appId: appId, groupId: groupId, left: [userId]) }
+        for group in groups { await events.membershipChanged(.group, appId: appId, groupId: group.id, joined: [userId]) }
+        for groupId in left { await events.membershipChanged(.group, appId: appId, groupId: groupId, left: [userId]) }
     }
 
     /// Runs a change of mute state (`groupIds` nil: the mutes in every group).
@@ -98,7 +93,7 @@ public final class GroupService: Sendable {
             content: try JSONSerialization.data(withJSONObject: notification, options: [.sortedKeys]),
             flags: .isPersisted, includeSender: true)
         _ = try await log.append(message, origin: .serverAPI)
-        await membershipChanged(appId: appId, groupId: groupId, dismissed: true)
+        await events.membershipChanged(.group, appId: appId, groupId: groupId, dismissed: true)
         return true
     }
 

@@ -61,14 +61,9 @@ public final class UltraGroupService: Sendable {
         }
         try Self.check(outcome, groupId: groupId)
         notify(appId: appId, userIds: [ownerId], event(.ultraGroupJoined, groupId: groupId))
-        await membershipChanged(appId: appId, groupId: groupId, joined: [ownerId])
+        await events.membershipChanged(.ultraGroup, appId: appId, groupId: groupId, joined: [ownerId])
     }
 
-    private func membershipChanged(appId: Int64, groupId: String, joined: [String] = [], left: [String] = [],
-                                   dismissed: Bool = false) async {
-        await events.publish(.membershipChanged(MembershipChange(kind: .ultraGroup, appId: appId, groupId: groupId, joined: joined,
-                                                                 left: left, dismissed: dismissed, origin: .serverAPI)))
-    }
 
     /// Adds members, all or none: 24412 when one of them is already in 100 ultra groups.
     public func join(appId: Int64, groupId: String, userIds: [String]) async throws {
@@ -78,7 +73,7 @@ public final class UltraGroupService: Sendable {
         }
         try Self.check(outcome, groupId: groupId)
         notify(appId: appId, userIds: userIds, event(.ultraGroupJoined, groupId: groupId))
-        await membershipChanged(appId: appId, groupId: groupId, joined: userIds)
+        await events.membershipChanged(.ultraGroup, appId: appId, groupId: groupId, joined: userIds)
     }
 
     public func quit(appId: Int64, groupId: String, userIds: [String]) async throws {
@@ -87,7 +82,7 @@ public final class UltraGroupService: Sendable {
         }
         guard done else { throw Self.notFound(groupId) }
         notify(appId: appId, userIds: userIds, event(.ultraGroupLeft, groupId: groupId))
-        await membershipChanged(appId: appId, groupId: groupId, left: userIds)
+        await events.membershipChanged(.ultraGroup, appId: appId, groupId: groupId, left: userIds)
     }
 
     /// Deletes the group and tells its online members; its messages are read by nobody any more.
@@ -98,7 +93,7 @@ public final class UltraGroupService: Sendable {
         }
         guard done else { throw Self.notFound(groupId) }
         notify(appId: appId, userIds: members, event(.ultraGroupDismissed, groupId: groupId))
-        await membershipChanged(appId: appId, groupId: groupId, dismissed: true)
+        await events.membershipChanged(.ultraGroup, appId: appId, groupId: groupId, dismissed: true)
     }
 
     public func rename(appId: Int64, groupId: String, name: String) async throws {
