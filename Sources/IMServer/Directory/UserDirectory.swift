@@ -97,6 +97,12 @@ public final class UserDirectory: Sendable {
         return members
     }
 
+    /// Whether the user is blocked at `now` (read from the store, not a cache: a block committed
+    /// a moment ago counts).
+    func isBlocked(appId: Int64, userId: String, now: Int64) async throws -> Bool {
+        try await store.userAccess(appId: appId, userId: userId).blockedUntil > now
+    }
+
     // MARK: profiles, tokens, lists and tags (Server API)
 
     /// Registers the user, or updates their name and portrait (empty values leave them).

@@ -74,7 +74,8 @@ public struct ConversationStateEvent: Sendable, Equatable {
     public let origin: Origin
 }
 
-/// Who joined or left which group.
+/// Who joined or left which group: the users the call named (a user already in the group, or
+/// already out of it, may be among them), after the change is stored.
 public struct MembershipChange: Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         case group

@@ -91,13 +91,15 @@ struct Gateway: Sendable {
             guard case .binary(let buffer) = message, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
                 continue
             }
-            // Once a graceful shutdown has begun, requests are answered without being run.
-            guard core.shutdown.beginRequest() else {
+            // Once a graceful shutdown has begun, requests are answered without being run (but a
+            // client may still say goodbye, and a ping still gets its pong).
+            guard frame.op == .disconnect || frame.op == .ping || core.shutdown.beginRequest() else {
                 session.send(FrameCodec.errorReply(to: frame, ServerShutdown.refusal))
                 continue
             }
+            let counted = frame.op != .disconnect && frame.op != .ping
             await handle(frame, session: session)
-            core.shutdown.endRequest()
+            if counted { core.shutdown.endRequest() }
             if session.isClosed { break }
         }
         session.close()
@@ -158,7 +160,14 @@ struct Gateway: Sendable {
             maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.network.maxQueuedBytesPerConnection))
         let displaced = try core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block committed while this connect was being checked must not leave the user online.
-        if try await core.store.userAccess(appId: app.id, userId: claims.userId).blockedUntil > core.clock.nowMilliseconds() {
+        let blocked: Bool
+        do {
+            blocked = try await core.directory.isBlocked(appId: app.id, userId: claims.userId, now: core.clock.nowMilliseconds())
+        } catch {
+            core.sessionEnded(session)
+            throw error
+        }
+        if blocked {
             core.sessionEnded(session)
             for old in displaced { old.kick(code: .userBlocked, reason: "user \(claims.userId) is blocked") }
             throw IMError(.userBlocked, "user \(claims.userId) is blocked: the app's server can lift it with /user/unblock.json")
