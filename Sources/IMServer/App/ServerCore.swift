@@ -50,8 +50,7 @@ public final class ServerCore: Sendable {
         self.log = MessageLog(store: store, clock: clock) { batch in
             for item in batch {
                 guard case .stored(let message) = item.outcome else { continue }
-                await events.publish(.messageCommitted(CommittedMessageEvent(message: message, origin: item.origin,
-                                                                             recipients: Recipients(of: message))))
+                await events.publish(.messageCommitted(CommittedMessageEvent(message: message, origin: item.origin)))
             }
         }
         self.archive = MessageArchive(store: store)

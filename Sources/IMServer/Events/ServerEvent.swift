@@ -20,7 +20,8 @@ public enum ServerEvent: Sendable {
 public struct CommittedMessageEvent: Sendable {
     public let message: StoredMessage
     public let origin: Origin
-    public let recipients: Recipients
+    /// Worked out when asked: most messages reach no subscriber that needs it.
+    public var recipients: Recipients { Recipients(of: message) }
 }
 
 /// The audience of a message, as its conversation addresses it. Group audiences are named, not

@@ -93,13 +93,13 @@ struct Gateway: Sendable {
             }
             // Once a graceful shutdown has begun, requests are answered without being run (but a
             // client may still say goodbye, and a ping still gets its pong).
-            guard frame.op == .disconnect || frame.op == .ping || core.shutdown.beginRequest() else {
+            let alwaysAnswered = frame.op == .disconnect || frame.op == .ping
+            guard alwaysAnswered || core.shutdown.beginRequest() else {
                 session.send(FrameCodec.errorReply(to: frame, ServerShutdown.refusal))
                 continue
             }
-            let counted = frame.op != .disconnect && frame.op != .ping
             await handle(frame, session: session)
-            if counted { core.shutdown.endRequest() }
+            if !alwaysAnswered { core.shutdown.endRequest() }
             if session.isClosed { break }
         }
         session.close()
