@@ -10,6 +10,12 @@ fi
 # RongCloud's official Python server SDK, which the compatibility tests drive imserver with.
 IMSERVER_TEST_PYTHON="$(scripts/python-sdk.sh)"
 export IMSERVER_TEST_PYTHON
+# A private PostgreSQL server (scripts/postgres.sh) for the PostgreSQL store's conformance suite
+# and the cluster tests; stopped when this script ends.
+pg_dir="${TMPDIR:-/tmp}/imserver-test-postgres-$$"
+IMSERVER_TEST_POSTGRES_URL="$(scripts/postgres.sh start "$pg_dir")"
+export IMSERVER_TEST_POSTGRES_URL
+trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
 swift build --build-tests
 # Every test target, the store conformance suite (Tests/StoreConformanceTests, docs/STORE-CONFORMANCE.md)
 # included: it runs here against SQLite.
