@@ -64,7 +64,7 @@ public enum LoginClass: String, Sendable, Hashable {
 }
 
 /// How a message is kept, RongCloud's `RCMessagePersistent` bit flags (spec/imlib-core.md §9.4).
-public struct PersistentFlag: OptionSet, Sendable, Hashable {
+public struct PersistentFlag: OptionSet, Sendable, Hashable, Codable {
     public let rawValue: UInt32
     public init(rawValue: UInt32) { self.rawValue = rawValue }
 

@@ -19,7 +19,7 @@ public struct AppRecord: Sendable, Equatable {
 }
 
 /// A message as the server keeps it: stored once in its conversation's log.
-public struct StoredMessage: Sendable, Equatable {
+public struct StoredMessage: Sendable, Equatable, Codable {
     /// Position in the server's commit order (the clients' sync watermark); 0 if never stored.
     public var seq: UInt64
     public var appId: Int64

@@ -38,7 +38,9 @@ public struct IMServerApp: Sendable {
     ///    rooms queued (chatroom history stored, its senders answered) and end.
     /// 5. `MessageLogService`: the message log is drained: everything appended is committed and
     ///    its senders answered, later appends are refused (31003).
-    /// 6. `StoreCloser` (first in the group): `closeStore` closes the store.
+    /// 6. `ClusterNode` (a node of a cluster only): the last deliveries are on the bus; the node
+    ///    stops listening and leaves the cluster's presence table.
+    /// 7. `StoreCloser` (first in the group): `closeStore` closes the store.
     ///
     /// `run()` then returns. A shutdown that takes longer than `shutdownTimeoutSeconds` is cut
     /// short: the services still running are cancelled (connections dropped; messages not yet
@@ -50,17 +52,20 @@ public struct IMServerApp: Sendable {
     ///     `ServerCore.sweepIdleSessions()` (tests on a manual clock, where the sweeper's real-time
     ///     timer would judge sessions by a clock the test moves).
     ///   - onListening: receives the bound port (useful with port 0).
-    public func serviceGroup(handlesSignals: Bool, sweepsIdleSessions: Bool = true, closeStore: @escaping @Sendable () throws -> Void,
+    public func serviceGroup(handlesSignals: Bool, sweepsIdleSessions: Bool = true, closeStore: @escaping @Sendable () async throws -> Void,
                              onListening: @escaping @Sendable (Int) async -> Void = { _ in }) -> ServiceGroup {
         var services: [any Service] = [
             StoreCloser(close: closeStore, logger: core.logger),
+        ]
+        if let cluster = core.cluster { services.append(ClusterNode(core: core, transport: cluster)) }
+        services += [
             MessageLogService(log: core.log, logger: core.logger),
             ChatroomDeliveryService(chatrooms: core.chatrooms),
             ChatroomSweeper(core: core),
             application(onListening: onListening),
             GatewayCloser(core: core),
         ]
-        if sweepsIdleSessions { services.insert(HeartbeatSweeper(core: core), at: 4) }
+        if sweepsIdleSessions { services.insert(HeartbeatSweeper(core: core), at: services.count - 2) }
         var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [],
                                                       logger: core.logger)
         configuration.maximumGracefulShutdownDuration = .seconds(core.config.network.shutdownTimeoutSeconds)
@@ -68,7 +73,7 @@ public struct IMServerApp: Sendable {
     }
 
     /// Runs the server until SIGTERM or SIGINT, then shuts it down gracefully (see `serviceGroup`).
-    public func run(closeStore: @escaping @Sendable () throws -> Void, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+    public func run(closeStore: @escaping @Sendable () async throws -> Void, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         try await serviceGroup(handlesSignals: true, closeStore: closeStore, onListening: onListening).run()
     }
 

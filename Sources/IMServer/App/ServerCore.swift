@@ -15,8 +15,13 @@ public final class ServerCore: Sendable {
     public let registry = SessionRegistry()
     /// What happened, for whoever acts on it: delivery first, then push, callbacks, metrics.
     public let events: ServerEvents
-    /// The way to the client sessions (this process's; a cluster's later).
+    /// The way to the client sessions: this process's, and in a cluster every node's.
     public let bus: any SessionBus
+    /// This process's sessions (what the other nodes of a cluster reach through their bus).
+    let localBus: LocalSessionBus
+    /// The other nodes of a cluster and the cluster's presence; nil for a single server.
+    public let cluster: (any ClusterTransport)?
+    let peers: ClusterPeers
     /// Whether a graceful shutdown has begun, and the client requests and sessions it waits for.
     public let shutdown = ServerShutdown()
     public let log: MessageLog
@@ -34,16 +39,24 @@ public final class ServerCore: Sendable {
     /// Connections open per source address, against `maxConnectionsPerAddress`.
     let addressConnections: AddressConnections
 
-    public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger) {
+    /// - Parameter cluster: the transport to the other nodes when this server is a node of a
+    ///   cluster (`ClusterNode` runs it as one of the server's services).
+    public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger,
+                cluster: (any ClusterTransport)? = nil) {
         self.config = config
         self.store = store
         self.clock = clock
         self.logger = logger
-        self.apps = AppRegistry(store: store)
+        self.cluster = cluster
+        let peers = ClusterPeers(transport: cluster)
+        self.peers = peers
+        self.apps = AppRegistry(store: store, peers: peers)
         self.addressConnections = AddressConnections(limit: config.network.maxConnectionsPerAddress)
-        let rosters = GroupRosters(store: store, registry: registry)
-        let ultraRosters = UltraGroupRosters(store: store, registry: registry)
-        let bus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)
+        let rosters = GroupRosters(store: store, registry: registry, peers: peers)
+        let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers)
+        let localBus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)
+        self.localBus = localBus
+        let bus: any SessionBus = cluster.map { ClusterSessionBus(local: localBus, transport: $0) } ?? localBus
         self.bus = bus
         let events = ServerEvents(handlers: [Delivery(bus: bus)])
         self.events = events
@@ -52,12 +65,15 @@ public final class ServerCore: Sendable {
                 guard case .stored(let message) = item.outcome else { continue }
                 await events.publish(.messageCommitted(CommittedMessageEvent(message: message, origin: item.origin)))
             }
+            // In a cluster the batch is on the bus before its senders are answered: a message
+            // acknowledged reaches the recipients online on other nodes even if this node dies now.
+            await cluster?.flush()
         }
         self.archive = MessageArchive(store: store)
-        self.directory = UserDirectory(store: store, registry: registry, whitelistMode: config.moderation.userWhitelistMode)
-        self.sensitiveWords = SensitiveWordFilter(store: store)
-        self.apiLimits = APIRateLimiter(clock: clock)
-        self.chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger)
+        self.directory = UserDirectory(store: store, registry: registry, peers: peers, whitelistMode: config.moderation.userWhitelistMode)
+        self.sensitiveWords = SensitiveWordFilter(store: store, peers: peers)
+        self.apiLimits = APIRateLimiter(clock: clock, nodes: { cluster?.liveNodes() ?? 1 })
+        self.chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger, peers: peers)
         self.messages = MessageService(log: log, bus: bus, clock: clock, config: config,
                                        directory: directory, words: sensitiveWords, rosters: rosters, ultraGroups: ultraRosters,
                                        chatrooms: chatrooms)
@@ -100,16 +116,51 @@ public final class ServerCore: Sendable {
     public func dropConnections(appId: Int64, userId: String) -> Int {
         let sessions = registry.sessions(appId: appId, userId: userId)
         for session in sessions { session.close() }
+        peers.disconnect(appId: appId, userIds: [userId], code: nil, reason: "connections dropped")
         return sessions.count
     }
 
+    /// Whether the user has a live session on this server (in a cluster: on any node).
+    public func isOnline(appId: Int64, userId: String) async throws -> Bool {
+        if registry.isOnline(appId: appId, userId: userId) { return true }
+        guard let cluster else { return false }
+        return try await cluster.isOnline(appId: appId, userId: userId)
+    }
+
     /// Adds a session under the login rules (see `SessionRegistry.register`) and to its groups'
-    /// online members; returns the displaced sessions to kick.
-    func sessionStarted(_ session: ClientSession, refuseIfClassTaken: Bool) throws -> [ClientSession] {
+    /// online members; returns the displaced sessions of this node to kick. In a cluster the rule
+    /// holds across nodes: the cluster's presence table is asked too, and sessions of the same
+    /// class on other nodes are kicked by their nodes (or this one refused with 31023).
+    func sessionStarted(_ session: ClientSession, refuseIfClassTaken: Bool) async throws -> [ClientSession] {
         let displaced = try registry.register(session, refuseIfClassTaken: refuseIfClassTaken)
         groups.rosters.sessionOpened(session)
         ultraGroups.rosters.sessionOpened(session)
+        // Told before the cluster is asked: a refusal below ends the session, which tells its end.
         events.observe(.sessionOnline(session.presence))
+        if let cluster {
+            let entry = PresenceEntry(nodeId: cluster.nodeId, sessionId: session.id, appId: session.appId, userId: session.userId,
+                                      loginClass: session.loginClass.rawValue, platform: session.platform.rawValue,
+                                      connectedAt: clock.nowMilliseconds())
+            let outcome: PresenceOutcome
+            do {
+                outcome = try await cluster.sessionOpened(entry, refuseIfClassTaken: refuseIfClassTaken)
+            } catch {
+                sessionEnded(session)
+                logger.error("the cluster's presence table could not be written", metadata: ["error": "\(error)"])
+                throw IMError(.serverUnavailable, "the server could not record the connection: reconnect in a moment")
+            }
+            switch outcome {
+            case .classTaken:
+                sessionEnded(session)
+                throw IMError(.otherDeviceLogin, "another \(session.loginClass.rawValue) device of user \(session.userId) is online; this reconnect was refused because reconnect-kick is enabled")
+            case .registered(let others):
+                let reason = "user \(session.userId) logged in on another \(session.loginClass.rawValue) device"
+                for sessionIds in Dictionary(grouping: others, by: \.nodeId).values {
+                    cluster.publish(.kickSessions(appId: session.appId, userId: session.userId, sessionIds: sessionIds.map(\.sessionId),
+                                                  code: ErrorCode.kickedByOtherClient.rawValue, reason: reason))
+                }
+            }
+        }
         return displaced
     }
 
@@ -119,7 +170,10 @@ public final class ServerCore: Sendable {
         groups.rosters.sessionClosed(session)
         ultraGroups.rosters.sessionClosed(session)
         chatrooms.sessionClosed(session)
-        if session.markEnded() { events.observe(.sessionOffline(session.presence)) }
+        if session.markEnded() {
+            cluster?.sessionClosed(id: session.id)
+            events.observe(.sessionOffline(session.presence))
+        }
     }
 
     /// Drops sessions silent for three heartbeat intervals (dead peers). Returns how many.

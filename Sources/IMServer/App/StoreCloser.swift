@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// shutdown reaches it last, once nothing else uses the store. Cancelled, it leaves the store open
 /// (other services may still be using it); it closes with the process.
 struct StoreCloser: Service {
-    let close: @Sendable () throws -> Void
+    let close: @Sendable () async throws -> Void
     let logger: Logger
 
     func run() async throws {
@@ -14,7 +14,7 @@ struct StoreCloser: Service {
         } catch {
             return
         }
-        try close()
+        try await close()
         logger.notice("store closed")
     }
 }

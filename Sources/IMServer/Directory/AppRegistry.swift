@@ -7,9 +7,32 @@ import Synchronization
 public final class AppRegistry: Sendable {
     private let store: any AppStore
     private let apps = Mutex<[String: AppRecord]>([:])
+    private let peers: ClusterPeers
+    /// When the store was last read for a key nobody knew (ms since the reference date).
+    private let lastMissReload = Mutex<Int64>(0)
 
-    public init(store: any AppStore) {
+    public convenience init(store: any AppStore) {
+        self.init(store: store, peers: ClusterPeers(transport: nil))
+    }
+
+    init(store: any AppStore, peers: ClusterPeers) {
         self.store = store
+        self.peers = peers
+    }
+
+    /// The app with this key; an unknown key has the store read again, at most once a second, so
+    /// an app created elsewhere (`imserver app create`, another node of a cluster) is found.
+    func find(key: String) async -> AppRecord? {
+        if let app = app(key: key) { return app }
+        let now = Int64(Date().timeIntervalSinceReferenceDate * 1000)
+        let due = lastMissReload.withLock { last in
+            guard now - last >= 1000 else { return false }
+            last = now
+            return true
+        }
+        guard due else { return nil }
+        try? await load()
+        return app(key: key)
     }
 
     /// Loads every app from the store.
@@ -33,6 +56,7 @@ public final class AppRegistry: Sendable {
     public func upsert(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord {
         let app = try await store.upsertApp(appKey: appKey, appSecret: appSecret, name: name, now: now)
         apps.withLock { $0[app.appKey] = app }
+        peers.announce(.apps)
         return app
     }
 

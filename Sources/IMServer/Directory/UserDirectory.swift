@@ -23,7 +23,10 @@ public final class UserDirectory: Sendable {
     private let lists = Mutex<(entries: [OwnerKey: Set<String>], changes: UInt64)>(([:], 0))
     private static let cachedOwnerLimit = 200_000
 
-    init(store: any UserStore, registry: SessionRegistry, whitelistMode: Bool) {
+    private let peers: ClusterPeers
+
+    init(store: any UserStore, registry: SessionRegistry, peers: ClusterPeers, whitelistMode: Bool) {
+        self.peers = peers
         self.store = store
         self.registry = registry
         self.whitelistMode = whitelistMode
@@ -49,6 +52,8 @@ public final class UserDirectory: Sendable {
                 registry.remove(session)
             }
         }
+        peers.disconnect(appId: appId, userIds: userIds, code: .userBlocked,
+                         reason: "blocked by the app's server for \(minutes) minutes")
     }
 
     func unblock(appId: Int64, userIds: [String], now: Int64) async throws {
@@ -80,6 +85,19 @@ public final class UserDirectory: Sendable {
     private func forget(appId: Int64, owner: String, kind: UserListKind) {
         lists.withLock { lists in
             lists.entries.removeValue(forKey: OwnerKey(appId: appId, owner: owner, kind: kind))
+            lists.changes &+= 1
+        }
+        peers.announce(.userLists(appId: appId, owners: [owner]))
+    }
+
+    /// Drops the cached lists of these owners (another node changed them).
+    func forgetLists(appId: Int64, owners: [String]) {
+        lists.withLock { lists in
+            for owner in owners {
+                for kind in [UserListKind.blacklist, .whitelist] {
+                    lists.entries.removeValue(forKey: OwnerKey(appId: appId, owner: owner, kind: kind))
+                }
+            }
             lists.changes &+= 1
         }
     }

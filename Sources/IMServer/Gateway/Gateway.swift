@@ -147,7 +147,7 @@ struct Gateway: Sendable {
         guard let platform = Platform(wire: request.platform) else {
             throw IMError(.invalidParameter, "platform is missing or unknown")
         }
-        guard let app = core.apps.app(key: request.appKey) else {
+        guard let app = await core.apps.find(key: request.appKey) else {
             throw IMError(.wrongAppKey, "app key '\(request.appKey)' does not exist on this server: check the app key the client was initialised with")
         }
         let claims = try core.tokens.verify(request.token, app: app)
@@ -158,7 +158,7 @@ struct Gateway: Sendable {
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
             outbound: try await SessionOutbound.attach(to: channel, maxQueuedBytes: core.config.network.maxQueuedBytesPerConnection),
             maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.network.maxQueuedBytesPerConnection))
-        let displaced = try core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
+        let displaced = try await core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block committed while this connect was being checked must not leave the user online.
         let blocked: Bool
         do {

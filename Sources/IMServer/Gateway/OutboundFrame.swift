@@ -24,4 +24,11 @@ public struct OutboundFrame: Sendable {
         buffer.writeBytes(payload)
         bytes = buffer
     }
+
+    /// The protobuf `Frame` this carries, without the WebSocket header (what the cluster bus sends).
+    var payload: [UInt8] {
+        let length = bytes.getInteger(at: bytes.readerIndex + 1, as: UInt8.self) ?? 0
+        let header = length == 127 ? 10 : length == 126 ? 4 : 2
+        return bytes.getBytes(at: bytes.readerIndex + header, length: bytes.readableBytes - header) ?? []
+    }
 }

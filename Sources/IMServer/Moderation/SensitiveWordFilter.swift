@@ -21,8 +21,11 @@ public final class SensitiveWordFilter: Sendable {
     private let cache = Mutex<(entries: [Int64: [SensitiveWord]], changes: UInt64)>(([:], 0))
     static let textFields: [String: [String]] = ["RC:TxtMsg": ["content"], "RC:ImgTextMsg": ["title", "content"]]
 
-    init(store: any SensitiveWordStore) {
+    private let peers: ClusterPeers
+
+    init(store: any SensitiveWordStore, peers: ClusterPeers) {
         self.store = store
+        self.peers = peers
     }
 
     /// Adds or replaces words, at most `limit` in the app; the filter applies them from the next message.
@@ -42,6 +45,12 @@ public final class SensitiveWordFilter: Sendable {
     }
 
     private func changed(appId: Int64) {
+        forget(appId: appId)
+        peers.announce(.sensitiveWords(appId: appId))
+    }
+
+    /// Drops the app's cached list (another node changed it).
+    func forget(appId: Int64) {
         cache.withLock { cache in
             cache.entries.removeValue(forKey: appId)
             cache.changes &+= 1

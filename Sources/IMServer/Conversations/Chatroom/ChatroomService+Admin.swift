@@ -252,6 +252,7 @@ extension ChatroomService {
             ChatroomSettingRecord(appId: appId, kind: kind, roomId: roomId, item: $0, until: until)
         }
         try await store.putChatroomSettings(records)
+        peers.announce(.chatroomSettings(appId: appId))
         state.withLock { state in
             state.settings[appId, default: ChatroomSettings([])].apply(records)
             announce(kind, adding: true, appId: appId, roomId: roomId, users: items, minutes: minutes, notify: notify, extra: extra,
@@ -265,6 +266,7 @@ extension ChatroomService {
         try await loadSettings(appId: appId)
         let names = items.isEmpty && kind == .roomMute ? [""] : items
         try await store.deleteChatroomSettings(appId: appId, kind: kind, roomId: roomId, items: names)
+        peers.announce(.chatroomSettings(appId: appId))
         let now = clock.nowMilliseconds()
         state.withLock { state in
             state.settings[appId]?.remove(kind, room: roomId, items: names)

@@ -70,7 +70,11 @@ public final class ChatroomService: Sendable {
     let deliveryStarts: AsyncStream<ChatroomRoom>
     let deliveryStarter: AsyncStream<ChatroomRoom>.Continuation
 
-    init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, logger: Logger) {
+    /// Where moderation setting changes are announced to the other nodes of a cluster.
+    let peers: ClusterPeers
+
+    init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, logger: Logger, peers: ClusterPeers) {
+        self.peers = peers
         self.store = store
         self.clock = clock
         self.config = config
@@ -86,6 +90,19 @@ public final class ChatroomService: Sendable {
         let loaded = ChatroomSettings(try await store.chatroomSettings(appId: appId))
         state.withLock { state in
             if state.settings[appId] == nil { state.settings[appId] = loaded }
+        }
+    }
+
+    /// Reads the app's settings again if they were loaded (another node changed them).
+    func reloadSettings(appId: Int64) async {
+        guard state.withLock({ $0.settings[appId] != nil }) else { return }
+        do {
+            let loaded = ChatroomSettings(try await store.chatroomSettings(appId: appId))
+            state.withLock { $0.settings[appId] = loaded }
+        } catch {
+            // Dropped instead: the next use loads them.
+            state.withLock { $0.settings[appId] = nil }
+            logger.error("chatroom settings not reloaded after another node changed them", metadata: ["error": "\(error)"])
         }
     }
 

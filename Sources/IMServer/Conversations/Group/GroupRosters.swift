@@ -29,9 +29,11 @@ public final class GroupRosters: Sendable {
     private let store: any GroupStore
     private let cache: RosterCache<GroupRosterRecord>
     private let global = Mutex(GlobalMutes())
+    private let peers: ClusterPeers
 
-    init(store: any GroupStore, registry: SessionRegistry, maxCachedGroups: Int = 100_000) {
+    init(store: any GroupStore, registry: SessionRegistry, peers: ClusterPeers, maxCachedGroups: Int = 100_000) {
         self.store = store
+        self.peers = peers
         self.cache = RosterCache(registry: registry, maxCached: maxCachedGroups) { appId, groupId in
             try await store.groupRoster(appId: appId, groupId: groupId)
         }
@@ -103,6 +105,9 @@ public final class GroupRosters: Sendable {
     /// Runs a change of these groups' members or mutes (nil: the mutes of every group) in the store,
     /// keeping the cache from serving what the change replaces.
     func changing<T: Sendable>(appId: Int64, groupIds: [String]?, _ change: () async throws -> T) async throws -> T {
+        // Other nodes drop their copies once the change is over (made or not: a failed change may
+        // still have written part of what it meant to).
+        defer { peers.announce(.groups(appId: appId, groupIds: groupIds)) }
         guard let groupIds else {
             markGlobal(appId: appId, starting: true)
             defer { markGlobal(appId: appId, starting: false) }
@@ -114,6 +119,17 @@ public final class GroupRosters: Sendable {
     /// Drops groups from the cache after a change whose groups were known only once it was done.
     func changed(appId: Int64, groupIds: [String]) {
         cache.changed(appId: appId, ids: groupIds)
+        peers.announce(.groups(appId: appId, groupIds: groupIds))
+    }
+
+    /// Drops what another node changed (nil: the mutes of every group of the app).
+    func forget(appId: Int64, groupIds: [String]?) {
+        if let groupIds {
+            cache.changed(appId: appId, ids: groupIds)
+        } else {
+            markGlobal(appId: appId, starting: true)
+            markGlobal(appId: appId, starting: false)
+        }
     }
 
     private func markGlobal(appId: Int64, starting: Bool) {

@@ -27,8 +27,10 @@ extension UltraGroupRosterRecord: CachedRoster {
 /// whatever the number of members.
 public final class UltraGroupRosters: Sendable {
     private let cache: RosterCache<UltraGroupRosterRecord>
+    private let peers: ClusterPeers
 
-    init(store: any UltraGroupStore, registry: SessionRegistry, maxCachedGroups: Int = 10_000) {
+    init(store: any UltraGroupStore, registry: SessionRegistry, peers: ClusterPeers, maxCachedGroups: Int = 10_000) {
+        self.peers = peers
         cache = RosterCache(registry: registry, maxCached: maxCachedGroups) { appId, groupId in
             try await store.ultraGroupRoster(appId: appId, groupId: groupId)
         }
@@ -89,7 +91,13 @@ public final class UltraGroupRosters: Sendable {
     // MARK: changes and presence
 
     func changing<T: Sendable>(appId: Int64, groupIds: [String], _ change: () async throws -> T) async throws -> T {
-        try await cache.changing(appId: appId, ids: groupIds, change)
+        defer { peers.announce(.ultraGroups(appId: appId, groupIds: groupIds)) }
+        return try await cache.changing(appId: appId, ids: groupIds, change)
+    }
+
+    /// Drops what another node changed.
+    func forget(appId: Int64, groupIds: [String]) {
+        cache.changed(appId: appId, ids: groupIds)
     }
 
     func sessionOpened(_ session: ClientSession) { cache.sessionOpened(session) }

@@ -128,7 +128,7 @@ extension ServerAPI {
     }
 
     private func checkOnline(_ call: APICall) async throws -> [String: any Sendable] {
-        ["status": core.registry.isOnline(appId: call.app.id, userId: call.required("userId")) ? "1" : "0"]
+        ["status": try await core.isOnline(appId: call.app.id, userId: call.required("userId")) ? "1" : "0"]
     }
 
     private func expireTokens(_ call: APICall) async throws -> [String: any Sendable] {

@@ -4,6 +4,11 @@ import Synchronization
 
 /// Server API rate limits per app: fixed windows on the injected clock, so the rules are tested
 /// without sleeping. A call over a limit is refused whole with 1008 (HTTP 429) and changes nothing.
+///
+/// In a cluster each node keeps its own windows and admits its share of every limit, the limit
+/// divided by the live nodes (rounded up): the app's rate holds for the cluster as a whole when a
+/// load balancer spreads its calls, and is stricter than the limit when its calls all reach one
+/// node. A single call may still take a whole limit on a node whose window is empty.
 public final class APIRateLimiter: Sendable {
     /// One limit: at most `limit` units per `windowMilliseconds`.
     public struct Rule: Sendable, Hashable {
@@ -29,8 +34,12 @@ public final class APIRateLimiter: Sendable {
     private let clock: any WallClock
     private let windows = Mutex<[Key: Window]>([:])
 
-    init(clock: any WallClock) {
+    /// How many nodes share the limits (1 for a single server).
+    private let nodes: @Sendable () -> Int
+
+    init(clock: any WallClock, nodes: @escaping @Sendable () -> Int = { 1 }) {
         self.clock = clock
+        self.nodes = nodes
     }
 
     /// Takes `cost` units from every rule, or none if any rule would go over its limit.
@@ -39,13 +48,15 @@ public final class APIRateLimiter: Sendable {
         let now = clock.nowMilliseconds()
         let active = rules.filter { $0.limit > 0 }
         guard !active.isEmpty else { return }
+        let nodes = max(1, self.nodes())
         let refused: Rule? = windows.withLock { windows in
             var updated: [(Key, Window)] = []
             for rule in active {
                 let key = Key(appId: appId, rule: rule)
                 var window = windows[key] ?? Window(start: now, used: 0)
                 if now - window.start >= rule.windowMilliseconds { window = Window(start: now, used: 0) }
-                if window.used + cost > rule.limit { return rule }
+                let share = max(1, (rule.limit + nodes - 1) / nodes)
+                if cost > rule.limit || (window.used > 0 && window.used + cost > share) { return rule }
                 window.used += cost
                 updated.append((key, window))
             }

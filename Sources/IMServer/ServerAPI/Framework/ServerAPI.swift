@@ -50,7 +50,7 @@ struct ServerAPI: Sendable {
 
     private func call(_ request: Request, _ endpoint: APIEndpoint) async -> Response {
         do {
-            let app = try authenticate(request)
+            let app = try await authenticate(request)
             let parameters = try await parameters(of: request)
             for param in endpoint.params { try param.check(parameters) }
             try core.apiLimits.admit(appId: app.id, cost: 1, rules: [
@@ -70,11 +70,11 @@ struct ServerAPI: Sendable {
     }
 
     /// Checks the signature: hex SHA1 of app secret + nonce + timestamp, either header spelling.
-    private func authenticate(_ request: Request) throws -> AppRecord {
+    private func authenticate(_ request: Request) async throws -> AppRecord {
         func header(_ name: String) -> String? {
             request.headers[HTTPField.Name(name)!] ?? request.headers[HTTPField.Name("RC-" + name)!]
         }
-        guard let key = header("App-Key"), let app = core.apps.app(key: key) else {
+        guard let key = header("App-Key"), let app = await core.apps.find(key: key) else {
             throw APIError(.apiSignatureFailed, .unauthorized, "unknown or missing App-Key header: send the app key imserver printed at start")
         }
         guard let nonce = header("Nonce"), let timestamp = header("Timestamp"), let signature = header("Signature") else {

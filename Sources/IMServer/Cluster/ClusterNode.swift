@@ -1,0 +1,91 @@
+import Foundation
+import IMCore
+import IMStore
+import Logging
+import ServiceLifecycle
+
+/// A node's side of the cluster bus: runs the transport and carries out, on this node, what the
+/// other nodes publish: deliveries and frames to its own sessions, kicks, and cache drops. It is a
+/// service of the node's group, placed so that a graceful shutdown stops it after the gateway has
+/// closed and the message log has drained (their last deliveries still reach the other nodes).
+struct ClusterNode: Service {
+    let core: ServerCore
+    let transport: any ClusterTransport
+
+    func run() async throws {
+        let messages = transport.messages()
+        // Graceful shutdown reaches this service once the services after it have stopped: then
+        // nothing more is published, and the transport is cancelled (it leaves the presence table).
+        try await cancelWhenGracefulShutdown {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await transport.run() }
+                group.addTask {
+                    for await event in messages {
+                        switch event {
+                        case .message(let message):
+                            await core.applyFromCluster(message)
+                        case .interrupted:
+                            let sessions = core.registry.allSessions()
+                            core.logger.warning("the cluster bus may have lost messages: this node's sessions reconnect and sync",
+                                                metadata: ["sessions": "\(sessions.count)"])
+                            for session in sessions { session.close() }
+                        }
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+}
+
+extension ServerCore {
+    /// Carries out what another node published.
+    func applyFromCluster(_ message: ClusterMessage) async {
+        switch message {
+        case .deliver(let stored, let origin):
+            await localBus.deliver(stored, origin: origin.origin)
+        case .send(let frame, let appId, let userIds, let exceptSession):
+            let except: Origin? = exceptSession.map { .session(id: $0, appId: appId, userId: "") }
+            localBus.send(OutboundFrame(Array(frame)), appId: appId, userIds: userIds, except: except)
+        case .kickSessions(let appId, let userId, let sessionIds, let code, let reason):
+            for session in registry.sessions(appId: appId, userId: userId) where sessionIds.contains(session.id) {
+                session.kick(code: ErrorCode(code), reason: reason)
+            }
+        case .disconnectUsers(let appId, let userIds, let code, let reason):
+            for userId in userIds {
+                for session in registry.sessions(appId: appId, userId: userId) {
+                    if let code {
+                        session.kick(code: ErrorCode(code), reason: "user \(userId): \(reason)")
+                        registry.remove(session)
+                    } else {
+                        session.close()
+                    }
+                }
+            }
+        case .invalidate(let invalidation):
+            await forget(invalidation)
+        }
+    }
+
+    private func forget(_ invalidation: CacheInvalidation) async {
+        switch invalidation {
+        case .groups(let appId, let groupIds):
+            groups.rosters.forget(appId: appId, groupIds: groupIds)
+        case .ultraGroups(let appId, let groupIds):
+            ultraGroups.rosters.forget(appId: appId, groupIds: groupIds)
+        case .sensitiveWords(let appId):
+            sensitiveWords.forget(appId: appId)
+        case .userLists(let appId, let owners):
+            directory.forgetLists(appId: appId, owners: owners)
+        case .chatroomSettings(let appId):
+            await chatrooms.reloadSettings(appId: appId)
+        case .apps:
+            do {
+                try await apps.load()
+            } catch {
+                logger.error("apps not reloaded after another node changed them", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+import Foundation
+import IMCore
+import IMStore
+
+/// How the nodes of a cluster reach each other and know who is online where. One implementation
+/// ships: `PostgresClusterTransport` (IMClusterPostgres), PostgreSQL's LISTEN/NOTIFY for the bus and
+/// a presence table beside the data. A single-node server has no transport.
+///
+/// The bus is totally ordered: every node receives the messages of every other node in one order,
+/// and a node's own messages leave in the order it published them. Deliveries, kicks and cache
+/// invalidations therefore reach a node in the order they happened.
+public protocol ClusterTransport: Sendable {
+    /// This node's id, unique in the cluster.
+    var nodeId: String { get }
+    /// Queues a message for every other node. Messages leave in the order they were queued; this
+    /// never waits (a delivery must not stall on the bus).
+    func publish(_ message: ClusterMessage)
+    /// Returns once everything queued before the call is on the bus (or the bus failed): what the
+    /// message log waits for before answering senders.
+    func flush() async
+    /// What the other nodes publish, in the bus's order. Called once.
+    func messages() -> AsyncStream<ClusterBusEvent>
+
+    /// Records a new session in the cluster's presence under the login rule (one session per login
+    /// class per user): sessions of the same class on other nodes are removed and returned, to be
+    /// kicked by their nodes; with `refuseIfClassTaken`, the new session is refused instead.
+    func sessionOpened(_ session: PresenceEntry, refuseIfClassTaken: Bool) async throws -> PresenceOutcome
+    /// Removes an ended session of this node from the cluster's presence (queued, never waits).
+    func sessionClosed(id: String)
+    /// Whether the user has a session on any live node.
+    func isOnline(appId: Int64, userId: String) async throws -> Bool
+    /// The nodes alive now (heartbeat within the dead-node timeout), this one included.
+    func liveNodes() -> Int
+
+    /// Runs the transport until cancelled: listening, this node's heartbeat, and clearing the
+    /// presence of nodes that stopped beating.
+    func run() async throws
+}
+
+/// What the bus brings a node.
+public enum ClusterBusEvent: Sendable {
+    /// A message another node published.
+    case message(ClusterMessage)
+    /// The bus may have lost messages for this node (its connection to the bus broke): its
+    /// sessions cannot be trusted to have everything, so the node closes them and their clients
+    /// reconnect and sync.
+    case interrupted
+}
+
+/// One session in the cluster's presence table.
+public struct PresenceEntry: Sendable, Equatable, Codable {
+    public var nodeId: String
+    public var sessionId: String
+    public var appId: Int64
+    public var userId: String
+    /// `LoginClass.rawValue`: mobile, desktop or web.
+    public var loginClass: String
+    public var platform: Int
+    public var connectedAt: Int64
+
+    public init(nodeId: String, sessionId: String, appId: Int64, userId: String, loginClass: String, platform: Int, connectedAt: Int64) {
+        self.nodeId = nodeId
+        self.sessionId = sessionId
+        self.appId = appId
+        self.userId = userId
+        self.loginClass = loginClass
+        self.platform = platform
+        self.connectedAt = connectedAt
+    }
+}
+
+/// What the presence table said to a new session.
+public enum PresenceOutcome: Sendable, Equatable {
+    /// Recorded; these sessions of the same login class on other nodes were removed.
+    case registered(displaced: [PresenceEntry])
+    /// Refused: another node has a session of this login class and the client asked to be refused
+    /// rather than to kick it.
+    case classTaken
+}
+
+/// What one node tells the others.
+public enum ClusterMessage: Sendable, Equatable, Codable {
+    /// A committed message: each node writes it to its own live sessions that should see it.
+    case deliver(StoredMessage, origin: ClusterOrigin)
+    /// A frame for every session of these users on each node, except one session.
+    case send(frame: Data, appId: Int64, userIds: [String], exceptSession: String?)
+    /// These sessions lost their place to a newer login on another node: kick them (31010).
+    case kickSessions(appId: Int64, userId: String, sessionIds: [String], code: Int, reason: String)
+    /// Every session of these users is to go: kicked with `code`, or closed without a kick when nil
+    /// (as a network failure would; the client reconnects).
+    case disconnectUsers(appId: Int64, userIds: [String], code: Int?, reason: String)
+    /// A node changed what other nodes may hold in a cache.
+    case invalidate(CacheInvalidation)
+}
+
+/// `Origin` on the bus (session ids are unique across the cluster).
+public enum ClusterOrigin: Sendable, Equatable, Codable {
+    case session(id: String, appId: Int64, userId: String)
+    case serverAPI
+    case system
+
+    init(_ origin: Origin) {
+        switch origin {
+        case .session(let id, let appId, let userId): self = .session(id: id, appId: appId, userId: userId)
+        case .serverAPI: self = .serverAPI
+        case .system: self = .system
+        }
+    }
+
+    var origin: Origin {
+        switch self {
+        case .session(let id, let appId, let userId): .session(id: id, appId: appId, userId: userId)
+        case .serverAPI: .serverAPI
+        case .system: .system
+        }
+    }
+}
+
+/// A cache entry one node changed in the store, which every other node drops.
+public enum CacheInvalidation: Sendable, Equatable, Codable {
+    /// Group records and rosters (nil: the mutes that hold in every group of the app).
+    case groups(appId: Int64, groupIds: [String]?)
+    /// Ultra group records, rosters and channels.
+    case ultraGroups(appId: Int64, groupIds: [String])
+    /// The app's sensitive words.
+    case sensitiveWords(appId: Int64)
+    /// Black and white lists of these owners.
+    case userLists(appId: Int64, owners: [String])
+    /// The app's chatroom moderation settings (mutes, bans, blocks, whitelists).
+    case chatroomSettings(appId: Int64)
+    /// The apps (a new app, a changed secret).
+    case apps
+}
