@@ -121,6 +121,7 @@ let package = Package(
             name: "IMServerTesting",
             dependencies: [
                 "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMLib",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -136,7 +137,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMLib", "IMServerTesting",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMLib", "IMServerTesting", "IMClusterPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

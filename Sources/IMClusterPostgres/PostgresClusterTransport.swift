@@ -400,3 +400,20 @@ public final class PostgresClusterTransport: ClusterTransport {
         }
     }
 }
+
+extension PostgresClusterTransport {
+    /// A transport for the node `nodeId` on this database: a small pool of its own for presence
+    /// and sending, and one more connection for listening. Nothing connects before `run()`.
+    public static func make(host: String, port: Int, username: String, password: String?, database: String, nodeId: String,
+                            logger: Logger) -> PostgresClusterTransport {
+        var configuration = PostgresClient.Configuration(host: host, port: port, username: username, password: password,
+                                                         database: database, tls: .disable)
+        configuration.options.maximumConnections = 4
+        configuration.options.connectTimeout = .seconds(5)
+        var listen = PostgresConnection.Configuration(host: host, port: port, username: username, password: password,
+                                                      database: database, tls: .disable)
+        listen.options.connectTimeout = .seconds(5)
+        return PostgresClusterTransport(nodeId: nodeId, client: PostgresClient(configuration: configuration, backgroundLogger: logger),
+                                        listenConfiguration: listen, logger: logger)
+    }
+}

@@ -40,6 +40,14 @@ public final class TestServer: Sendable {
     /// sweep runs on its own: the test moves time, and calls `core.sweepIdleSessions()` to drop
     /// the sessions that time made silent.
     public static func start(clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
+        try await start(store: nil, clock: clock, configure: configure)
+    }
+
+    /// Starts a server on a store it is given (and does not close): several servers on one store,
+    /// each with its own `cluster` transport, are the nodes of a cluster. With no store, a SQLite
+    /// store of its own in a fresh data directory (closed when the server stops).
+    public static func start(store given: (any IMStore)?, cluster: (any ClusterTransport)? = nil, clock: any WallClock = SystemClock(),
+                             configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
         var config = ServerConfig()
         config.network.host = "127.0.0.1"
@@ -50,11 +58,20 @@ public final class TestServer: Sendable {
         configure(&config)
         var logger = Logger(label: "imserver-test")
         logger.logLevel = .warning
-        let store = try SQLiteStore(directory: config.storage.dataDir)
-        let core = ServerCore(config: config, store: store, clock: clock, logger: logger)
+        let store: any IMStore
+        let closeStore: @Sendable () async throws -> Void
+        if let given {
+            store = given
+            closeStore = {}
+        } else {
+            let own = try SQLiteStore(directory: config.storage.dataDir)
+            store = own
+            closeStore = { try own.close() }
+        }
+        let core = ServerCore(config: config, store: store, clock: clock, logger: logger, cluster: cluster)
         let app = try await core.prepare()
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, sweepsIdleSessions: !(clock is ManualClock), closeStore: { try store.close() }) { port in
+        let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, sweepsIdleSessions: !(clock is ManualClock), closeStore: closeStore) { port in
             portContinuation.yield(port)
             portContinuation.finish()
         }
