@@ -149,8 +149,12 @@ public final class PostgresClusterTransport: ClusterTransport {
     // MARK: running
 
     public func run() async throws {
+        // The pool runs outside the group, so that leaving (below) still has it once the group is
+        // cancelled; it stops after that. Detached: PostgresClient stops by itself on the server's
+        // graceful shutdown, which a child task would inherit.
+        let pool = Task.detached { [client] in await client.run() }
+        defer { pool.cancel() }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.client.run() }
             try await prepareTables()
             try await join()
             group.addTask { try await self.send() }

@@ -65,6 +65,11 @@ extension ServerCore {
             }
         case .invalidate(let invalidation):
             await forget(invalidation)
+        case .barrier(let id, let from):
+            // Everything published before the barrier has been applied (the bus is ordered).
+            cluster?.publish(.barrierAck(id: id, to: from, from: cluster?.nodeId ?? ""))
+        case .barrierAck(let id, let to, let from):
+            if to == cluster?.nodeId { peers.acknowledged(id, by: from) }
         }
     }
 

@@ -91,6 +91,10 @@ public enum ClusterMessage: Sendable, Equatable, Codable {
     case disconnectUsers(appId: Int64, userIds: [String], code: Int?, reason: String)
     /// A node changed what other nodes may hold in a cache.
     case invalidate(CacheInvalidation)
+    /// A node asks every node to say when it has applied everything published before this.
+    case barrier(id: String, from: String)
+    /// A node has applied everything published before the barrier `id` of node `to`.
+    case barrierAck(id: String, to: String, from: String)
 }
 
 /// `Origin` on the bus (session ids are unique across the cluster).

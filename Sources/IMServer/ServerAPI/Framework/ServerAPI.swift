@@ -57,7 +57,13 @@ struct ServerAPI: Sendable {
                 APIRateLimiter.Rule(name: endpoint.path, limit: core.config.serverAPI.callsPerSecond, windowMilliseconds: 1000),
             ])
             let host = request.head.authority ?? "\(core.config.network.host):\(core.config.network.port)"
+            let announced = core.peers.announcements
             let fields = try await endpoint.handler(APICall(app: app, parameters: parameters, baseURL: "http://\(host)"))
+            // In a cluster, what the call told the other nodes (kicks, frames) is on the bus, and
+            // the cache drops it announced applied by every node, before the app's server hears
+            // that it is done.
+            await core.cluster?.flush()
+            await core.peers.applied(since: announced)
             return APIResponse.success(fields)
         } catch let error as APIError {
             return APIResponse.failure(error)
