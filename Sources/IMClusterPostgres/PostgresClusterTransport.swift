@@ -409,7 +409,7 @@ extension PostgresClusterTransport {
     /// A transport for the node `nodeId` on this database: a small pool of its own for presence
     /// and sending, and one more connection for listening. Nothing connects before `run()`.
     public static func make(host: String, port: Int, username: String, password: String?, database: String, nodeId: String,
-                            logger: Logger) -> PostgresClusterTransport {
+                            deadAfter: Duration = .seconds(10), logger: Logger) -> PostgresClusterTransport {
         var configuration = PostgresClient.Configuration(host: host, port: port, username: username, password: password,
                                                          database: database, tls: .disable)
         configuration.options.maximumConnections = 4
@@ -418,6 +418,6 @@ extension PostgresClusterTransport {
                                                       database: database, tls: .disable)
         listen.options.connectTimeout = .seconds(5)
         return PostgresClusterTransport(nodeId: nodeId, client: PostgresClient(configuration: configuration, backgroundLogger: logger),
-                                        listenConfiguration: listen, logger: logger)
+                                        listenConfiguration: listen, logger: logger, deadAfter: deadAfter)
     }
 }

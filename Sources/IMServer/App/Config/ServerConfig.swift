@@ -15,6 +15,7 @@ public struct ServerConfig: Sendable, Equatable, Decodable {
     public var moderation = ModerationSettings()
     public var developmentApp = DevelopmentAppSettings()
     public var storage = StorageSettings()
+    public var cluster = ClusterSettings()
     public var logging = LoggingSettings()
 
     /// Every setting at its default.
