@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(name: "IMCore", swiftSettings: strict),
@@ -64,12 +65,22 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The store on PostgreSQL (docs/POSTGRES.md): the same ports, for several server processes on one database.
+        .target(
+            name: "IMStorePostgres",
+            dependencies: [
+                "IMCore", "IMStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The store conformance suite: Swift Testing checks any IMStore runs (see docs/STORE-CONFORMANCE.md).
         .target(name: "IMStoreConformance", dependencies: ["IMCore", "IMStore"], swiftSettings: strict),
         .executableTarget(
             name: "imserver",
             dependencies: [
-                "IMServer", "IMStore", "IMStoreSQLite",
+                "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -119,7 +130,11 @@ let package = Package(
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
         .testTarget(
             name: "StoreConformanceTests",
-            dependencies: ["IMStore", "IMStoreSQLite", "IMStoreConformance"],
+            dependencies: [
+                "IMCore", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreConformance",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
