@@ -87,11 +87,7 @@ actor TestPostgres {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-tests-postgres-\(getpid())").path
         let output = try run(script, ["start", directory])
         ownServer.withLock { $0 = (script, directory) }
-        atexit {
-            guard let (script, directory) = ownServer.withLock({ $0 }) else { return }
-            _ = try? run(script, ["stop", directory])
-            try? FileManager.default.removeItem(atPath: directory)
-        }
+        atexit(stopOwnServer)
         guard let url = output.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres") else {
             throw IMError(.databaseError, "scripts/postgres.sh start printed no URL: \(output)")
         }
@@ -117,6 +113,13 @@ actor TestPostgres {
 
 /// The server this process started, stopped at exit.
 private let ownServer = Mutex<(script: String, directory: String)?>(nil)
+
+/// Stops the server this process started (an `atexit` handler).
+private func stopOwnServer() {
+    guard let (script, directory) = ownServer.withLock({ $0 }) else { return }
+    _ = try? TestPostgres.run(script, ["stop", directory])
+    try? FileManager.default.removeItem(atPath: directory)
+}
 
 /// Fresh databases on the test server, made and dropped from its `postgres` database.
 struct TestDatabases: Sendable {
