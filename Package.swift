@@ -75,12 +75,22 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The store on PostgreSQL (docs/POSTGRES.md): the same ports, for several server processes on one database.
+        .target(
+            name: "IMStorePostgres",
+            dependencies: [
+                "IMCore", "IMStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The store conformance suite: Swift Testing checks any IMStore runs (see docs/STORE-CONFORMANCE.md).
         .target(name: "IMStoreConformance", dependencies: ["IMCore", "IMStore"], swiftSettings: strict),
         .executableTarget(
             name: "imserver",
             dependencies: [
-                "IMServer", "IMStore", "IMStoreSQLite",
+                "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMClusterPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -131,13 +141,17 @@ let package = Package(
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
         .testTarget(
             name: "StoreConformanceTests",
-            dependencies: ["IMStore", "IMStoreSQLite", "IMStoreConformance"],
+            dependencies: [
+                "IMCore", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreConformance",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMLib", "IMServerTesting", "IMClusterPostgres",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMServerTesting", "IMClusterPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -34,6 +34,34 @@ extension StoreConformance {
             #expect(later[0].seq > stored[3].seq, "a later commit gets a higher seq")
         }
 
+        await check(area, "a message committed with a sentTime not after its conversation's newest is stored one ms after it") { f in
+            // Several server processes stamp sentTimes each from its own view of a conversation;
+            // the store keeps them strictly increasing per conversation, as history pages need.
+            let key = privateConversationKey("alice", "bob")
+            let first = try await f.commit(f.privateMessage(from: "alice", to: "bob", at: f.now + 10))[0]
+            #expect(first.sentTime == f.now + 10, "a conversation's first message keeps its time")
+            let same = try await f.commit(f.privateMessage(from: "bob", to: "alice", at: f.now + 10))[0]
+            #expect(same.sentTime == f.now + 11, "the newest's time: stored one ms after it")
+            let batch = try await f.commit(f.privateMessage(from: "alice", to: "bob", at: f.now + 5),
+                                           f.groupMessage(from: "alice", group: "g", at: f.now + 1),
+                                           f.privateMessage(from: "alice", to: "bob", at: f.now + 3, flags: .none))
+            #expect(batch.map { $0.sentTime - f.now } == [12, 1, 13],
+                    "earlier times too, in the order given, commands included; another conversation keeps its own")
+            #expect(try await f.store.message(appId: f.appId, uid: batch[2].uid)?.sentTime == f.now + 13, "stored as returned")
+            #expect(try await f.store.lastSentTime(appId: f.appId, conversationKey: key) == f.now + 13)
+            let later = try await f.commit(f.privateMessage(from: "bob", to: "alice", at: f.now + 100))[0]
+            #expect(later.sentTime == f.now + 100, "a time after the newest is kept")
+            let history = try await f.store.history(appId: f.appId, conversationKey: key, recordTime: 0, count: 10, ascending: true,
+                                                    viewer: nil).messages
+            #expect(history.map(\.uid) == [first.uid, same.uid, batch[0].uid, later.uid])
+            #expect(history.map { $0.sentTime - f.now } == [10, 11, 12, 100])
+            let resend = f.privateMessage(from: "alice", to: "bob", at: f.now + 1, clientMessageId: "c")
+            let stored = try await f.commit(resend)[0]
+            #expect(stored.sentTime == f.now + 101)
+            #expect(try await f.store.commit([f.privateMessage(from: "alice", to: "bob", at: f.now + 1, clientMessageId: "c")])
+                    == [.duplicate(stored)], "a duplicate comes back with the time it was stored with")
+        }
+
         await check(area, "a message whose (sender, client message id) is stored is not stored again: the first comes back") { f in
             let first = try await f.commit(f.privateMessage(from: "alice", to: "bob", at: f.now + 1, text: "first", clientMessageId: "dup-1"))[0]
             let resend = f.privateMessage(from: "alice", to: "bob", at: f.now + 2, text: "second", clientMessageId: "dup-1")

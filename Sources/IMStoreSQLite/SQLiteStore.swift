@@ -223,6 +223,10 @@ public final class SQLiteStore: IMStore {
         include_sender, audience, receipt_requested
         """
 
+    /// Stores the new messages in order, each with the next seq. A message whose sentTime is not
+    /// after its conversation's newest is stored 1 ms after it (and returned so): sentTimes
+    /// increase in every conversation, which history paging by sentTime relies on, whoever
+    /// stamped them.
     public func commit(_ messages: [StoredMessage]) async throws -> [CommitOutcome] {
         try await pool.write { db in
             let insert = try db.cachedStatement(sql: """
@@ -234,6 +238,8 @@ public final class SQLiteStore: IMStore {
             let existing = try db.cachedStatement(sql: """
                 SELECT \(Self.columns) FROM messages WHERE app_id = ? AND sender_id = ? AND client_msg_id = ?
                 """)
+            let newest = try db.cachedStatement(sql: "SELECT MAX(sent_time) FROM messages WHERE app_id = ? AND conv_key = ?")
+            var lastSentTime: [String: Int64] = [:]
             var outcomes: [CommitOutcome] = []
             outcomes.reserveCapacity(messages.count)
             for var message in messages {
@@ -242,6 +248,12 @@ public final class SQLiteStore: IMStore {
                     outcomes.append(.duplicate(try Self.message(row)))
                     continue
                 }
+                let conversation = "\(message.appId)|\(message.conversationKey)"
+                if let last = try lastSentTime[conversation]
+                    ?? Int64.fetchOne(newest, arguments: [message.appId, message.conversationKey]), message.sentTime <= last {
+                    message.sentTime = last + 1
+                }
+                lastSentTime[conversation] = message.sentTime
                 let expansion: String? = message.expansion.isEmpty ? nil
                     : String(data: try JSONEncoder().encode(message.expansion), encoding: .utf8)
                 let expansionTimes: String? = message.expansion.isEmpty ? nil

@@ -3,6 +3,7 @@ import Foundation
 import IMCore
 import IMServer
 import IMStore
+import IMStorePostgres
 import IMStoreSQLite
 import Logging
 
@@ -48,7 +49,8 @@ struct Serve: AsyncParsableCommand {
 
         var logger = Logger(label: "imserver")
         logger.logLevel = Logger.Level(rawValue: config.logging.level) ?? .info
-        let store = try SQLiteStore(directory: config.storage.dataDir)
+        let opened = try await OpenedStore(config, logger: logger)
+        let store = opened.store
         let core = ServerCore(config: config, store: store, logger: logger)
         let app = try await core.prepare()
         if config.serverAPI.timestampWindowSeconds == 0 {
@@ -56,10 +58,10 @@ struct Serve: AsyncParsableCommand {
         }
         let host = config.network.host
         // Runs until SIGTERM or SIGINT, then shuts down gracefully (IMServerApp.serviceGroup) and exits 0.
-        try await IMServerApp(core: core).run(closeStore: { try store.close() }) { port in
+        try await IMServerApp(core: core).run(closeStore: { try opened.startClosing() }) { port in
             let banner = """
                 imserver listening on http://\(host):\(port)  (WebSocket: ws://\(host):\(port)/ws)
-                database: \(store.path)
+                database: \(opened.description)
                 app key: \(app.appKey)
                 app secret: \(app.appSecret)
 
@@ -67,7 +69,63 @@ struct Serve: AsyncParsableCommand {
             // Written unbuffered: scripts and tests read the address from this line.
             FileHandle.standardOutput.write(Data(banner.utf8))
         }
+        await opened.finishClosing()
         logger.notice("imserver stopped")
+    }
+}
+
+/// The store the settings choose: the PostgreSQL database of `database` when it is set, else the
+/// embedded database in `dataDir`. Either failing to open is an `IMError` saying what to fix,
+/// which ends the command with a non-zero status.
+struct OpenedStore: Sendable, CustomStringConvertible {
+    private enum Kind {
+        case sqlite(SQLiteStore)
+        case postgres(PostgresStore)
+    }
+
+    private let kind: Kind
+
+    init(_ config: ServerConfig, logger: Logger) async throws {
+        if config.storage.database.isEmpty {
+            kind = .sqlite(try SQLiteStore(directory: config.storage.dataDir))
+        } else {
+            kind = .postgres(try await PostgresStore.connect(url: config.storage.database, logger: logger))
+        }
+    }
+
+    var store: any IMStore {
+        switch kind {
+        case .sqlite(let store): return store
+        case .postgres(let store): return store
+        }
+    }
+
+    /// What the banner shows: the SQLite file, or the PostgreSQL URL without its password.
+    var description: String {
+        switch kind {
+        case .sqlite(let store): return store.path
+        case .postgres(let store): return store.description
+        }
+    }
+
+    /// Closes the store from the server's shutdown (which cannot wait): SQLite at once, the
+    /// PostgreSQL pool begins closing and `finishClosing` waits for it.
+    func startClosing() throws {
+        switch kind {
+        case .sqlite(let store): try store.close()
+        case .postgres(let store): store.beginClosing()
+        }
+    }
+
+    /// Waits until the store is closed (for commands that end without a server).
+    func finishClosing() async {
+        if case .postgres(let store) = kind { await store.close() }
+    }
+
+    /// Closes the store, for the commands that run without a server.
+    func close() async throws {
+        try startClosing()
+        await finishClosing()
     }
 }
 
@@ -85,13 +143,19 @@ struct App: AsyncParsableCommand {
 
         func run() async throws {
             let config = try options.resolve()
-            let store = try SQLiteStore(directory: config.storage.dataDir)
-            let registry = AppRegistry(store: store)
-            let app = try await registry.upsert(
-                appKey: appKey ?? AppRegistry.randomCredential(length: 13),
-                appSecret: appSecret ?? AppRegistry.randomCredential(length: 16),
-                name: name, now: SystemClock().nowMilliseconds())
-            print("app key: \(app.appKey)\napp secret: \(app.appSecret)")
+            let opened = try await OpenedStore(config, logger: Logger(label: "imserver"))
+            let registry = AppRegistry(store: opened.store)
+            do {
+                let app = try await registry.upsert(
+                    appKey: appKey ?? AppRegistry.randomCredential(length: 13),
+                    appSecret: appSecret ?? AppRegistry.randomCredential(length: 16),
+                    name: name, now: SystemClock().nowMilliseconds())
+                print("app key: \(app.appKey)\napp secret: \(app.appSecret)")
+            } catch {
+                try? await opened.close()
+                throw error
+            }
+            try await opened.close()
         }
     }
 
@@ -100,10 +164,16 @@ struct App: AsyncParsableCommand {
         @OptionGroup var options: ConfigOptions
 
         func run() async throws {
-            let store = try SQLiteStore(directory: try options.resolve().storage.dataDir)
-            for app in try await store.loadApps() {
-                print("\(app.appKey)\t\(app.appSecret)\t\(app.name)")
+            let opened = try await OpenedStore(try options.resolve(), logger: Logger(label: "imserver"))
+            do {
+                for app in try await opened.store.loadApps() {
+                    print("\(app.appKey)\t\(app.appSecret)\t\(app.name)")
+                }
+            } catch {
+                try? await opened.close()
+                throw error
             }
+            try await opened.close()
         }
     }
 }

@@ -198,7 +198,7 @@ struct ServerConfigTests {
             "privatePublishPerMinute", "systemPublishPerSecond", "publicURL", "groupPreJoinHistory", "recallWindowSeconds",
             "groupPublishPerSecond", "chatroomMultipleRooms", "chatroomIdleDestroyMinutes", "chatroomHistoryEnabled",
             "chatroomHistoryRetentionDays", "chatroomEntriesEnabled", "chatroomMaxMembers", "chatroomSweepStep", "chatroomPublishPerSecond",
-            "ultraGroupHistoryRetentionDays", "ultraGroupPreJoinHistory", "ultraGroupPublishPerSecond",
+            "ultraGroupHistoryRetentionDays", "ultraGroupPreJoinHistory", "ultraGroupPublishPerSecond", "database",
         ]
         #expect(Set(keys) == Set(fileKeys))
         let existingVariables = [
@@ -221,6 +221,12 @@ struct ServerConfigTests {
             #expect(!setting.doc.isEmpty && !setting.allowedText.isEmpty)
         }
         #expect(SettingNames.environmentVariable(forKey: "publicURL") == "IMSERVER_PUBLIC_URL")
+        // The PostgreSQL URL: --database, and a variable that says it holds a URL.
+        #expect(Self.table.setting(key: "database")?.flag == "--database")
+        #expect(Self.table.setting(key: "database")?.environmentVariable == "IMSERVER_DATABASE_URL")
+        #expect(try ServerConfig.resolve(environment: ["IMSERVER_DATABASE_URL": "postgres://im@db:5432/im"]).storage.database
+                == "postgres://im@db:5432/im")
+        #expect(ServerConfig().storage.database.isEmpty, "the embedded database unless one is given")
         #expect(SettingNames.flag(forKey: "httpIdleTimeoutSeconds") == "--http-idle-timeout-seconds")
         #expect(Self.table.areas.map(\.name) == ["network", "session", "messaging", "groups", "chatrooms", "ultraGroups", "serverAPI",
                                                  "moderation", "developmentApp", "storage", "logging"])
@@ -336,7 +342,7 @@ struct ServerConfigTests {
         case let setting as SettingDeclaration<Bool>:
             return ((!setting.defaultValue).settingText, .bool(!setting.defaultValue))
         case let setting as SettingDeclaration<String>:
-            return ["debug", "/tmp/imserver-sample", "127.0.0.1"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
+            return ["debug", "/tmp/imserver-sample", "127.0.0.1", "postgres://imserver@127.0.0.1:5432/imserver"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
         case let setting as SettingDeclaration<String?>:
             return ["https://im.example.com", "sample-value"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
         default:
