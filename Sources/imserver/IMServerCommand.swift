@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import IMCore
+import IMClusterPostgres
 import IMServer
 import IMStore
 import IMStorePostgres
@@ -51,7 +52,9 @@ struct Serve: AsyncParsableCommand {
         logger.logLevel = Logger.Level(rawValue: config.logging.level) ?? .info
         let opened = try await OpenedStore(config, logger: logger)
         let store = opened.store
-        let core = ServerCore(config: config, store: store, logger: logger)
+        // Every server on PostgreSQL is a node of the cluster of the servers on that database.
+        let cluster = opened.clusterTransport(config, logger: logger)
+        let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster)
         let app = try await core.prepare()
         if config.serverAPI.timestampWindowSeconds == 0 {
             logger.notice("Server API signatures are accepted at any age (apiTimestampWindowSeconds is 0, as RongCloud's SDKs expect): a captured request can be replayed. Set apiTimestampWindowSeconds (e.g. 300) if every caller's clock is right.")
@@ -61,7 +64,7 @@ struct Serve: AsyncParsableCommand {
         try await IMServerApp(core: core).run(closeStore: { try opened.startClosing() }) { port in
             let banner = """
                 imserver listening on http://\(host):\(port)  (WebSocket: ws://\(host):\(port)/ws)
-                database: \(opened.description)
+                database: \(opened.description)\(cluster.map { "  (cluster node \($0.nodeId))" } ?? "")
                 app key: \(app.appKey)
                 app secret: \(app.appSecret)
 
@@ -98,6 +101,16 @@ struct OpenedStore: Sendable, CustomStringConvertible {
         case .sqlite(let store): return store
         case .postgres(let store): return store
         }
+    }
+
+    /// The cluster bus and presence of a server on PostgreSQL (nil on SQLite: a single server).
+    func clusterTransport(_ config: ServerConfig, logger: Logger) -> PostgresClusterTransport? {
+        guard case .postgres(let store) = kind else { return nil }
+        let url = store.url
+        let nodeId = config.cluster.nodeId ?? "node-" + AppRegistry.randomCredential(length: 8)
+        return PostgresClusterTransport.make(host: url.host, port: url.port, username: url.user, password: url.password,
+                                             database: url.database, nodeId: nodeId,
+                                             deadAfter: .seconds(config.cluster.nodeTimeoutSeconds), logger: logger)
     }
 
     /// What the banner shows: the SQLite file, or the PostgreSQL URL without its password.

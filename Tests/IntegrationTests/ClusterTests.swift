@@ -5,19 +5,19 @@ import IMCore
 import IMServer
 import IMServerTesting
 import IMStore
-import IMStoreSQLite
+import IMStorePostgres
 import Logging
 import Testing
 
 /// Nodes of one cluster in this process: each a real server on its own port with its own
-/// PostgreSQL bus transport, all on one store and one database of their own (so that tests never
-/// hear each other's bus). The cluster in separate processes is `ClusterProcessTests`.
+/// PostgreSQL bus transport, all on one store, a PostgreSQL database of the test's own (so that
+/// tests never hear each other's bus). The cluster in separate processes is `ClusterProcessTests`.
 struct InProcessCluster {
     let nodes: [TestServer]
     let databaseURL: String
 
-    static func start(nodes count: Int, store: any IMStore, configure: (inout ServerConfig) -> Void = { _ in }) async throws -> InProcessCluster {
-        let databaseURL = try await TestPostgres.makeDatabase()
+    static func start(nodes count: Int, store: any IMStore, databaseURL: String,
+                      configure: (inout ServerConfig) -> Void = { _ in }) async throws -> InProcessCluster {
         let (user, password, host, port, database) = TestPostgres.parts(databaseURL)
         var logger = Logger(label: "cluster-test")
         logger.logLevel = .warning
@@ -36,7 +36,6 @@ struct InProcessCluster {
 
     func stop() async {
         for node in nodes { await node.stop() }
-        await TestPostgres.dropDatabase(databaseURL)
     }
 }
 
@@ -51,19 +50,33 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: @S
     throw IMError(.serverUnavailable, "timed out waiting until \(what)")
 }
 
-func withCluster(nodes: Int, _ body: (InProcessCluster) async throws -> Void) async throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-cluster-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: directory) }
-    let store = try SQLiteStore(directory: directory.path)
-    let cluster = try await InProcessCluster.start(nodes: nodes, store: store)
+/// Runs `body` with a cluster of `nodes` in-process nodes on a PostgresStore in a new database,
+/// and drops the database afterwards.
+func withCluster(nodes: Int, configure: (inout ServerConfig) -> Void = { _ in },
+                 _ body: (InProcessCluster) async throws -> Void) async throws {
+    let databaseURL = try await TestPostgres.makeDatabase()
+    var logger = Logger(label: "cluster-store")
+    logger.logLevel = .warning
+    let store = try await PostgresStore.connect(url: databaseURL, logger: logger, poolSize: 8)
+    let cluster: InProcessCluster
+    do {
+        cluster = try await InProcessCluster.start(nodes: nodes, store: store, databaseURL: databaseURL, configure: configure)
+    } catch {
+        await store.close()
+        await TestPostgres.dropDatabase(databaseURL)
+        throw error
+    }
     do {
         try await body(cluster)
         await cluster.stop()
     } catch {
         await cluster.stop()
+        await store.close()
+        await TestPostgres.dropDatabase(databaseURL)
         throw error
     }
-    try store.close()
+    await store.close()
+    await TestPostgres.dropDatabase(databaseURL)
 }
 
 @Suite("Cluster: nodes on one store and one bus", .serialized)
