@@ -82,7 +82,9 @@ public struct IMServerApp: Sendable {
         let router = Router(context: IMRequestContext.self)
         router.add(middleware: JSONErrorMiddleware())
         router.add(middleware: ShutdownMiddleware(shutdown: core.shutdown))
-        router.get("/health") { _, _ in APIResponse.success(["sessions": core.registry.sessionCount]) }
+        router.get("/health") { _, _ in
+            APIResponse.success(["sessions": core.registry.sessionCount, "nodes": core.cluster?.liveNodes() ?? 1])
+        }
         ServerAPI(core: core).register(on: router)
         let gateway = Gateway(core: core)
         let logger = core.logger
