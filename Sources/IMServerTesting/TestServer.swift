@@ -27,7 +27,7 @@ public func withTestServer<T: Sendable>(_ server: TestServer, _ body: (TestServe
 }
 
 /// A real imserver running in this process on a free port, with its own SQLite database in a
-/// temporary directory.
+/// temporary directory, or on a store it shares with other test servers (the nodes of a cluster).
 public final class TestServer: Sendable {
     public let core: ServerCore
     public let baseURL: String
@@ -40,6 +40,18 @@ public final class TestServer: Sendable {
     /// sweep runs on its own: the test moves time, and calls `core.sweepIdleSessions()` to drop
     /// the sessions that time made silent.
     public static func start(clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
+        try await start(store: nil, clock: clock, configure: configure)
+    }
+
+    /// Starts a server on `store`, which the caller owns and closes: stopping the server leaves the
+    /// store open, so several servers on one store are the nodes of a cluster, and one can stop while
+    /// the others serve. The data directory holds only the clients' databases.
+    public static func start(sharing store: any IMStore, clock: any WallClock = SystemClock(),
+                             configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
+        try await start(store: .some(store), clock: clock, configure: configure)
+    }
+
+    private static func start(store shared: (any IMStore)?, clock: any WallClock, configure: (inout ServerConfig) -> Void) async throws -> TestServer {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
         var config = ServerConfig()
         config.network.host = "127.0.0.1"
@@ -50,11 +62,20 @@ public final class TestServer: Sendable {
         configure(&config)
         var logger = Logger(label: "imserver-test")
         logger.logLevel = .warning
-        let store = try SQLiteStore(directory: config.storage.dataDir)
+        let store: any IMStore
+        let closeStore: @Sendable () throws -> Void
+        if let shared {
+            store = shared
+            closeStore = {}
+        } else {
+            let owned = try SQLiteStore(directory: config.storage.dataDir)
+            store = owned
+            closeStore = { try owned.close() }
+        }
         let core = ServerCore(config: config, store: store, clock: clock, logger: logger)
         let app = try await core.prepare()
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, sweepsIdleSessions: !(clock is ManualClock), closeStore: { try store.close() }) { port in
+        let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, sweepsIdleSessions: !(clock is ManualClock), closeStore: closeStore) { port in
             portContinuation.yield(port)
             portContinuation.finish()
         }
@@ -74,7 +95,8 @@ public final class TestServer: Sendable {
     }
 
     /// Shuts the server down as SIGTERM does imserver (`IMServerApp.serviceGroup`): the client
-    /// sessions are closed, the message log drained and the store closed; then the data is removed.
+    /// sessions are closed, the message log drained and the store closed (unless shared); then the
+    /// data directory is removed.
     public func stop() async {
         await group.triggerGracefulShutdown()
         _ = await runner.result
@@ -91,8 +113,10 @@ public final class TestServer: Sendable {
         return try #require(body["token"] as? String)
     }
 
-    /// A client with its own temporary database directory.
-    public func client(platform: Platform = .linux, app: AppRecord? = nil, configure: (inout IMClientOptions) -> Void = { _ in }) -> IMClient {
+    /// A client with its own temporary database directory, of this server or of the given servers
+    /// (`serverURLs`, the nodes of a cluster, in order).
+    public func client(platform: Platform = .linux, app: AppRecord? = nil, serverURLs: [String]? = nil,
+                       configure: (inout IMClientOptions) -> Void = { _ in }) -> IMClient {
         var options = IMClientOptions()
         options.platform = platform
         options.databaseDirectory = dataDir.appendingPathComponent("clients/\(UUID().uuidString)")
@@ -100,7 +124,7 @@ public final class TestServer: Sendable {
         // turn for seconds; a server that does not answer at all still fails the test.
         options.requestTimeout = .seconds(30)
         configure(&options)
-        return IMClient(appKey: (app ?? self.app).appKey, serverURL: baseURL, options: options)
+        return IMClient(appKey: (app ?? self.app).appKey, serverURLs: serverURLs ?? [baseURL], options: options)
     }
 
     /// A new device of a user, connected, with the recorder of everything it has received, returned
