@@ -394,7 +394,7 @@ public actor IMClient {
         guard wantsConnection else { return }
         // The server that dropped is probably down: reconnecting starts with the next one.
         let nextIndex = (dropped + 1) % serverURLs.count
-        options.logger.info("lost the connection to the server: reconnecting", metadata: [
+        options.logger.debug("lost the connection to the server: reconnecting", metadata: [
             "server": "\(serverURLs[dropped])", "next": "\(serverURLs[nextIndex])",
         ])
         let next = self.generation
