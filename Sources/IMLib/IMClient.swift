@@ -16,9 +16,12 @@ public struct IMClientOptions: Sendable {
     /// RongCloud's `setReconnectKickEnable`: an automatic reconnect does not kick another online
     /// device of the same class; it is refused (31023) and the client stops.
     public var reconnectKickEnable = false
-    /// How long a request may wait for its reply before failing with 30003.
+    /// How long a request may wait for its reply before failing with 30003; also how long a server
+    /// may take to accept the WebSocket before a connect moves on to the next server URL.
     public var requestTimeout: Duration = .seconds(30)
-    /// Reconnect waits, per attempt (RongCloud's schedule by default).
+    /// The wait before each round of connect attempts (RongCloud's schedule by default): round 0
+    /// starts connecting, and each later round follows one that failed on every server URL. Within
+    /// a round the next URL is tried at once.
     public var reconnectDelay: @Sendable (Int) -> Duration = { ReconnectSchedule.delay(attempt: $0) }
     public var logger = Logger(label: "IMLib")
     /// The clock for the client's own time rules (typing-status throttle, local insert times).
@@ -29,12 +32,17 @@ public struct IMClientOptions: Sendable {
 
 /// The client SDK, RongCloud's `RCCoreClient`: connection, messages and the local database.
 ///
-/// Create one per app key and server, `connect(token:)`, and read events from
+/// Create one per app key and server (or cluster), `connect(token:)`, and read events from
 /// `connectionStatusUpdates()` and `receivedMessages()`.
 public actor IMClient {
     public nonisolated let appKey: String
-    /// The server's base URL, e.g. `http://127.0.0.1:8080` (the WebSocket is `/ws` below it).
-    public nonisolated let serverURL: String
+    /// The servers' base URLs in order of preference, e.g. `http://127.0.0.1:8080` (the WebSocket
+    /// is `/ws` below each): nodes of one cluster, any of which serves any client. `connect` tries
+    /// them in order; after a connection drops, reconnecting starts with the URL after the one that
+    /// dropped.
+    public nonisolated let serverURLs: [String]
+    /// The first of `serverURLs`.
+    public nonisolated var serverURL: String { serverURLs.first ?? "" }
     let options: IMClientOptions
     let types = MessageTypeRegistry()
     let statusEvents = Broadcaster<ConnectionStatus>()
@@ -75,10 +83,22 @@ public actor IMClient {
     private var reconnecting: Task<Void, Never>?
     var syncing = false
     private var heldPushes: [Im_Message] = []
+    /// The index in `serverURLs` of the server of the current connection.
+    private var connectedIndex: Int?
+    /// The index of the server this client was last connected to, kept after the connection ends,
+    /// to log a move to another server.
+    private var lastConnectedIndex: Int?
 
+    /// A client of one server.
     public init(appKey: String, serverURL: String, options: IMClientOptions = IMClientOptions()) {
+        self.init(appKey: appKey, serverURLs: [serverURL], options: options)
+    }
+
+    /// A client of a cluster: `serverURLs` are its nodes' base URLs in order of preference, at
+    /// least one (with none, `connect` fails with 33003).
+    public init(appKey: String, serverURLs: [String], options: IMClientOptions = IMClientOptions()) {
         self.appKey = appKey
-        self.serverURL = serverURL
+        self.serverURLs = serverURLs
         self.options = options
     }
 
@@ -91,6 +111,10 @@ public actor IMClient {
 
     /// The current connection status.
     public var connectionStatus: ConnectionStatus { status }
+
+    /// The base URL (one of `serverURLs`) of the server this client is connected to now; nil while
+    /// not connected.
+    public var connectedServerURL: String? { connectedIndex.map { serverURLs[$0] } }
 
     /// Every message this device receives: live, offline (pulled after a connect) and the user's own
     /// messages sent from other devices.
@@ -126,11 +150,14 @@ public actor IMClient {
     /// - Parameter timeLimit: seconds to keep trying; on expiry the call fails with 34006 and the
     ///   client stops. 0 or less: keep trying until connected or an unrecoverable error.
     /// - Throws: `IMError` with 31004 (bad token), 31009 (banned), 31023 (refused reconnect),
-    ///   34001 (already connected), 34006 (time limit).
+    ///   34001 (already connected), 34006 (time limit), 33003 (no server URL).
     @discardableResult
     public func connect(token: String, timeLimit: Int = 0) async throws -> String {
         if wantsConnection && (status == .connected || status == .connecting) {
             throw IMError(.connectionExists, "already connected or connecting: call disconnect() before connecting again")
+        }
+        guard !serverURLs.isEmpty else {
+            throw IMError(.invalidParameter, "the client has no server URL: create it with at least one in serverURLs")
         }
         guard let claims = ConnectTokenClaims.unverified(token), UserID.isValid(claims.userId) else {
             setStatus(.tokenIncorrect)
@@ -150,7 +177,7 @@ public actor IMClient {
         // The time limit covers reaching the server, from here; opening the local database (a
         // local step, before any network) is not part of it.
         let deadline = timeLimit > 0 ? ContinuousClock.now + .seconds(timeLimit) : nil
-        try await connectLoop(generation: generation, isReconnect: false, deadline: deadline)
+        try await connectLoop(generation: generation, isReconnect: false, startingAt: 0, deadline: deadline)
         return claims.userId
     }
 
@@ -176,6 +203,7 @@ public actor IMClient {
             await connection.close()
         }
         connection = nil
+        connectedIndex = nil
         syncing = false
         heldPushes = []
         ultraCaughtUp = []
@@ -193,44 +221,52 @@ public actor IMClient {
         statusEvents.yield(newStatus)
     }
 
-    /// Tries to connect on the reconnect schedule until connected, an unrecoverable error, the
-    /// deadline, or a newer connect/disconnect.
-    private func connectLoop(generation: Int, isReconnect: Bool, deadline: ContinuousClock.Instant?) async throws {
+    /// Tries to connect until connected, an unrecoverable error, the deadline, or a newer
+    /// connect/disconnect. Each round tries every server URL once, in order from `firstIndex`: a
+    /// server that cannot be reached or fails before its connect ACK is left for the next one at
+    /// once, and an unrecoverable answer (bad token, blocked, kicked, ...) is the whole cluster's, so
+    /// no other server is asked. Each round waits its reconnect delay first.
+    private func connectLoop(generation: Int, isReconnect: Bool, startingAt firstIndex: Int, deadline: ContinuousClock.Instant?) async throws {
         setStatus(.connecting)
-        var attempt = 0
+        var round = 0
         while true {
-            let delay = options.reconnectDelay(attempt)
+            let delay = options.reconnectDelay(round)
             if delay > .zero {
                 let wait = deadline.map { min(delay, max(.zero, $0 - .now)) } ?? delay
                 try? await Task.sleep(for: wait)
             }
-            guard generation == self.generation, wantsConnection else {
-                throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
-            }
-            // An attempt abandoned at the deadline may have connected meanwhile: keep it.
-            if deadline != nil, connection != nil, status == .connected { return }
-            if let deadline, ContinuousClock.now >= deadline {
-                wantsConnection = false
-                setStatus(.timeout)
-                throw IMError(.connectTimeout, "could not connect within the time limit: check the network and call connect again")
-            }
-            do {
-                if let deadline {
-                    try await establish(generation: generation, isReconnect: isReconnect, before: deadline)
-                } else {
-                    try await establish(generation: generation, isReconnect: isReconnect)
+            for offset in serverURLs.indices {
+                let index = (firstIndex + offset) % serverURLs.count
+                guard generation == self.generation, wantsConnection else {
+                    throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
                 }
-                return
-            } catch let error as IMError where error.code.isUnrecoverableConnectError {
-                guard generation == self.generation else { throw error }
-                wantsConnection = false
-                setStatus(Self.status(for: error.code))
-                throw error
-            } catch {
-                guard generation == self.generation, wantsConnection else { throw error }
-                options.logger.debug("connect attempt failed", metadata: ["attempt": "\(attempt)", "error": "\(error)"])
-                attempt += 1
+                // An attempt abandoned at the deadline may have connected meanwhile: keep it.
+                if deadline != nil, connection != nil, status == .connected { return }
+                if let deadline, ContinuousClock.now >= deadline {
+                    wantsConnection = false
+                    setStatus(.timeout)
+                    throw IMError(.connectTimeout, "could not connect within the time limit: check the network and call connect again")
+                }
+                do {
+                    if let deadline {
+                        try await establish(serverIndex: index, generation: generation, isReconnect: isReconnect, before: deadline)
+                    } else {
+                        try await establish(serverIndex: index, generation: generation, isReconnect: isReconnect)
+                    }
+                    return
+                } catch let error as IMError where error.code.isUnrecoverableConnectError {
+                    guard generation == self.generation else { throw error }
+                    wantsConnection = false
+                    setStatus(Self.status(for: error.code))
+                    throw error
+                } catch {
+                    guard generation == self.generation, wantsConnection else { throw error }
+                    options.logger.debug("connect attempt failed", metadata: [
+                        "round": "\(round)", "server": "\(serverURLs[index])", "error": "\(error)",
+                    ])
+                }
             }
+            round += 1
         }
     }
 
@@ -246,7 +282,7 @@ public actor IMClient {
     /// One connect attempt that gives up at the deadline. The attempt itself may go on (a socket
     /// that neither connects nor fails); if it connects after all, it sees that the connect was
     /// abandoned and closes.
-    private func establish(generation: Int, isReconnect: Bool, before deadline: ContinuousClock.Instant) async throws {
+    private func establish(serverIndex: Int, generation: Int, isReconnect: Bool, before deadline: ContinuousClock.Instant) async throws {
         let settled = OnceFlag()
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             @Sendable func settle(_ result: Result<Void, any Error>) {
@@ -254,7 +290,7 @@ public actor IMClient {
             }
             Task {
                 do {
-                    try await self.establish(generation: generation, isReconnect: isReconnect)
+                    try await self.establish(serverIndex: serverIndex, generation: generation, isReconnect: isReconnect)
                     settle(.success(()))
                 } catch {
                     settle(.failure(error))
@@ -267,14 +303,15 @@ public actor IMClient {
         }
     }
 
-    /// One connect attempt: socket, CONNECT handshake, then heartbeat and offline sync.
-    private func establish(generation: Int, isReconnect: Bool) async throws {
+    /// One connect attempt to `serverURLs[serverIndex]`: socket, CONNECT handshake, then heartbeat
+    /// and offline sync.
+    private func establish(serverIndex: Int, generation: Int, isReconnect: Bool) async throws {
         guard let token else { return }
         let connection = WireConnection(
-            url: webSocketURL, logger: options.logger,
+            url: Self.webSocketURL(serverURLs[serverIndex]), logger: options.logger,
             onPush: { [weak self] frame in await self?.handlePush(frame, generation: generation) },
             onClose: { [weak self] _ in await self?.connectionLost(generation: generation) })
-        try await connection.open()
+        try await connection.open(timeout: options.requestTimeout)
         var request = Im_ConnectRequest()
         request.appKey = appKey
         request.token = token
@@ -294,6 +331,13 @@ public actor IMClient {
             throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
         }
         self.connection = connection
+        connectedIndex = serverIndex
+        if let previous = lastConnectedIndex, previous != serverIndex {
+            options.logger.notice("connected to another server", metadata: [
+                "server": "\(serverURLs[serverIndex])", "previous": "\(serverURLs[previous])",
+            ])
+        }
+        lastConnectedIndex = serverIndex
         ultraCaughtUp = []
         if reply.heartbeatIntervalMs > 0 { heartbeatInterval = .milliseconds(Int64(reply.heartbeatIntervalMs)) }
         setStatus(.connected)
@@ -303,7 +347,7 @@ public actor IMClient {
         if !joinedChatrooms.isEmpty { Task { await self.rejoinChatrooms(generation: generation) } }
     }
 
-    private var webSocketURL: String {
+    private static func webSocketURL(_ serverURL: String) -> String {
         var base = serverURL
         if base.hasSuffix("/") { base.removeLast() }
         if base.hasPrefix("http://") { base = "ws://" + base.dropFirst("http://".count) }
@@ -340,15 +384,22 @@ public actor IMClient {
         guard generation == self.generation, connection != nil else { return }
         self.generation += 1
         connection = nil
+        let dropped = connectedIndex ?? 0
+        connectedIndex = nil
         heartbeat?.cancel()
         syncing = false
         heldPushes = []
         ultraCaughtUp = []
         chatroomsDisconnected()
         guard wantsConnection else { return }
+        // The server that dropped is probably down: reconnecting starts with the next one.
+        let nextIndex = (dropped + 1) % serverURLs.count
+        options.logger.debug("lost the connection to the server: reconnecting", metadata: [
+            "server": "\(serverURLs[dropped])", "next": "\(serverURLs[nextIndex])",
+        ])
         let next = self.generation
         reconnecting = Task { [weak self] in
-            try? await self?.connectLoop(generation: next, isReconnect: true, deadline: nil)
+            try? await self?.connectLoop(generation: next, isReconnect: true, startingAt: nextIndex, deadline: nil)
         }
     }
 
@@ -394,6 +445,7 @@ public actor IMClient {
             heartbeat?.cancel()
             let connection = self.connection
             self.connection = nil
+            connectedIndex = nil
             setStatus(Self.status(for: ErrorCode(Int(kicked.code))))
             await connection?.close()
         default:

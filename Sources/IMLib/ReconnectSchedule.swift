@@ -4,7 +4,8 @@ public enum ReconnectSchedule {
     public static let delaysInMilliseconds: [Int64] = [0, 250, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
     public static let capInMilliseconds: Int64 = 64_000
 
-    /// The wait before reconnect attempt `attempt` (0 = the first).
+    /// The wait before reconnect attempt `attempt` (0 = the first), an attempt being one round over
+    /// the client's server URLs.
     public static func delay(attempt: Int) -> Duration {
         let millis = attempt < delaysInMilliseconds.count ? delaysInMilliseconds[max(0, attempt)] : capInMilliseconds
         return .milliseconds(millis)

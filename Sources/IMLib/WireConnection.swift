@@ -24,6 +24,7 @@ actor WireConnection {
     private var closed = false
     private var didOpen = false
     private var task: Task<Void, Never>?
+    private var openTimer: Task<Void, Never>?
 
     init(url: String, logger: Logger, onPush: @escaping PushHandler, onClose: @escaping CloseHandler) {
         self.url = url
@@ -32,10 +33,16 @@ actor WireConnection {
         self.onClose = onClose
     }
 
-    /// Opens the socket; throws 30010-style errors when the server cannot be reached.
-    func open() async throws {
+    /// Opens the socket; throws 31003 when the server cannot be reached, and 31000 when it has not
+    /// accepted the WebSocket within `timeout` (a server that takes the TCP connection but hangs).
+    func open(timeout: Duration = .seconds(30)) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             opening = continuation
+            openTimer = Task {
+                try? await Task.sleep(for: timeout)
+                guard !Task.isCancelled else { return }
+                self.openTimedOut(after: timeout)
+            }
             let url = self.url
             let logger = self.logger
             task = Task {
@@ -57,11 +64,26 @@ actor WireConnection {
         }
     }
 
-    private func opened(_ outbound: WebSocketOutboundWriter) {
+    private func opened(_ outbound: WebSocketOutboundWriter) async {
+        openTimer?.cancel()
+        // Given up on before it opened: nobody will use it.
+        guard !closed else {
+            try? await outbound.close(.normalClosure, reason: nil)
+            return
+        }
         writer = outbound
         didOpen = true
         opening?.resume()
         opening = nil
+    }
+
+    /// The open took too long: the caller moves on, and the socket, if it opens after all, is closed.
+    private func openTimedOut(after timeout: Duration) {
+        guard let opening else { return }
+        self.opening = nil
+        closed = true
+        opening.resume(throwing: IMError(.connectAckTimeout, "the server at \(url) did not accept the WebSocket within \(timeout)"))
+        task?.cancel()
     }
 
     private func received(_ buffer: ByteBuffer) async {
@@ -77,6 +99,7 @@ actor WireConnection {
     }
 
     private func ended(_ error: (any Error)?) async {
+        openTimer?.cancel()
         let wasClosed = closed
         closed = true
         writer = nil

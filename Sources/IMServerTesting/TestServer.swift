@@ -27,7 +27,7 @@ public func withTestServer<T: Sendable>(_ server: TestServer, _ body: (TestServe
 }
 
 /// A real imserver running in this process on a free port, with its own SQLite database in a
-/// temporary directory.
+/// temporary directory, or on a store it shares with other test servers (the nodes of a cluster).
 public final class TestServer: Sendable {
     public let core: ServerCore
     public let baseURL: String
@@ -41,6 +41,14 @@ public final class TestServer: Sendable {
     /// the sessions that time made silent.
     public static func start(clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         try await start(store: nil, clock: clock, configure: configure)
+    }
+
+    /// Starts a server on `store`, which the caller owns and closes: stopping the server leaves the
+    /// store open, so several servers on one store are the nodes of a cluster, and one can stop while
+    /// the others serve.
+    public static func start(sharing store: any IMStore, clock: any WallClock = SystemClock(),
+                             configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
+        try await start(store: .some(store), clock: clock, configure: configure)
     }
 
     /// Starts a server on a store it is given (and does not close): several servers on one store,
@@ -91,7 +99,8 @@ public final class TestServer: Sendable {
     }
 
     /// Shuts the server down as SIGTERM does imserver (`IMServerApp.serviceGroup`): the client
-    /// sessions are closed, the message log drained and the store closed; then the data is removed.
+    /// sessions are closed, the message log drained and the store closed (unless shared); then the
+    /// data directory is removed.
     public func stop() async {
         await group.triggerGracefulShutdown()
         _ = await runner.result
@@ -108,8 +117,10 @@ public final class TestServer: Sendable {
         return try #require(body["token"] as? String)
     }
 
-    /// A client with its own temporary database directory.
-    public func client(platform: Platform = .linux, app: AppRecord? = nil, configure: (inout IMClientOptions) -> Void = { _ in }) -> IMClient {
+    /// A client with its own temporary database directory, of this server or of the given servers
+    /// (`serverURLs`, the nodes of a cluster, in order).
+    public func client(platform: Platform = .linux, app: AppRecord? = nil, serverURLs: [String]? = nil,
+                       configure: (inout IMClientOptions) -> Void = { _ in }) -> IMClient {
         var options = IMClientOptions()
         options.platform = platform
         options.databaseDirectory = dataDir.appendingPathComponent("clients/\(UUID().uuidString)")
@@ -117,7 +128,7 @@ public final class TestServer: Sendable {
         // turn for seconds; a server that does not answer at all still fails the test.
         options.requestTimeout = .seconds(30)
         configure(&options)
-        return IMClient(appKey: (app ?? self.app).appKey, serverURL: baseURL, options: options)
+        return IMClient(appKey: (app ?? self.app).appKey, serverURLs: serverURLs ?? [baseURL], options: options)
     }
 
     /// A new device of a user, connected, with the recorder of everything it has received, returned

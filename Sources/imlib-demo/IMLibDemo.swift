@@ -14,7 +14,7 @@ struct IMLibDemo: AsyncParsableCommand {
 }
 
 struct ClientOptions: ParsableArguments {
-    @Option(help: "Server base URL.") var server = "http://127.0.0.1:8080"
+    @Option(help: "Server base URL; a cluster's nodes as several, comma-separated, tried in order.") var server = "http://127.0.0.1:8080"
     @Option(help: "App key (imserver prints it at start).") var appKey: String
     @Option(help: "Token from /user/getToken.json.") var token: String
     @Option(help: "Platform to connect as: ios, android, web, linux, macos, windows.") var platform = "linux"
@@ -28,7 +28,9 @@ struct ClientOptions: ParsableArguments {
         var options = IMClientOptions()
         options.platform = chosen
         options.databaseDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("imlib-demo")
-        return IMClient(appKey: appKey, serverURL: server, options: options)
+        let urls = server.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !urls.isEmpty else { throw ValidationError("--server needs at least one URL") }
+        return IMClient(appKey: appKey, serverURLs: urls, options: options)
     }
 
     func connect(_ client: IMClient) async throws {
