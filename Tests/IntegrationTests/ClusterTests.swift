@@ -194,4 +194,39 @@ struct ClusterTests {
             await bob.disconnect()
         }
     }
+
+    @Test("sentTime and seq increase strictly in a conversation whichever node committed its messages")
+    func orderingAcrossNodes() async throws {
+        try await withCluster(nodes: 3, configure: { $0.session.clientSendsPerSecond = 10_000 }) { cluster in
+            try await GroupChatTests.createGroup(cluster.nodes[0], "busy", ["u0", "u1", "u2"])
+            var clients: [IMClient] = []
+            for index in 0..<3 { clients.append(try await cluster.nodes[index].connectedClient("u\(index)")) }
+            let senders = clients
+            // Every member sends at once, each through its own node, to the group and to the next member.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, client) in senders.enumerated() {
+                    group.addTask {
+                        for round in 0..<40 {
+                            _ = try await client.sendMessage(.group, targetId: "busy", content: TextMessage(content: "g\(index)-\(round)"))
+                            _ = try await client.sendMessage(.private, targetId: "u\((index + 1) % 3)", content: TextMessage(content: "p\(round)"))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let store = cluster.nodes[0].core.store
+            let appId = cluster.nodes[0].app.id
+            let group = groupConversationKey("busy")
+            for key in [group, privateConversationKey("u0", "u1"), privateConversationKey("u1", "u2"), privateConversationKey("u2", "u0")] {
+                let messages = try await store.conversationMessages(appId: appId, conversationKey: key, start: 0, end: Int64.max,
+                                                                    includeStart: true, ascending: true, limit: 1_000)
+                #expect(messages.count == (key == group ? 120 : 40), "\(key)")
+                let bySeq = messages.sorted { $0.seq < $1.seq }
+                for (earlier, later) in zip(bySeq, bySeq.dropFirst()) {
+                    #expect(later.sentTime > earlier.sentTime, "\(key): seq \(later.seq) has sentTime \(later.sentTime), not after seq \(earlier.seq)'s \(earlier.sentTime)")
+                }
+            }
+            for client in clients { await client.disconnect() }
+        }
+    }
 }

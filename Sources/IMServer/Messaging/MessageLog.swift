@@ -3,11 +3,14 @@ import IMCore
 import IMStore
 import Synchronization
 
-/// The single writer of the message log, with group commit.
+/// The single writer of this process's message log, with group commit.
 ///
 /// Senders append and wait; the writer takes everything queued, assigns each message its
 /// `messageUId` and a `sentTime` strictly increasing inside its conversation, commits them in one
 /// durable transaction, hands them to delivery in commit order, and only then answers the senders.
+/// In a cluster every node has its own writer; the store orders their commits (seq in commit
+/// order, and a sentTime not after the conversation's newest moved 1 ms past it), and the batch is
+/// on the cluster bus before its senders are answered.
 /// While one transaction is being written the next batch gathers, so one fsync covers many messages
 /// under load and a lone message waits for no timer.
 ///
@@ -122,6 +125,12 @@ public actor MessageLog {
                     messages.append(try await stamp(entry.message))
                 }
                 let outcomes = try await store.commit(messages)
+                // The store may have moved a sentTime past one another node committed meanwhile
+                // (a cluster): the next stamp starts from what was stored.
+                for case .stored(let stored) in outcomes {
+                    let key = ConversationOfApp(appId: stored.appId, key: stored.conversationKey)
+                    if stored.sentTime > lastSentTime[key] ?? Int64.min { lastSentTime[key] = stored.sentTime }
+                }
                 await committed(zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) })
                 for (entry, outcome) in zip(batch, outcomes) { entry.reply.resume(returning: outcome) }
                 if draining { drained.committed += batch.count }
