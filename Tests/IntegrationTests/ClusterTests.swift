@@ -229,4 +229,37 @@ struct ClusterTests {
             for client in clients { await client.disconnect() }
         }
     }
+
+    @Test("typing, recall, conversation state and system broadcasts reach devices on other nodes")
+    func lifecycleAcrossNodes() async throws {
+        try await withCluster(nodes: 3) { cluster in
+            let (n0, n1, n2) = (cluster.nodes[0], cluster.nodes[1], cluster.nodes[2])
+            let ann = try await n0.connectedClient("ann")
+            let bob = try await n1.connectedClient("bob")
+            let bobPhone = try await n2.connectedClient("bob", platform: .iOS)
+            let bobInbox = EventRecorder(bob.receivedMessages())
+            let typing = EventRecorder(bob.typingStatusUpdates())
+            let recalls = EventRecorder(bob.recalledMessages())
+            let phoneState = EventRecorder(bobPhone.conversationStateChanges())
+            let annInbox = EventRecorder(ann.receivedMessages())
+
+            _ = try await ann.sendTypingStatus(.private, targetId: "bob", typingContentType: "RC:TxtMsg")
+            #expect(await typing.wait(for: 1).first?.userId == "ann", "bob on node 1 sees ann, on node 0, typing")
+
+            let sent = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "oops"))
+            #expect(await bobInbox.wait(for: 1).first?.message.messageUId == sent.messageUId)
+            _ = try await ann.recallMessage(sent)
+            #expect(await recalls.wait(for: 1).first?.messageUId == sent.messageUId, "the recall reached node 1")
+
+            _ = try await bob.setConversationToTop(.private, targetId: "ann", isTop: true)
+            #expect(await phoneState.wait(for: 1).count == 1, "bob's phone on node 2 heard of the pin made on node 1")
+
+            let (status, body) = try await n2.api.post("/message/broadcast.json", form: ["fromUserId": "notice", "objectName": "RC:TxtMsg",
+                                                                                      "content": #"{"content":"to everyone"}"#])
+            #expect(status == 200, "\(body)")
+            #expect(await annInbox.first { Self.text($0.message) == "to everyone" } != nil, "the broadcast reached node 0")
+            #expect(await bobInbox.first { Self.text($0.message) == "to everyone" } != nil, "the broadcast reached node 1")
+            for client in [ann, bob, bobPhone] { await client.disconnect() }
+        }
+    }
 }
