@@ -85,12 +85,24 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // `imserver migrate`: copies an embedded installation into PostgreSQL, so that neither
+        // IMServer nor the stores depend on both databases.
+        .target(
+            name: "IMStoreMigration",
+            dependencies: [
+                "IMCore", "IMStoreSQLite", "IMStorePostgres",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The store conformance suite: Swift Testing checks any IMStore runs (see docs/STORE-CONFORMANCE.md).
         .target(name: "IMStoreConformance", dependencies: ["IMCore", "IMStore"], swiftSettings: strict),
         .executableTarget(
             name: "imserver",
             dependencies: [
-                "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMClusterPostgres",
+                "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreMigration", "IMClusterPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -142,7 +154,7 @@ let package = Package(
         .testTarget(
             name: "StoreConformanceTests",
             dependencies: [
-                "IMCore", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreConformance",
+                "IMCore", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreConformance", "IMStoreMigration", "IMServerTesting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
@@ -154,6 +166,7 @@ let package = Package(
                 "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMServerTesting", "IMClusterPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -3,41 +3,13 @@ import IMCore
 import Logging
 import PostgresNIO
 
-/// The PostgreSQL server of the tests: `IMSERVER_TEST_POSTGRES_URL` (scripts/test.sh starts a
-/// private one and sets it), or else one this process starts with scripts/postgres.sh in a
-/// temporary directory. Each test gets a database of its own (`makeDatabase`), dropped afterwards,
-/// so that the nodes of one test never hear another test's cluster bus.
-public enum TestPostgres {
-    private static let started: Result<String, any Error> = {
-        if let url = ProcessInfo.processInfo.environment["IMSERVER_TEST_POSTGRES_URL"], !url.isEmpty { return .success(url) }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let script = root.appendingPathComponent("scripts/postgres.sh").path
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-tests-postgres").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [script, "start", directory]
-        let output = Pipe()
-        process.standardOutput = output
-        do {
-            try process.run()
-            process.waitUntilExit()
-        } catch {
-            return .failure(error)
-        }
-        let url = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        guard process.terminationStatus == 0, url.hasPrefix("postgres://") else {
-            return .failure(IMError(.databaseError, "scripts/postgres.sh start \(directory) failed (exit \(process.terminationStatus)); run it by hand to see why"))
-        }
-        return .success(url)
-    }()
-
-    /// The URL of the test server's maintenance database.
-    public static func serverURL() throws -> String { try started.get() }
-
+/// Databases of their own for tests on the tests' PostgreSQL server (`TestPostgresServer`): each
+/// test makes one (`make`) and drops it afterwards, so that the nodes of one test never hear
+/// another test's cluster bus.
+public enum TestPostgresDatabase {
     /// A new, empty database on the test server; its URL.
-    public static func makeDatabase() async throws -> String {
-        let url = try serverURL()
+    public static func make() async throws -> String {
+        let url = try TestPostgresServer.url()
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         try await admin(url) { connection, logger in
             try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
@@ -45,9 +17,9 @@ public enum TestPostgres {
         return replacingDatabase(in: url, with: name)
     }
 
-    /// Drops a database `makeDatabase` made (its connections are ended first).
-    public static func dropDatabase(_ url: String) async {
-        guard let name = url.split(separator: "/").last.map(String.init), name.hasPrefix("t_"), let server = try? serverURL() else { return }
+    /// Drops a database `make` made (its connections are ended first).
+    public static func drop(_ url: String) async {
+        guard let name = url.split(separator: "/").last.map(String.init), name.hasPrefix("t_"), let server = try? TestPostgresServer.url() else { return }
         try? await admin(server) { connection, logger in
             try await connection.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"), logger: logger)
         }

@@ -315,13 +315,16 @@ struct ReserveMessageSeqs: PostgresPreparedStatement {
     }
 }
 
-/// The stored messages of these (app, sender, client message id) keys.
+/// The stored messages of these (app, sender, client message id) keys: one lookup of the unique
+/// index `messages_by_client_id` per key (a join the planner may choose would scan the table).
 struct StoredClientMessages: PostgresPreparedStatement {
     static let name = "imserver_stored_client_messages"
     static let sql = """
-        SELECT \(PostgresStore.columns) FROM messages
-        WHERE (app_id, sender_id, client_msg_id) IN (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]))
-            AND client_msg_id <> ''
+        SELECT m.* FROM unnest($1::bigint[], $2::text[], $3::text[]) AS k(app_id, sender_id, client_msg_id)
+        CROSS JOIN LATERAL (
+            SELECT \(PostgresStore.columns) FROM messages
+            WHERE app_id = k.app_id AND sender_id = k.sender_id AND client_msg_id = k.client_msg_id AND client_msg_id <> ''
+            LIMIT 1) AS m
         """
     typealias Row = StoredMessage
 

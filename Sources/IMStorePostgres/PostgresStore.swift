@@ -147,7 +147,7 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
 
     /// An error as the logs should show it: PostgreSQL's own message and SQLSTATE (postgres-nio
     /// hides them behind a generic description).
-    static func describe(_ error: any Error) -> String {
+    package static func describe(_ error: any Error) -> String {
         guard let error = error as? PSQLError else { return "\(error)" }
         if let info = error.serverInfo {
             let detail = info[.detail].map { " (\($0))" } ?? ""

@@ -4,6 +4,7 @@ import IMCore
 import IMClusterPostgres
 import IMServer
 import IMStore
+import IMStoreMigration
 import IMStorePostgres
 import IMStoreSQLite
 import Logging
@@ -14,7 +15,7 @@ struct IMServerCommand: AsyncParsableCommand {
         commandName: "imserver",
         abstract: "A self-hostable instant-messaging server, wire-compatible with RongCloud's Server API.",
         discussion: ServerConfig.table.help(),
-        subcommands: [Serve.self, App.self, ConfigDoc.self],
+        subcommands: [Serve.self, App.self, Migrate.self, ConfigDoc.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -188,6 +189,33 @@ struct App: AsyncParsableCommand {
             }
             try await opened.close()
         }
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy a single-node installation's embedded database into an empty PostgreSQL database.",
+        discussion: """
+            Stop the server first. Every table is copied in one transaction (nothing is kept if it fails), \
+            then the seq counters are set past the copied messages and reads. Afterwards run the server \
+            with --database (or IMSERVER_DATABASE_URL) set to the same URL. docs/POSTGRES.md has the details.
+            """)
+
+    @Option(help: ArgumentHelp("The data directory of the installation (its dataDir).", valueName: "data-dir"))
+    var from: String
+
+    @Option(help: ArgumentHelp("The PostgreSQL database to copy into, empty: postgres://USER[:PASSWORD]@HOST[:PORT]/DB.", valueName: "url"))
+    var to: String
+
+    func run() async throws {
+        var logger = Logger(label: "imserver")
+        logger.logLevel = .warning
+        let target = try PostgresURL(parsing: to)
+        print("copying \(from) into \(target)")
+        let copied = try await SQLiteToPostgres.copy(fromDataDirectory: from, to: to, logger: logger) { table in
+            print("  \(table.table): \(table.rows) rows")
+        }
+        print("copied \(copied.reduce(0) { $0 + $1.rows }) rows in \(copied.count) tables; start the server with --database \(target)")
     }
 }
 

@@ -19,7 +19,7 @@ struct ProcessCluster {
     static let app = AppRecord(id: 0, appKey: "clusterkey", appSecret: "clustersecret", name: "", createdAt: 0)
 
     static func start(nodes count: Int, nodeTimeoutSeconds: Int = 10) async throws -> ProcessCluster {
-        let databaseURL = try await TestPostgres.makeDatabase()
+        let databaseURL = try await TestPostgresDatabase.make()
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-cluster-\(UUID().uuidString)")
         var nodes: [ChildServer] = []
         for index in 0..<count {
@@ -58,7 +58,7 @@ struct ProcessCluster {
 
     func stop() async {
         for node in nodes { node.kill() }
-        await TestPostgres.dropDatabase(databaseURL)
+        await TestPostgresDatabase.drop(databaseURL)
         try? FileManager.default.removeItem(at: dataDir)
     }
 }

@@ -18,7 +18,7 @@ struct InProcessCluster {
 
     static func start(nodes count: Int, store: any IMStore, databaseURL: String,
                       configure: (inout ServerConfig) -> Void = { _ in }) async throws -> InProcessCluster {
-        let (user, password, host, port, database) = TestPostgres.parts(databaseURL)
+        let (user, password, host, port, database) = TestPostgresDatabase.parts(databaseURL)
         var logger = Logger(label: "cluster-test")
         logger.logLevel = .warning
         var nodes: [TestServer] = []
@@ -54,7 +54,7 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: @S
 /// and drops the database afterwards.
 func withCluster(nodes: Int, configure: (inout ServerConfig) -> Void = { _ in },
                  _ body: (InProcessCluster) async throws -> Void) async throws {
-    let databaseURL = try await TestPostgres.makeDatabase()
+    let databaseURL = try await TestPostgresDatabase.make()
     var logger = Logger(label: "cluster-store")
     logger.logLevel = .warning
     let store = try await PostgresStore.connect(url: databaseURL, logger: logger, poolSize: 8)
@@ -63,7 +63,7 @@ func withCluster(nodes: Int, configure: (inout ServerConfig) -> Void = { _ in },
         cluster = try await InProcessCluster.start(nodes: nodes, store: store, databaseURL: databaseURL, configure: configure)
     } catch {
         await store.close()
-        await TestPostgres.dropDatabase(databaseURL)
+        await TestPostgresDatabase.drop(databaseURL)
         throw error
     }
     do {
@@ -72,11 +72,11 @@ func withCluster(nodes: Int, configure: (inout ServerConfig) -> Void = { _ in },
     } catch {
         await cluster.stop()
         await store.close()
-        await TestPostgres.dropDatabase(databaseURL)
+        await TestPostgresDatabase.drop(databaseURL)
         throw error
     }
     await store.close()
-    await TestPostgres.dropDatabase(databaseURL)
+    await TestPostgresDatabase.drop(databaseURL)
 }
 
 @Suite("Cluster: nodes on one store and one bus", .serialized)

@@ -28,7 +28,7 @@ struct LayeringTests {
         }
     }
 
-    @Test("no origin is an empty string, and IMServer never imports the SQLite layer")
+    @Test("no origin is an empty string, and IMServer never imports a store's implementation (SQLite, PostgreSQL)")
     func originsAndImports() throws {
         let files = try Self.code(under: "IMServer")
         #expect(files.count > 50)
@@ -36,7 +36,8 @@ struct LayeringTests {
             for line in lines where line.contains(#"origin: """#) {
                 Issue.record("IMServer/\(file) passes an empty origin: \(line.trimmingCharacters(in: .whitespaces))")
             }
-            for line in lines where line.hasPrefix("import GRDB") || line.hasPrefix("import IMStoreSQLite") {
+            for line in lines where ["import GRDB", "import IMStoreSQLite", "import PostgresNIO", "import IMStorePostgres",
+                                     "import IMStoreMigration"].contains(where: line.hasPrefix) {
                 Issue.record("IMServer/\(file) imports the store's implementation: \(line)")
             }
         }

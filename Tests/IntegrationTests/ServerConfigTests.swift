@@ -301,6 +301,31 @@ struct ServerConfigTests {
         #expect(table.status == 0 && table.output.contains(Self.table.markdown()))
     }
 
+    @Test("a --database that is not a URL, or names a PostgreSQL that cannot be reached, stops every command with the reason")
+    func unreachableDatabase() throws {
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-cli-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dataDir) }
+        let safe = ["--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir]
+        let notURL = try Self.run(["serve", "--database", "mysql://im@127.0.0.1/im"] + safe)
+        #expect(notURL.status != 0 && notURL.output.contains("flag --database must be empty (the embedded database in dataDir), or a postgres:// or postgresql:// URL, got 'mysql://im@127.0.0.1/im'"),
+                "\(notURL.output)")
+        let malformed = try Self.run(["serve", "--database", "postgres://127.0.0.1:5432/im"] + safe)
+        #expect(malformed.status != 0 && malformed.output.contains("names no user: write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"),
+                "\(malformed.output)")
+        // Nothing listens on port 1 of 127.0.0.1.
+        let refused = "cannot reach PostgreSQL at 127.0.0.1:1 (connection refused): is the server running, and is the port in --database right?"
+        for command in [["serve"], ["app", "create"], ["app", "list"]] {
+            let started = ContinuousClock.now
+            let result = try Self.run(command + ["--database", "postgres://im:secret@127.0.0.1:1/im"] + (command == ["serve"] ? safe : ["--data-dir", dataDir]))
+            #expect(result.status != 0 && result.output.contains(refused), "\(command): \(result.output)")
+            #expect(!result.output.contains("secret"), "the password is never printed")
+            #expect(ContinuousClock.now - started < .seconds(20))
+        }
+        #expect(!FileManager.default.fileExists(atPath: dataDir), "no embedded database was made instead")
+        let migrate = try Self.run(["migrate", "--from", dataDir, "--to", "postgres://im@127.0.0.1:1/im"])
+        #expect(migrate.status != 0 && migrate.output.contains("no embedded database at \(dataDir)/imserver.sqlite"), "\(migrate.output)")
+    }
+
     // MARK: The development app
 
     @Test("the generated development app is kept across restarts; fixed credentials replace its secret")

@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 import IMStore
+import IMServerTesting
 import IMStoreConformance
 import IMStorePostgres
 import Logging
@@ -54,71 +55,19 @@ func withPostgresStores(_ body: (StoreConformance) async throws -> Void) async t
     await databases.dropAll(closing: stores.withLock { $0 })
 }
 
-/// The PostgreSQL server of this test process.
+/// The PostgreSQL server of this test process (`TestPostgresServer`: `IMSERVER_TEST_POSTGRES_URL`,
+/// or one started with scripts/postgres.sh).
 actor TestPostgres {
     static let shared = TestPostgres()
-
-    private var url: PostgresURL?
     static let logger = Logger(label: "imserver-tests-postgres") { _ in SwiftLogNoOpLogHandler() }
 
-    /// The server's URL: `IMSERVER_TEST_POSTGRES_URL`, or a server started here (once).
     func serverURL() throws -> PostgresURL {
-        if let url { return url }
-        let text: String
-        if let given = ProcessInfo.processInfo.environment["IMSERVER_TEST_POSTGRES_URL"], !given.isEmpty {
-            text = given
-        } else {
-            text = try Self.startServer()
-        }
-        let parsed = try PostgresURL(parsing: text)
-        url = parsed
-        return parsed
+        try PostgresURL(parsing: try TestPostgresServer.url())
     }
 
     func databases() throws -> TestDatabases {
         TestDatabases(server: try serverURL())
     }
-
-    /// Runs `scripts/postgres.sh start` in a temporary directory and returns the URL it prints; the
-    /// server is stopped when the process exits.
-    private static func startServer() throws -> String {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("scripts/postgres.sh").path
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-tests-postgres-\(getpid())").path
-        let output = try run(script, ["start", directory])
-        ownServer.withLock { $0 = (script, directory) }
-        atexit(stopOwnServer)
-        guard let url = output.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres") else {
-            throw IMError(.databaseError, "scripts/postgres.sh start printed no URL: \(output)")
-        }
-        return url
-    }
-
-    /// Runs a program and returns what it printed; throws when it fails.
-    static func run(_ program: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw IMError(.databaseError, "\(program) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
-        }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-}
-
-/// The server this process started, stopped at exit.
-private let ownServer = Mutex<(script: String, directory: String)?>(nil)
-
-/// Stops the server this process started (an `atexit` handler).
-private func stopOwnServer() {
-    guard let (script, directory) = ownServer.withLock({ $0 }) else { return }
-    _ = try? TestPostgres.run(script, ["stop", directory])
-    try? FileManager.default.removeItem(atPath: directory)
 }
 
 /// Fresh databases on the test server, made and dropped from its `postgres` database.
