@@ -48,7 +48,7 @@ struct PostgresServeTests {
             }
             kill(process.processIdentifier, SIGTERM)
             process.waitUntilExit()
-            #expect(text.contains("database: \(database)\n"), "\(text)")
+            #expect(text.contains("database: \(database)  (cluster node "), "\(text)")
             #expect(text.contains("app key: devkey"), "\(text)")
             #expect(process.terminationReason == .exit && process.terminationStatus == 0, "a graceful shutdown closes the pool and exits 0")
             #expect(!FileManager.default.fileExists(atPath: dataDir.appendingPathComponent("imserver.sqlite").path),
