@@ -149,8 +149,13 @@ public final class PostgresClusterTransport: ClusterTransport {
     // MARK: running
 
     public func run() async throws {
+        // The client is not a child of this task, and does not see the node's graceful shutdown
+        // (it stops on that by itself): it must still run the queries of `leave` once this task is
+        // cancelled.
+        let client = self.client
+        let connections = Task.detached { await client.run() }
+        defer { connections.cancel() }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.client.run() }
             try await prepareTables()
             try await join()
             group.addTask { try await self.send() }
@@ -160,9 +165,9 @@ public final class PostgresClusterTransport: ClusterTransport {
             do {
                 while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
             } catch {}
+            group.cancelAll()
             // Not a child of the cancelled task, so that its queries run.
             await Task { await self.leave() }.value
-            group.cancelAll()
         }
         inboundContinuation.finish()
     }
