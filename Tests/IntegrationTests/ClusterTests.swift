@@ -16,7 +16,10 @@ struct InProcessCluster {
     let nodes: [TestServer]
     let databaseURL: String
 
-    static func start(nodes count: Int, store: any IMStore, configure: (inout ServerConfig) -> Void = { _ in }) async throws -> InProcessCluster {
+    /// - Parameter wrap: what each node's transport is wrapped in (a test's probe).
+    static func start(nodes count: Int, store: any IMStore, clock: any WallClock = SystemClock(),
+                      configure: (inout ServerConfig) -> Void = { _ in },
+                      wrap: (any ClusterTransport) -> any ClusterTransport = { $0 }) async throws -> InProcessCluster {
         let databaseURL = try await TestPostgres.makeDatabase()
         let (user, password, host, port, database) = TestPostgres.parts(databaseURL)
         var logger = Logger(label: "cluster-test")
@@ -25,7 +28,7 @@ struct InProcessCluster {
         for index in 0..<count {
             let transport = PostgresClusterTransport.make(host: host, port: port, username: user, password: password, database: database,
                                                           nodeId: "node\(index)", logger: logger)
-            nodes.append(try await TestServer.start(store: store, cluster: transport, configure: configure))
+            nodes.append(try await TestServer.start(store: store, cluster: wrap(transport), clock: clock, configure: configure))
         }
         // Every node listens before the test begins.
         for node in nodes {
@@ -51,11 +54,13 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: @S
     throw IMError(.serverUnavailable, "timed out waiting until \(what)")
 }
 
-func withCluster(nodes: Int, _ body: (InProcessCluster) async throws -> Void) async throws {
+func withCluster(nodes: Int, clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in },
+                 wrap: (any ClusterTransport) -> any ClusterTransport = { $0 },
+                 _ body: (InProcessCluster) async throws -> Void) async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-cluster-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
     let store = try SQLiteStore(directory: directory.path)
-    let cluster = try await InProcessCluster.start(nodes: nodes, store: store)
+    let cluster = try await InProcessCluster.start(nodes: nodes, store: store, clock: clock, configure: configure, wrap: wrap)
     do {
         try await body(cluster)
         await cluster.stop()
