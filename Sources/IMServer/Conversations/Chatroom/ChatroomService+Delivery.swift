@@ -72,7 +72,8 @@ extension ChatroomService {
             for case .message(_, _, let stored?) in pushes { stored.resolve(result) }
         }
         state.withLock { _ in
-            var published: [ChatroomRoom.Push] = []
+            // What members connected to other nodes get too (nothing to collect on a single server).
+            var published: [ChatroomRoom.Push]? = relay != nil && !room.remoteNodes.isEmpty ? [] : nil
             for push in pushes {
                 if case .message(let message, _, _) = push {
                     guard !failed.contains(message.uid) else { continue }
@@ -82,11 +83,11 @@ extension ChatroomService {
                 }
                 room.head += 1
                 room.log.append((room.head, push))
-                published.append(push)
+                published?.append(push)
             }
             // Members connected to other nodes get the same pushes at the same place, from their
             // nodes (under the lock, so in the order of the seats they take and lose).
-            if let relay, !room.remoteNodes.isEmpty { relayPushes(published, of: room, through: relay) }
+            if let relay, let published { relayPushes(published, of: room, through: relay) }
         }
     }
 
