@@ -291,6 +291,15 @@ struct ClusterChatroomTests {
             }
             (status, body) = try await n2.api.post("/chatroom/get.json", form: ["chatroomId": "mod"])
             #expect(body["code"] as? Int == ErrorCode.chatroomNotFound.rawValue, "\(body)")
+
+            // Node 0 gives the destroyed room up at its next sweep; a join through node 2 claims it there.
+            await cluster.nodes[0].core.chatroomRouting.releaseUnusedRooms()
+            #expect(try await Self.owner(of: "mod", in: cluster) == nil)
+            try await cat.client.joinChatRoom("mod", messageCount: -1)
+            #expect(try await Self.owner(of: "mod", in: cluster) == "node2")
+            _ = try await host.client.joinChatRoom("mod", messageCount: -1)
+            _ = try await host.client.sendMessage(.chatroom, targetId: "mod", content: TextMessage(content: "on node 2 now"))
+            #expect(await cat.inbox.first { Self.text($0) == "on node 2 now" } != nil, "node 0 forwards to the room's new owner")
             for member in [host, bob, cat] { await member.client.disconnect() }
         }
     }

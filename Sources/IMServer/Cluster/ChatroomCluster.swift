@@ -197,7 +197,10 @@ final class ChatroomCluster: Sendable {
 
     // MARK: requests from other nodes
 
-    /// Runs another node's request (as a task of its own: the bus goes on meanwhile) and answers it.
+    /// Runs another node's request (as a task of its own: the bus goes on meanwhile) and answers
+    /// it. A room this node does not hold is not claimed here for the asker: the answer is "not
+    /// mine", and the asker looks the room up again and claims it itself if no node holds it. (A
+    /// room this node gave up but whose release has not reached the database yet is held again.)
     func received(_ request: ChatroomRequest, execute: @escaping @Sendable (ChatroomCall, ClientSession?) async throws -> ChatroomCallResult) {
         // The stand-in exists before the bus goes on, so that the session's end, which its node
         // sends after this request, finds it.
@@ -206,13 +209,10 @@ final class ChatroomCluster: Sendable {
             let key = ChatroomRoom.Key(appId: request.appId, roomId: request.roomId)
             let result: ChatroomCallResult
             do {
-                switch try await owner(key, claim: request.call.createsRoom) {
-                case .node?:
-                    result = .notOwner
-                case .this?:
+                if try await owner(key, claim: false) == .this {
                     result = try await whileHeld(key) { try await execute(request.call, session) } ?? .notOwner
-                case nil:
-                    result = try await execute(request.call, session)
+                } else {
+                    result = .notOwner
                 }
             } catch let error as IMError {
                 result = .failure(code: error.code.rawValue, message: error.message)
