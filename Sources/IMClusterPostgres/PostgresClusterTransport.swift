@@ -6,13 +6,18 @@ import Synchronization
 
 /// The cluster bus and presence on PostgreSQL: the nodes' shared database is their bus
 /// (LISTEN/NOTIFY on one channel) and holds who is online where (`cluster_sessions`), beside the
-/// nodes' heartbeats (`cluster_nodes`).
+/// nodes' heartbeats (`cluster_nodes`) and which node holds each chatroom (`cluster_chatrooms`).
 ///
 /// - **Bus.** A node's messages are queued and sent in order, many per notification (payloads up
 ///   to `maxInlinePayload` bytes; a larger message is written to `cluster_payloads` and its
 ///   notification carries the row's id). One statement sends a whole batch, so a busy node sends
 ///   one notification per batch, not per message. PostgreSQL delivers notifications of different
 ///   transactions in commit order, the same order to every listener: the bus is totally ordered.
+///   A message for one node goes in a notification that names it first (`"t"`), which the other
+///   nodes skip without reading it (nor its `cluster_payloads` row).
+/// - **Chatrooms.** A room's row names the node that holds it, claimed by the first node that
+///   needs the room (`INSERT ... ON CONFLICT`, so of two nodes claiming together one wins); rows of
+///   nodes that left go with them.
 /// - **Presence.** Each session is a row; a new login takes the user's advisory lock, so two
 ///   logins of one login class on two nodes cannot both keep their place. Presence tables are
 ///   UNLOGGED (soft state: after a crash of PostgreSQL every client reconnects anyway), and their
@@ -34,7 +39,8 @@ public final class PostgresClusterTransport: ClusterTransport {
     static let maxInlinePayload = 7_000
 
     private struct Outbox {
-        var queued: [String] = []
+        /// Messages waiting, each with the node it is for (nil: every node).
+        var queued: [(to: String?, text: String)] = []
         /// Messages queued so far, and messages on the bus (or dropped by a failed send).
         var queuedCount: UInt64 = 0
         var sentCount: UInt64 = 0
@@ -67,13 +73,21 @@ public final class PostgresClusterTransport: ClusterTransport {
     // MARK: the bus
 
     public func publish(_ message: ClusterMessage) {
+        enqueue(message, to: nil)
+    }
+
+    public func publish(_ message: ClusterMessage, to node: String) {
+        enqueue(message, to: node)
+    }
+
+    private func enqueue(_ message: ClusterMessage, to node: String?) {
         guard let data = try? encoder.encode(message) else {
             logger.error("a cluster message could not be encoded", metadata: ["message": "\(message)"])
             return
         }
         let text = String(decoding: data, as: UTF8.self)
         outbox.withLock { box in
-            box.queued.append(text)
+            box.queued.append((node, text))
             box.queuedCount += 1
         }
         wakeUp.yield()
@@ -138,6 +152,62 @@ public final class PostgresClusterTransport: ClusterTransport {
         wakeUp.yield()
     }
 
+    // MARK: chatrooms
+
+    public func chatroomOwner(appId: Int64, roomId: String, claim: Bool) async throws -> ChatroomClaim? {
+        // Two nodes claiming at once: the one whose insert loses the race reads nothing in its
+        // statement's snapshot, and reads again.
+        for _ in 0..<3 {
+            let rows: PostgresRowSequence
+            if claim {
+                rows = try await client.query("""
+                    WITH claimed AS (
+                        INSERT INTO cluster_chatrooms (app_id, room_id, node_id, claim)
+                        VALUES (\(appId), \(roomId), \(nodeId), nextval('cluster_chatroom_claims'))
+                        ON CONFLICT (app_id, room_id) DO UPDATE SET node_id = EXCLUDED.node_id, claim = EXCLUDED.claim
+                        WHERE cluster_chatrooms.node_id = EXCLUDED.node_id
+                           OR NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.node_id = cluster_chatrooms.node_id)
+                        RETURNING node_id, claim)
+                    SELECT node_id, claim FROM claimed
+                    UNION ALL
+                    SELECT node_id, claim FROM cluster_chatrooms
+                    WHERE app_id = \(appId) AND room_id = \(roomId) AND NOT EXISTS (SELECT 1 FROM claimed)
+                    """, logger: logger)
+            } else {
+                rows = try await client.query("""
+                    SELECT c.node_id, c.claim FROM cluster_chatrooms c
+                    WHERE c.app_id = \(appId) AND c.room_id = \(roomId)
+                      AND EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.node_id = c.node_id)
+                    """, logger: logger)
+            }
+            for try await (node, number) in rows.decode((String, Int64).self) {
+                return ChatroomClaim(appId: appId, roomId: roomId, nodeId: node, claim: number)
+            }
+            if !claim { return nil }
+        }
+        throw PostgresClusterError.chatroomUnclaimed(roomId)
+    }
+
+    public func releaseChatrooms(_ claims: [ChatroomClaim]) async throws {
+        guard !claims.isEmpty else { return }
+        try await client.query("""
+            DELETE FROM cluster_chatrooms c USING unnest(\(claims.map(\.appId)), \(claims.map(\.roomId)), \(claims.map(\.claim)))
+                AS r(app_id, room_id, claim)
+            WHERE c.app_id = r.app_id AND c.room_id = r.room_id AND c.claim = r.claim AND c.node_id = \(nodeId)
+            """, logger: logger)
+    }
+
+    public func chatroomIds(appId: Int64) async throws -> [String] {
+        let rows = try await client.query("""
+            SELECT c.room_id FROM cluster_chatrooms c
+            WHERE c.app_id = \(appId) AND EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.node_id = c.node_id)
+            ORDER BY c.room_id
+            """, logger: logger)
+        var ids: [String] = []
+        for try await id in rows.decode(String.self) { ids.append(id) }
+        return ids
+    }
+
     public func isOnline(appId: Int64, userId: String) async throws -> Bool {
         let rows = try await client.query("""
             SELECT 1 FROM cluster_sessions WHERE app_id = \(appId) AND user_id = \(userId) LIMIT 1
@@ -164,9 +234,9 @@ public final class PostgresClusterTransport: ClusterTransport {
             do {
                 while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
             } catch {}
+            group.cancelAll()
             // Not a child of the cancelled task, so that its queries run.
             await Task { await self.leave() }.value
-            group.cancelAll()
         }
         inboundContinuation.finish()
     }
@@ -187,6 +257,13 @@ public final class PostgresClusterTransport: ClusterTransport {
             try await connection.query("CREATE INDEX IF NOT EXISTS cluster_sessions_by_user ON cluster_sessions (app_id, user_id)", logger: logger)
             try await connection.query("CREATE INDEX IF NOT EXISTS cluster_sessions_by_node ON cluster_sessions (node_id)", logger: logger)
             try await connection.query("""
+                CREATE UNLOGGED TABLE IF NOT EXISTS cluster_chatrooms (
+                    app_id BIGINT NOT NULL, room_id TEXT NOT NULL, node_id TEXT NOT NULL, claim BIGINT NOT NULL,
+                    PRIMARY KEY (app_id, room_id))
+                """, logger: logger)
+            try await connection.query("CREATE INDEX IF NOT EXISTS cluster_chatrooms_by_node ON cluster_chatrooms (node_id)", logger: logger)
+            try await connection.query("CREATE SEQUENCE IF NOT EXISTS cluster_chatroom_claims", logger: logger)
+            try await connection.query("""
                 CREATE UNLOGGED TABLE IF NOT EXISTS cluster_payloads (
                     id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now())
                 """, logger: logger)
@@ -196,19 +273,38 @@ public final class PostgresClusterTransport: ClusterTransport {
     /// Registers this node (clearing what an earlier run under the same id left) and counts the nodes.
     private func join() async throws {
         try await client.query("DELETE FROM cluster_sessions WHERE node_id = \(nodeId)", logger: logger)
+        try await client.query("DELETE FROM cluster_chatrooms WHERE node_id = \(nodeId)", logger: logger)
         try await client.query("""
             INSERT INTO cluster_nodes (node_id, started_at, heartbeat_at) VALUES (\(nodeId), now(), now())
             ON CONFLICT (node_id) DO UPDATE SET started_at = now(), heartbeat_at = now()
             """, logger: logger)
         try await countNodes()
+        // What the other nodes had with an earlier run of this node (one that did not leave) is gone.
+        publish(.nodeLeft(nodeId: nodeId))
         logger.notice("joined the cluster", metadata: ["node": "\(nodeId)", "nodes": "\(liveNodes())"])
     }
 
-    /// Leaves the cluster: this node's sessions and its row go at once, not after the timeout.
+    /// Leaves the cluster: what is still queued goes out, then this node's sessions, rooms and
+    /// row go at once, not after the timeout, and the other nodes are told it left.
     private func leave() async {
+        let (messages, through) = outbox.withLock { box -> ([(to: String?, text: String)], UInt64) in
+            defer { box.queued.removeAll() }
+            return (box.queued, box.queuedCount)
+        }
+        if !messages.isEmpty { try? await notify(messages) }
+        let waiters = outbox.withLock { box -> [CheckedContinuation<Void, Never>] in
+            box.sentCount = max(box.sentCount, through)
+            defer { box.flushWaiters.removeAll() }
+            return box.flushWaiters.map(\.continuation)
+        }
+        for waiter in waiters { waiter.resume() }
         do {
+            try await client.query("DELETE FROM cluster_chatrooms WHERE node_id = \(nodeId)", logger: logger)
             try await client.query("DELETE FROM cluster_sessions WHERE node_id = \(nodeId)", logger: logger)
             try await client.query("DELETE FROM cluster_nodes WHERE node_id = \(nodeId)", logger: logger)
+            if let left = try? String(decoding: encoder.encode(ClusterMessage.nodeLeft(nodeId: nodeId)), as: UTF8.self) {
+                try await notify([(nil, left)])
+            }
         } catch {
             logger.warning("could not leave the cluster's presence table; the other nodes clear it when this node's heartbeat is overdue",
                            metadata: ["error": "\(error)"])
@@ -240,8 +336,16 @@ public final class PostgresClusterTransport: ClusterTransport {
                 try await client.query("""
                     DELETE FROM cluster_sessions s WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.node_id = s.node_id)
                     """, logger: logger)
+                try await client.query("""
+                    DELETE FROM cluster_chatrooms c WHERE NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.node_id = c.node_id)
+                    """, logger: logger)
                 if !deadNodes.isEmpty {
-                    logger.warning("nodes stopped beating and were removed with their sessions", metadata: ["nodes": "\(deadNodes)"])
+                    logger.warning("nodes stopped beating and were removed with their sessions and chatrooms", metadata: ["nodes": "\(deadNodes)"])
+                    // Every node, this one too, drops what it had with them.
+                    for node in deadNodes {
+                        publish(.nodeLeft(nodeId: node))
+                        inboundContinuation.yield(.message(.nodeLeft(nodeId: node)))
+                    }
                 }
                 try await client.query("DELETE FROM cluster_payloads WHERE created_at < now() - interval '5 minutes'", logger: logger)
                 try await countNodes()
@@ -257,6 +361,8 @@ public final class PostgresClusterTransport: ClusterTransport {
     /// its sessions.
     private func rejoin() async throws {
         logger.warning("this node had been removed from the cluster as dead; registering it and its sessions again")
+        // Its chatrooms went with it: the node drops them (another node may hold them by now).
+        inboundContinuation.yield(.message(.nodeLeft(nodeId: nodeId)))
         try await client.query("""
             INSERT INTO cluster_nodes (node_id, started_at, heartbeat_at) VALUES (\(nodeId), now(), now())
             ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = now()
@@ -275,7 +381,7 @@ public final class PostgresClusterTransport: ClusterTransport {
     private func send() async throws {
         for await _ in wakeUps {
             while true {
-                let (messages, through, closed) = outbox.withLock { box -> ([String], UInt64, [String]) in
+                let (messages, through, closed) = outbox.withLock { box -> ([(to: String?, text: String)], UInt64, [String]) in
                     let taken = (box.queued, box.queuedCount, box.closedSessions)
                     box.queued.removeAll(keepingCapacity: true)
                     box.closedSessions.removeAll(keepingCapacity: true)
@@ -314,27 +420,33 @@ public final class PostgresClusterTransport: ClusterTransport {
     }
 
     /// One statement notifies every batch, in order. A batch is this node's id, a number and the
-    /// messages (JSON), or a reference to a `cluster_payloads` row for a message too big to inline.
-    private func notify(_ messages: [String]) async throws {
+    /// messages (JSON), or a reference to a `cluster_payloads` row for a message too big to inline;
+    /// a batch for one node names it first.
+    private func notify(_ messages: [(to: String?, text: String)]) async throws {
         var payloads: [String] = []
         var current: [String] = []
+        var currentTo: String?
         var size = 0
+        func header(_ to: String?) -> String {
+            let number = batchNumber.add(1, ordering: .relaxed).newValue
+            return (to.map { "{\"t\":\"\($0)\"," } ?? "{") + "\"n\":\"\(nodeId)\",\"b\":\(number)"
+        }
         func close() {
             guard !current.isEmpty else { return }
-            let number = batchNumber.add(1, ordering: .relaxed).newValue
-            payloads.append("{\"n\":\"\(nodeId)\",\"b\":\(number),\"m\":[\(current.joined(separator: ","))]}")
+            payloads.append(header(currentTo) + ",\"m\":[\(current.joined(separator: ","))]}")
             current.removeAll(keepingCapacity: true)
             size = 0
         }
-        var large: [(index: Int, body: String)] = []
-        for message in messages {
+        var large: [(index: Int, to: String?, body: String)] = []
+        for (to, message) in messages {
             if message.utf8.count > Self.maxInlinePayload - 200 {
                 close()
-                large.append((payloads.count, message))
+                large.append((payloads.count, to, message))
                 payloads.append("")   // filled with the reference below
                 continue
             }
-            if size + message.utf8.count + 1 > Self.maxInlinePayload - 100 { close() }
+            if to != currentTo || size + message.utf8.count + 1 > Self.maxInlinePayload - 100 { close() }
+            currentTo = to
             current.append(message)
             size += message.utf8.count + 1
         }
@@ -347,8 +459,7 @@ public final class PostgresClusterTransport: ClusterTransport {
             var ids: [Int64] = []
             for try await id in rows.decode(Int64.self) { ids.append(id) }
             for (entry, id) in zip(large, ids) {
-                let number = batchNumber.add(1, ordering: .relaxed).newValue
-                payloads[entry.index] = "{\"n\":\"\(nodeId)\",\"b\":\(number),\"r\":\(id)}"
+                payloads[entry.index] = header(entry.to) + ",\"r\":\(id)}"
             }
         }
         try await client.query("""
@@ -357,6 +468,7 @@ public final class PostgresClusterTransport: ClusterTransport {
     }
 
     private struct Batch: Decodable {
+        var t: String?
         var n: String
         var m: [ClusterMessage]?
         var r: Int64?
@@ -374,7 +486,10 @@ public final class PostgresClusterTransport: ClusterTransport {
                 let notifications = try await connection.listen(Self.channel)
                 if attempt > 0 { inboundContinuation.yield(.interrupted) }
                 attempt += 1
+                let addressedHere = "{\"t\":\"\(nodeId)\","
                 for try await notification in notifications {
+                    // A batch for another node is skipped unread.
+                    if notification.payload.hasPrefix("{\"t\":"), !notification.payload.hasPrefix(addressedHere) { continue }
                     guard let batch = try? decoder.decode(Batch.self, from: Data(notification.payload.utf8)) else {
                         logger.error("an unreadable cluster notification was ignored", metadata: ["payload": "\(notification.payload.prefix(200))"])
                         continue
@@ -419,5 +534,17 @@ extension PostgresClusterTransport {
         listen.options.connectTimeout = .seconds(5)
         return PostgresClusterTransport(nodeId: nodeId, client: PostgresClient(configuration: configuration, backgroundLogger: logger),
                                         listenConfiguration: listen, logger: logger, deadAfter: deadAfter)
+    }
+}
+
+/// What went wrong on the cluster's PostgreSQL beyond its own errors.
+enum PostgresClusterError: Error, CustomStringConvertible {
+    /// Claims of a chatroom kept crossing (it was claimed and given up between reads).
+    case chatroomUnclaimed(String)
+
+    var description: String {
+        switch self {
+        case .chatroomUnclaimed(let room): "chatroom \(room) could not be claimed: claims crossed"
+        }
     }
 }

@@ -101,4 +101,17 @@ struct JoinedChatroom {
     var lastMessageTime: Int64 = 0
     var entries: [String: String] = [:]
     var synced = false
+    /// Counts what the server told of each key (changes pushed), and the snapshots it sent (joins):
+    /// a device's own change is written into the cache when its reply comes only if the server
+    /// told nothing newer meanwhile.
+    var keyChanges: [String: Int] = [:]
+    var snapshots = 0
+
+    struct Mark: Equatable {
+        let changes: Int
+        let snapshots: Int
+    }
+
+    /// Where the server's news of `key` stood.
+    func mark(_ key: String) -> Mark { Mark(changes: keyChanges[key] ?? 0, snapshots: snapshots) }
 }

@@ -74,6 +74,8 @@ extension IMClient {
         let after = Dictionary(reply.entries.map { ($0.key, $0.value) }) { _, last in last }
         room.entries = after
         room.synced = true
+        room.keyChanges = [:]
+        room.snapshots += 1
         room.lastMessageTime = max(room.lastMessageTime, reply.lastSentTime, reply.messages.map(\.sentTime).max() ?? 0)
         joinedChatrooms[roomId] = room
         chatroomStatusEvents.yield(.joined(roomId: roomId, sessionId: reply.sessionID))
@@ -159,9 +161,13 @@ extension IMClient {
         request.autoDelete = autoDelete
         request.notificationExtra = notificationExtra
         request.force = force
+        let mark = joinedChatrooms[roomId]?.mark(key)
         _ = try await connected().request(.setChatroomEntry, request, timeout: options.requestTimeout)
-        // The change push may come after the reply: the cache takes the change now.
-        if joinedChatrooms[roomId]?.synced == true { joinedChatrooms[roomId]?.entries[key] = value }
+        // The change push may come after the reply: the cache takes the change now, unless the
+        // server told of the key since (its own push, or a later change by someone else).
+        if joinedChatrooms[roomId]?.synced == true, joinedChatrooms[roomId]?.mark(key) == mark {
+            joinedChatrooms[roomId]?.entries[key] = value
+        }
     }
 
     /// Removes an attribute this user set (23424 for another user's, 23427 for a missing one).
@@ -182,8 +188,11 @@ extension IMClient {
         request.sendNotification = sendNotification
         request.notificationExtra = notificationExtra
         request.force = force
+        let mark = joinedChatrooms[roomId]?.mark(key)
         _ = try await connected().request(.removeChatroomEntry, request, timeout: options.requestTimeout)
-        if joinedChatrooms[roomId]?.synced == true { joinedChatrooms[roomId]?.entries[key] = nil }
+        if joinedChatrooms[roomId]?.synced == true, joinedChatrooms[roomId]?.mark(key) == mark {
+            joinedChatrooms[roomId]?.entries[key] = nil
+        }
     }
 
     /// An attribute's value from this device's copy, kept in step with the server while in the room.
@@ -248,9 +257,11 @@ extension IMClient {
         for entry in changes.set {
             if room.entries[entry.key] != entry.value { updated[entry.key] = entry.value }
             room.entries[entry.key] = entry.value
+            room.keyChanges[entry.key, default: 0] += 1
         }
         for key in changes.removed {
             if let value = room.entries.removeValue(forKey: key) { removed[key] = value }
+            room.keyChanges[key, default: 0] += 1
         }
         joinedChatrooms[changes.roomID] = room
         if !updated.isEmpty { chatroomKVEvents.yield(.updated(roomId: changes.roomID, entries: updated)) }

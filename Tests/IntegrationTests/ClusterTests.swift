@@ -16,8 +16,10 @@ struct InProcessCluster {
     let nodes: [TestServer]
     let databaseURL: String
 
-    static func start(nodes count: Int, store: any IMStore, databaseURL: String,
-                      configure: (inout ServerConfig) -> Void = { _ in }) async throws -> InProcessCluster {
+    /// - Parameter wrap: what each node's transport is wrapped in (a test's probe).
+    static func start(nodes count: Int, store: any IMStore, databaseURL: String, clock: any WallClock = SystemClock(),
+                      configure: (inout ServerConfig) -> Void = { _ in },
+                      wrap: (any ClusterTransport) -> any ClusterTransport = { $0 }) async throws -> InProcessCluster {
         let (user, password, host, port, database) = TestPostgresDatabase.parts(databaseURL)
         var logger = Logger(label: "cluster-test")
         logger.logLevel = .warning
@@ -25,7 +27,7 @@ struct InProcessCluster {
         for index in 0..<count {
             let transport = PostgresClusterTransport.make(host: host, port: port, username: user, password: password, database: database,
                                                           nodeId: "node\(index)", logger: logger)
-            nodes.append(try await TestServer.start(store: store, cluster: transport, configure: configure))
+            nodes.append(try await TestServer.start(store: store, cluster: wrap(transport), clock: clock, configure: configure))
         }
         // Every node listens before the test begins.
         for node in nodes {
@@ -52,7 +54,8 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: @S
 
 /// Runs `body` with a cluster of `nodes` in-process nodes on a PostgresStore in a new database,
 /// and drops the database afterwards.
-func withCluster(nodes: Int, configure: (inout ServerConfig) -> Void = { _ in },
+func withCluster(nodes: Int, clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in },
+                 wrap: (any ClusterTransport) -> any ClusterTransport = { $0 },
                  _ body: (InProcessCluster) async throws -> Void) async throws {
     let databaseURL = try await TestPostgresDatabase.make()
     var logger = Logger(label: "cluster-store")
@@ -60,7 +63,8 @@ func withCluster(nodes: Int, configure: (inout ServerConfig) -> Void = { _ in },
     let store = try await PostgresStore.connect(url: databaseURL, logger: logger, poolSize: 8)
     let cluster: InProcessCluster
     do {
-        cluster = try await InProcessCluster.start(nodes: nodes, store: store, databaseURL: databaseURL, configure: configure)
+        cluster = try await InProcessCluster.start(nodes: nodes, store: store, databaseURL: databaseURL, clock: clock,
+                                                   configure: configure, wrap: wrap)
     } catch {
         await store.close()
         await TestPostgresDatabase.drop(databaseURL)

@@ -35,6 +35,8 @@ public final class ServerCore: Sendable {
     public let apiLimits: APIRateLimiter
     public let conversationState: ConversationStateService
     public let chatrooms: ChatroomService
+    /// Where each chatroom call runs: here, or on the node of a cluster that holds the room.
+    public let chatroomRouting: ChatroomRouting
     public let ultraGroups: UltraGroupService
     /// Connections open per source address, against `maxConnectionsPerAddress`.
     let addressConnections: AddressConnections
@@ -73,14 +75,21 @@ public final class ServerCore: Sendable {
         self.directory = UserDirectory(store: store, registry: registry, peers: peers, whitelistMode: config.moderation.userWhitelistMode)
         self.sensitiveWords = SensitiveWordFilter(store: store, peers: peers)
         self.apiLimits = APIRateLimiter(clock: clock, nodes: { cluster?.liveNodes() ?? 1 })
-        self.chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger, peers: peers)
+        let relay = cluster.map { ChatroomRelay(transport: $0) }
+        let chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger, peers: peers, relay: relay)
+        self.chatrooms = chatrooms
+        let chatroomCluster = cluster.flatMap { transport in
+            relay.map { ChatroomCluster(transport: transport, relay: $0, chatrooms: chatrooms, clock: clock, logger: logger) }
+        }
+        let chatroomRouting = ChatroomRouting(chatrooms: chatrooms, cluster: chatroomCluster)
+        self.chatroomRouting = chatroomRouting
         self.messages = MessageService(log: log, bus: bus, clock: clock, config: config,
                                        directory: directory, words: sensitiveWords, rosters: rosters, ultraGroups: ultraRosters,
-                                       chatrooms: chatrooms)
+                                       chatrooms: chatroomRouting)
         self.groups = GroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: rosters,
                                    messages: messages, log: log)
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
-        self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, chatrooms: chatrooms, clock: clock,
+        self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, chatrooms: chatroomRouting, clock: clock,
                                                  config: config, ultraGroups: ultraRosters)
         self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: ultraRosters, messages: messages,
                                               words: sensitiveWords)
@@ -170,6 +179,7 @@ public final class ServerCore: Sendable {
         groups.rosters.sessionClosed(session)
         ultraGroups.rosters.sessionClosed(session)
         chatrooms.sessionClosed(session)
+        chatroomRouting.sessionEnded(session)
         if session.markEnded() {
             cluster?.sessionClosed(id: session.id)
             events.observe(.sessionOffline(session.presence))

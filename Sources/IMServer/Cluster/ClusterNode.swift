@@ -15,26 +15,34 @@ struct ClusterNode: Service {
     func run() async throws {
         let messages = transport.messages()
         // Graceful shutdown reaches this service once the services after it have stopped: then
-        // nothing more is published, and the transport is cancelled (it leaves the presence table).
-        try await cancelWhenGracefulShutdown {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await transport.run() }
-                group.addTask {
-                    for await event in messages {
-                        switch event {
-                        case .message(let message):
-                            await core.applyFromCluster(message)
-                        case .interrupted:
-                            let sessions = core.registry.allSessions()
-                            core.logger.warning("the cluster bus may have lost messages: this node's sessions reconnect and sync",
-                                                metadata: ["sessions": "\(sessions.count)"])
-                            for session in sessions { session.close() }
-                        }
+        // nothing more is published but what the chatroom relay still holds, which is flushed
+        // onto the bus; then the transport is cancelled (it leaves the presence table).
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await transport.run() }
+            group.addTask {
+                for await event in messages {
+                    switch event {
+                    case .message(let message):
+                        await core.applyFromCluster(message)
+                    case .interrupted:
+                        let sessions = core.registry.allSessions()
+                        core.logger.warning("the cluster bus may have lost messages: this node's sessions reconnect and sync",
+                                            metadata: ["sessions": "\(sessions.count)"])
+                        for session in sessions { session.close() }
+                        core.chatroomRouting.cluster?.busInterrupted()
                     }
                 }
-                try await group.next()
-                group.cancelAll()
             }
+            if let relay = core.chatrooms.relay {
+                group.addTask { await relay.run() }
+            }
+            group.addTask {
+                try? await gracefulShutdown()
+                core.chatrooms.relay?.flush()
+                await transport.flush()
+            }
+            try await group.next()
+            group.cancelAll()
         }
     }
 }
@@ -70,6 +78,30 @@ extension ServerCore {
             cluster?.publish(.barrierAck(id: id, to: from, from: cluster?.nodeId ?? ""))
         case .barrierAck(let id, let to, let from):
             if to == cluster?.nodeId { peers.acknowledged(id, by: from) }
+        case .nodeLeft(let nodeId):
+            guard let rooms = chatroomRouting.cluster else { return }
+            if nodeId == rooms.nodeId {
+                // Taken for dead while running: other nodes may hold this node's rooms by now.
+                let sessions = registry.allSessions()
+                logger.warning("the cluster took this node for dead: its chatrooms are dropped and its sessions reconnect",
+                               metadata: ["sessions": "\(sessions.count)"])
+                rooms.reset()
+                for session in sessions { session.close() }
+            } else {
+                rooms.nodeLost(nodeId)
+            }
+        case .chatroomNodeReset(let nodeId):
+            chatroomRouting.cluster?.nodeLost(nodeId)
+        case .chatroomRequest(let request):
+            chatroomRouting.received(request)
+        case .chatroomRelay(let from, let items):
+            chatroomRouting.cluster?.relayed(items, from: from)
+        case .chatroomSessionsClosed(_, let sessionIds):
+            chatroomRouting.cluster?.remoteSessionsClosed(sessionIds)
+        case .chatroomSettingsChanged(let change):
+            await chatrooms.applySettingsChange(change)
+        case .chatroomUserJoined(let appId, let userId, let roomId):
+            chatrooms.userJoinedElsewhere(appId: appId, userId: userId, roomId: roomId)
         }
     }
 

@@ -89,6 +89,23 @@ public final class ClusterPeers: Sendable {
         waiter?.resume()
     }
 
+    /// Tells the other nodes that a chatroom moderation setting changed: each reads the app's
+    /// settings again and applies the change to the rooms it holds.
+    func chatroomSettingsChanged(_ change: ChatroomSettingsChange) {
+        transport?.publish(.chatroomSettingsChanged(change))
+    }
+
+    /// Returns once what was published before is on the bus: a change the caller is answered
+    /// for then comes before anything the caller does next, on any node.
+    func flush() async {
+        await transport?.flush()
+    }
+
+    /// Tells the other nodes that the user joined this room while rooms hold one user at a time.
+    func chatroomUserJoined(appId: Int64, userId: String, roomId: String) {
+        transport?.publish(.chatroomUserJoined(appId: appId, userId: userId, roomId: roomId))
+    }
+
     /// Has the other nodes kick these users' sessions with `code` (or close them without a kick
     /// when nil, as a network failure would).
     func disconnect(appId: Int64, userIds: [String], code: ErrorCode?, reason: String) {

@@ -15,6 +15,9 @@ public protocol ClusterTransport: Sendable {
     /// Queues a message for every other node. Messages leave in the order they were queued; this
     /// never waits (a delivery must not stall on the bus).
     func publish(_ message: ClusterMessage)
+    /// Queues a message for one node only, in the same order as `publish` (the other nodes may
+    /// receive it on the bus, but skip it without reading it).
+    func publish(_ message: ClusterMessage, to node: String)
     /// Returns once everything queued before the call is on the bus (or the bus failed): what the
     /// message log waits for before answering senders.
     func flush() async
@@ -32,9 +35,35 @@ public protocol ClusterTransport: Sendable {
     /// The nodes alive now (heartbeat within the dead-node timeout), this one included.
     func liveNodes() -> Int
 
+    /// The live node that holds a chatroom. With `claim`, a room no live node holds is claimed for
+    /// this node (of two nodes claiming together, one wins and both are told which); without, nil
+    /// when no node holds it. The claim names this hold of the room, for `releaseChatrooms`.
+    func chatroomOwner(appId: Int64, roomId: String, claim: Bool) async throws -> ChatroomClaim?
+    /// This node no longer holds these rooms (each released only if it still holds it under that
+    /// claim, not if it claimed it again since).
+    func releaseChatrooms(_ claims: [ChatroomClaim]) async throws
+    /// The rooms of an app some live node holds.
+    func chatroomIds(appId: Int64) async throws -> [String]
+
     /// Runs the transport until cancelled: listening, this node's heartbeat, and clearing the
-    /// presence of nodes that stopped beating.
+    /// presence of nodes that stopped beating (and telling every node, `ClusterMessage.nodeLeft`).
     func run() async throws
+}
+
+/// A chatroom held by a node.
+public struct ChatroomClaim: Sendable, Equatable, Hashable {
+    public var appId: Int64
+    public var roomId: String
+    public var nodeId: String
+    /// Which hold of the room this is: a node that claims a room again gets a new number.
+    public var claim: Int64
+
+    public init(appId: Int64, roomId: String, nodeId: String, claim: Int64) {
+        self.appId = appId
+        self.roomId = roomId
+        self.nodeId = nodeId
+        self.claim = claim
+    }
 }
 
 /// What the bus brings a node.
@@ -95,6 +124,27 @@ public enum ClusterMessage: Sendable, Equatable, Codable {
     case barrier(id: String, from: String)
     /// A node has applied everything published before the barrier `id` of node `to`.
     case barrierAck(id: String, to: String, from: String)
+
+    /// The node left the cluster (it stopped, or stopped beating and was removed), or started
+    /// again under its id: whatever a node had with it, or with its earlier run, is gone. Published
+    /// by the transport, also to the node itself when it had been removed while still running.
+    case nodeLeft(nodeId: String)
+
+    // Chatrooms (ChatroomRouting).
+    /// To a room's owner: a request about the room.
+    case chatroomRequest(ChatroomRequest)
+    /// From a room's owner to one node: what concerns that node's sessions, in order.
+    case chatroomRelay(from: String, items: [ChatroomRelayItem])
+    /// To a room's owner: these sessions of the sending node ended.
+    case chatroomSessionsClosed(from: String, sessionIds: [String])
+    /// A chatroom moderation setting changed (every node reloads and applies it to its rooms).
+    case chatroomSettingsChanged(ChatroomSettingsChange)
+    /// A user joined a room on this node while rooms hold one user at a time: every other node
+    /// takes the user out of its rooms.
+    case chatroomUserJoined(appId: Int64, userId: String, roomId: String)
+    /// The node may have lost messages of the bus: it dropped the sessions of other nodes from its
+    /// rooms, and the other nodes drop what they had with it.
+    case chatroomNodeReset(nodeId: String)
 }
 
 /// `Origin` on the bus (session ids are unique across the cluster).

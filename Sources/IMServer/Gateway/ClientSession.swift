@@ -63,6 +63,16 @@ public final class ClientSession: Sendable {
         self.state = Mutex(State(lastSeen: now))
     }
 
+    /// A session of another node of a cluster that this node stands in for in the chatrooms it
+    /// holds: what is sent to it goes to that node (`ChatroomRouting`).
+    static func standIn(for remote: RemoteSession, link: RemoteSessionLink, now: Int64) -> ClientSession {
+        ClientSession(id: remote.id, appId: remote.appId, userId: remote.userId, platform: Platform(rawValue: remote.platform) ?? .linux,
+                      deviceId: remote.deviceId, now: now, outbound: .relayed(to: link), maxHeldBytes: 0)
+    }
+
+    /// For a session of another node: the way to it.
+    var relayLink: RemoteSessionLink? { outbound.relayLink }
+
     public var loginClass: LoginClass { platform.loginClass }
 
     public var isClosed: Bool { outbound.isFinishing }

@@ -112,16 +112,56 @@ enum GatewayOps {
         .editConversationTag: .reply(Im_ConversationTagRequest.self) { core, request, session in try await core.conversationState.editTag(request, from: session) },
         .tagConversations: .read(Im_TagConversationsRequest.self) { core, request, session in try await core.conversationState.tagConversations(request, from: session) },
 
-        // Chatrooms.
-        .joinChatroom: GatewayOp { core, frame, session in
+        // Chatrooms: run where the room lives (`ChatroomRouting`), as the table below says.
+        .joinChatroom: .chatroom, .quitChatroom: .chatroom, .chatroomInfo: .chatroom,
+        .setChatroomEntry: .chatroom, .removeChatroomEntry: .chatroom, .chatroomHistory: .chatroom,
+    ]
+
+    /// The chatroom ops: each names its room, and runs on the node that holds the room (in a
+    /// cluster, for a session standing in for the client's).
+    static let chatroom: [Im_Op: ChatroomOp] = [
+        .joinChatroom: ChatroomOp(Im_JoinChatroomRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in
             // The join queues its own reply, ahead of the room's pushes.
-            try await core.chatrooms.join(try GatewayOp.body(Im_JoinChatroomRequest.self, of: frame), frame: frame, from: session)
+            try await chatrooms.join(request, frame: frame, from: session)
             return nil
         },
-        .quitChatroom: .done(Im_QuitChatroomRequest.self) { core, request, session in try core.chatrooms.quit(request, from: session) },
-        .chatroomInfo: .reply(Im_ChatroomInfoRequest.self) { core, request, session in try core.chatrooms.info(request, from: session) },
-        .setChatroomEntry: .done(Im_SetChatroomEntryRequest.self) { core, request, session in try await core.chatrooms.setEntry(request, from: session) },
-        .removeChatroomEntry: .done(Im_RemoveChatroomEntryRequest.self) { core, request, session in try await core.chatrooms.removeEntry(request, from: session) },
-        .chatroomHistory: .read(Im_ChatroomHistoryRequest.self) { core, request, session in try await core.chatrooms.history(request, from: session) },
+        .quitChatroom: ChatroomOp(Im_QuitChatroomRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in
+            try chatrooms.quit(request, from: session)
+            return FrameCodec.emptyReply(to: frame)
+        },
+        .chatroomInfo: ChatroomOp(Im_ChatroomInfoRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in
+            try FrameCodec.reply(to: frame, try chatrooms.info(request, from: session))
+        },
+        .setChatroomEntry: ChatroomOp(Im_SetChatroomEntryRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in
+            try await chatrooms.setEntry(request, from: session)
+            return FrameCodec.emptyReply(to: frame)
+        },
+        .removeChatroomEntry: ChatroomOp(Im_RemoveChatroomEntryRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in
+            try await chatrooms.removeEntry(request, from: session)
+            return FrameCodec.emptyReply(to: frame)
+        },
+        .chatroomHistory: ChatroomOp(Im_ChatroomHistoryRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in
+            // Read in a child task, as `GatewayOp.read` does.
+            async let reading = chatrooms.history(request, from: session)
+            return try FrameCodec.reply(to: frame, try await reading)
+        },
     ]
+}
+
+extension GatewayOp {
+    /// A chatroom op (`GatewayOps.chatroom`), run where its room lives.
+    static let chatroom = GatewayOp { core, frame, session in try await core.chatroomRouting.client(frame, from: session) }
+}
+
+/// A client request about one chatroom: the room it names, and what `ChatroomService` does with it
+/// (the reply frame, or nil when it queued its own).
+struct ChatroomOp: Sendable {
+    let roomId: @Sendable (Im_Frame) throws -> String
+    let run: @Sendable (ChatroomService, Im_Frame, ClientSession) async throws -> [UInt8]?
+
+    init<Request: SwiftProtobuf.Message>(_: Request.Type, room: @escaping @Sendable (Request) -> String,
+                                         _ call: @escaping @Sendable (ChatroomService, Request, Im_Frame, ClientSession) async throws -> [UInt8]?) {
+        roomId = { frame in room(try GatewayOp.body(Request.self, of: frame)) }
+        run = { chatrooms, frame, session in try await call(chatrooms, try GatewayOp.body(Request.self, of: frame), frame, session) }
+    }
 }

@@ -18,11 +18,21 @@ import IMStore
 /// it is shared with other sessions (a chatroom push), so the bound holds for each connection on
 /// its own. After `finish`, the frames already queued are written regardless (a kick's last frame
 /// still arrives), and then `finished()` returns, for the gateway to close the connection.
+///
+/// A session connected to another node of a cluster, which a chatroom's owner node stands in for
+/// (`ChatroomRouting`), has no socket here: its frames are relayed to its node at once
+/// (`relayed(to:)`), which writes them to the real session's queue.
 final class SessionOutbound: Sendable {
-    /// The channel's event loop, kept to group sessions by loop (`Batch`).
-    let eventLoop: any EventLoop
-    private let loopId: ObjectIdentifier
-    private let writer: NIOLoopBound<SessionWriteHandler>
+    /// Where the frames go.
+    private enum Sink: Sendable {
+        /// A connection of this node: its channel's event loop (kept to group sessions by loop,
+        /// `Batch`) and its write handler.
+        case socket(eventLoop: any EventLoop, loopId: ObjectIdentifier, writer: NIOLoopBound<SessionWriteHandler>)
+        /// A session of another node, through the chatroom relay.
+        case relay(RemoteSessionLink)
+    }
+
+    private let sink: Sink
     private let maxQueuedBytes: Int
     private let state = Mutex(State())
 
@@ -68,10 +78,25 @@ final class SessionOutbound: Sendable {
     }
 
     private init(writer: NIOLoopBound<SessionWriteHandler>, maxQueuedBytes: Int) {
-        self.eventLoop = writer.eventLoop
-        self.loopId = ObjectIdentifier(writer.eventLoop)
-        self.writer = writer
+        self.sink = .socket(eventLoop: writer.eventLoop, loopId: ObjectIdentifier(writer.eventLoop), writer: writer)
         self.maxQueuedBytes = maxQueuedBytes
+    }
+
+    private init(link: RemoteSessionLink) {
+        self.sink = .relay(link)
+        self.maxQueuedBytes = .max
+    }
+
+    /// The way out of a session of another node that this node stands in for: each frame goes to
+    /// that node through the relay (which bounds nothing here: the real session's queue does).
+    static func relayed(to link: RemoteSessionLink) -> SessionOutbound {
+        SessionOutbound(link: link)
+    }
+
+    /// The relay to the session's node, for a session of another node.
+    var relayLink: RemoteSessionLink? {
+        if case .relay(let link) = sink { return link }
+        return nil
     }
 
     var isFinishing: Bool { state.withLock { $0.finishing } }
@@ -84,9 +109,16 @@ final class SessionOutbound: Sendable {
 
     /// Queues a frame for the connection.
     func enqueue(_ frame: OutboundFrame) -> Outcome {
-        let (outcome, schedule) = queue(frame)
-        if schedule { eventLoop.execute { self.writePending() } }
-        return outcome
+        switch sink {
+        case .socket(let eventLoop, _, _):
+            let (outcome, schedule) = queue(frame)
+            if schedule { eventLoop.execute { self.writePending() } }
+            return outcome
+        case .relay(let link):
+            guard !isFinishing else { return .closed }
+            link.send(frame)
+            return .queued
+        }
     }
 
     /// Queues a frame; returns whether the caller must have `writePending` run on the event loop.
@@ -112,6 +144,14 @@ final class SessionOutbound: Sendable {
 
     /// Accepts no more frames; those already queued are still written.
     func finish() {
+        guard case .socket(let eventLoop, _, _) = sink else {
+            // Nothing is queued here for a relayed session.
+            state.withLock { state in
+                state.finishing = true
+                state.done = true
+            }
+            return
+        }
         let schedule = state.withLock { state -> Bool in
             guard !state.finishing else { return false }
             state.finishing = true
@@ -145,6 +185,7 @@ final class SessionOutbound: Sendable {
     /// On the event loop: writes what is queued and flushes once; while the socket takes no more,
     /// the frames stay queued (the handler calls again when it does), unless the session is ending.
     func writePending() {
+        guard case .socket(_, _, let writer) = sink else { return }
         let handler = writer.value
         let writable = handler.isWritable
         var (frames, waiter) = state.withLock { state -> ([ByteBuffer], CheckedContinuation<Void, Never>?) in
@@ -184,9 +225,13 @@ final class SessionOutbound: Sendable {
         /// full queue closes it as a slow reader).
         mutating func add(_ frame: OutboundFrame, for session: ClientSession) {
             let outbound = session.outbound
+            guard case .socket(let eventLoop, let loopId, _) = outbound.sink else {
+                _ = outbound.enqueue(frame)
+                return
+            }
             let (_, schedule) = outbound.queue(frame)
-            let index = loops.firstIndex { $0.id == outbound.loopId } ?? {
-                loops.append((outbound.loopId, outbound.eventLoop, []))
+            let index = loops.firstIndex { $0.id == loopId } ?? {
+                loops.append((loopId, eventLoop, []))
                 return loops.count - 1
             }()
             // Without `schedule` a write is pending already (it also ends a slow reader's queue).

@@ -14,12 +14,12 @@ public final class MessageLifecycleService: Sendable {
     private let log: MessageLog
     private let messages: MessageService
     private let rosters: GroupRosters
-    private let chatrooms: ChatroomService
+    private let chatrooms: ChatroomRouting
     private let clock: any WallClock
     private let config: ServerConfig
     private let ultraGroups: UltraGroupRosters
 
-    init(store: any MessageStore & MessageLifecycleStore, log: MessageLog, messages: MessageService, rosters: GroupRosters, chatrooms: ChatroomService, clock: any WallClock,
+    init(store: any MessageStore & MessageLifecycleStore, log: MessageLog, messages: MessageService, rosters: GroupRosters, chatrooms: ChatroomRouting, clock: any WallClock,
          config: ServerConfig, ultraGroups: UltraGroupRosters) {
         self.ultraGroups = ultraGroups
         self.chatrooms = chatrooms

@@ -5,7 +5,7 @@ import IMWire
 
 /// What a recall did: the command sent to the conversation, and the notification content that now
 /// stands in the message's place (nil when the message was deleted).
-struct RecallOutcome: Sendable {
+public struct RecallOutcome: Sendable, Equatable, Codable {
     var command: StoredMessage
     var notification: Data?
     var recallTime: Int64
@@ -27,12 +27,12 @@ public final class MessageService: Sendable {
     private let words: SensitiveWordFilter
     private let rosters: GroupRosters
     private let ultraGroups: UltraGroupRosters
-    private let chatrooms: ChatroomService
+    private let chatrooms: ChatroomRouting
     private let uids = MessageUIDGenerator()
 
     init(log: MessageLog, bus: any SessionBus, clock: any WallClock, config: ServerConfig,
          directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters, ultraGroups: UltraGroupRosters,
-         chatrooms: ChatroomService) {
+         chatrooms: ChatroomRouting) {
         self.log = log
         self.ultraGroups = ultraGroups
         self.chatrooms = chatrooms

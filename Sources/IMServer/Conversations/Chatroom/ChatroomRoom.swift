@@ -77,6 +77,11 @@ final class ChatroomRoom: @unchecked Sendable {
     private(set) var readers: [Reader] = []
     /// Where each online session is in `readers`, by session id.
     private var readerSlots: [String: Int] = [:]
+    /// The online seats of sessions connected to other nodes of a cluster (stand-ins, by session
+    /// id): not swept here, their nodes deliver the room's pushes to them (`ChatroomRouting`).
+    private(set) var remoteReaders: [String: ClientSession] = [:]
+    /// The nodes of those sessions, with how many each has.
+    private(set) var remoteNodes: [String: Int] = [:]
     var offline: [SeatKey: Void] = [:]
     /// The latest messages kept in history (at most 50), oldest first: what a join fetches.
     var recent: [StoredMessage] = []
@@ -104,11 +109,19 @@ final class ChatroomRoom: @unchecked Sendable {
     }
 
     /// The live sessions of the room's members.
-    var onlineSessions: [ClientSession] { readers.map(\.session) }
+    var onlineSessions: [ClientSession] {
+        remoteReaders.isEmpty ? readers.map(\.session) : readers.map(\.session) + remoteReaders.values
+    }
 
     /// A session takes a seat: it gets what is published from now on (a session already seated,
-    /// joining again, keeps its place: what it has not been written yet still comes).
+    /// joining again, keeps its place: what it has not been written yet still comes). A session of
+    /// another node is told to its node, which delivers to it from here on.
     func seatOnline(_ session: ClientSession) {
+        if let link = session.relayLink {
+            if remoteReaders.updateValue(session, forKey: session.id) == nil { remoteNodes[link.node, default: 0] += 1 }
+            link.seated(in: key)
+            return
+        }
         if let slot = readerSlots[session.id] {
             readers[slot].session = session
         } else {
@@ -118,6 +131,12 @@ final class ChatroomRoom: @unchecked Sendable {
     }
 
     func seatOffline(sessionId: String) {
+        if let session = remoteReaders.removeValue(forKey: sessionId), let link = session.relayLink {
+            let left = remoteNodes[link.node, default: 1] - 1
+            remoteNodes[link.node] = left > 0 ? left : nil
+            link.unseated(from: key)
+            return
+        }
         guard let slot = readerSlots.removeValue(forKey: sessionId) else { return }
         let last = readers.removeLast()
         if slot < readers.count {

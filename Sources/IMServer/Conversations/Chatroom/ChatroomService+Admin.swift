@@ -7,7 +7,7 @@ import IMWire
 /// or at a set time), moderation settings and their events, and room queries.
 extension ChatroomService {
     /// A room as the Server API describes it.
-    public struct RoomSummary: Sendable {
+    public struct RoomSummary: Sendable, Equatable, Codable {
         public var roomId: String
         public var name: String
         public var createdAt: Int64
@@ -21,7 +21,7 @@ extension ChatroomService {
     }
 
     /// How a room created through the Server API is destroyed.
-    public enum DestroyRule: Sendable {
+    public enum DestroyRule: Sendable, Equatable, Codable {
         /// After this many minutes without a message, join or quit (the server's setting if nil).
         case whenIdle(minutes: Int?)
         /// This many minutes after creation.
@@ -252,12 +252,14 @@ extension ChatroomService {
             ChatroomSettingRecord(appId: appId, kind: kind, roomId: roomId, item: $0, until: until)
         }
         try await store.putChatroomSettings(records)
-        peers.announce(.chatroomSettings(appId: appId))
+        peers.chatroomSettingsChanged(ChatroomSettingsChange(appId: appId, kind: kind.rawValue, adding: true, roomId: roomId, users: items,
+                                                             minutes: minutes, notify: notify, extra: extra))
         state.withLock { state in
             state.settings[appId, default: ChatroomSettings([])].apply(records)
             announce(kind, adding: true, appId: appId, roomId: roomId, users: items, minutes: minutes, notify: notify, extra: extra,
                      now: now, in: &state)
         }
+        await peers.flush()
     }
 
     /// Removes settings and tells members as `addSettings` does.
@@ -266,12 +268,26 @@ extension ChatroomService {
         try await loadSettings(appId: appId)
         let names = items.isEmpty && kind == .roomMute ? [""] : items
         try await store.deleteChatroomSettings(appId: appId, kind: kind, roomId: roomId, items: names)
-        peers.announce(.chatroomSettings(appId: appId))
+        peers.chatroomSettingsChanged(ChatroomSettingsChange(appId: appId, kind: kind.rawValue, adding: false, roomId: roomId, users: items,
+                                                             minutes: nil, notify: notify, extra: extra))
         let now = clock.nowMilliseconds()
         state.withLock { state in
             state.settings[appId]?.remove(kind, room: roomId, items: names)
             announce(kind, adding: false, appId: appId, roomId: roomId, users: items, minutes: nil, notify: notify, extra: extra,
                      now: now, in: &state)
+        }
+        await peers.flush()
+    }
+
+    /// Another node of the cluster added or removed settings: they are read again, and the change
+    /// applies to the rooms this node holds as `addSettings` and `removeSettings` apply it.
+    func applySettingsChange(_ change: ChatroomSettingsChange) async {
+        await reloadSettings(appId: change.appId)
+        guard let kind = ChatroomSettingKind(rawValue: change.kind) else { return }
+        let now = clock.nowMilliseconds()
+        state.withLock { state in
+            announce(kind, adding: change.adding, appId: change.appId, roomId: change.roomId, users: change.users, minutes: change.minutes,
+                     notify: change.notify, extra: change.extra, now: now, in: &state)
         }
     }
 

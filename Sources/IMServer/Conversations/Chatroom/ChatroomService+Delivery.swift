@@ -72,6 +72,8 @@ extension ChatroomService {
             for case .message(_, _, let stored?) in pushes { stored.resolve(result) }
         }
         state.withLock { _ in
+            // What members connected to other nodes get too (nothing to collect on a single server).
+            var published: [ChatroomRoom.Push]? = relay != nil && !room.remoteNodes.isEmpty ? [] : nil
             for push in pushes {
                 if case .message(let message, _, _) = push {
                     guard !failed.contains(message.uid) else { continue }
@@ -81,7 +83,29 @@ extension ChatroomService {
                 }
                 room.head += 1
                 room.log.append((room.head, push))
+                published?.append(push)
             }
+            // Members connected to other nodes get the same pushes at the same place, from their
+            // nodes (under the lock, so in the order of the seats they take and lose).
+            if let relay, let published { relayPushes(published, of: room, through: relay) }
+        }
+    }
+
+    /// Sends the pushes a room published to the nodes of its members connected elsewhere. Under the lock.
+    private func relayPushes(_ pushes: [ChatroomRoom.Push], of room: ChatroomRoom, through relay: ChatroomRelay) {
+        for node in room.remoteNodes.keys {
+            let records = pushes.compactMap { push -> ChatroomPushRecord? in
+                switch push {
+                case .message(let message, let origin, _):
+                    return .message(message, origin: ClusterOrigin(origin))
+                case .roomFrame(let frame):
+                    return .roomFrame(WireBytes(frame))
+                case .frame(let frame, let sessions):
+                    let theirs = Array(sessions.filter { room.remoteReaders[$0]?.relayLink?.node == node })
+                    return theirs.isEmpty ? nil : .frame(WireBytes(frame), sessions: theirs)
+                }
+            }
+            relay.pushes(room.key, records, to: node)
         }
     }
 

@@ -35,6 +35,9 @@ public final class ChatroomService: Sendable {
         /// The rooms each user has a seat in (any device).
         var userRooms: [UserKey: Set<ChatroomRoom.Key>] = [:]
         var settings: [Int64: ChatroomSettings] = [:]
+        /// In a cluster, the rooms other nodes hold that this node's sessions sit in: their pushes,
+        /// relayed by the owner, are delivered here to those sessions (`ChatroomService+Mirrors`).
+        var mirrors: [ChatroomRoom.Key: ChatroomRoom] = [:]
         /// Rooms per app, against `chatroomMaxRooms`.
         var roomCounts: [Int64: Int] = [:]
 
@@ -72,9 +75,13 @@ public final class ChatroomService: Sendable {
 
     /// Where moderation setting changes are announced to the other nodes of a cluster.
     let peers: ClusterPeers
+    /// In a cluster, the way to the other nodes' sessions that sit in this node's rooms.
+    let relay: ChatroomRelay?
 
-    init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, logger: Logger, peers: ClusterPeers) {
+    init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, logger: Logger, peers: ClusterPeers,
+         relay: ChatroomRelay? = nil) {
         self.peers = peers
+        self.relay = relay
         self.store = store
         self.clock = clock
         self.config = config
@@ -156,6 +163,8 @@ public final class ChatroomService: Sendable {
             let room = existing ?? createRoom(key, name: roomId, now: now, in: &state)
             if !config.chatrooms.multipleRooms {
                 leaveOtherRooms(userId: session.userId, appId: session.appId, except: key, now: now, in: &state)
+                // The user's rooms on other nodes too (published under the lock, ahead of the reply).
+                peers.chatroomUserJoined(appId: session.appId, userId: session.userId, roomId: roomId)
             }
             let seatKey = ChatroomRoom.SeatKey(userId: session.userId, deviceId: session.deviceId)
             if let previous = held?.session, previous.id != session.id {
@@ -210,6 +219,22 @@ public final class ChatroomService: Sendable {
     /// One room per user: removes the user's seats (every device) from the other rooms and tells
     /// those devices.
     private func leaveOtherRooms(userId: String, appId: Int64, except key: ChatroomRoom.Key, now: Int64, in state: inout State) {
+        leaveRooms(userId: userId, appId: appId, except: key, now: now, in: &state)
+        state.userRooms[UserKey(appId: appId, userId: userId)] = [key]
+    }
+
+    /// The user joined a room another node of the cluster holds, while rooms hold one user at a
+    /// time: the user leaves this node's rooms, as `leaveOtherRooms` does.
+    func userJoinedElsewhere(appId: Int64, userId: String, roomId: String) {
+        let now = clock.nowMilliseconds()
+        state.withLock { state in
+            let key = ChatroomRoom.Key(appId: appId, roomId: roomId), userKey = UserKey(appId: appId, userId: userId)
+            leaveRooms(userId: userId, appId: appId, except: key, now: now, in: &state)
+            state.userRooms[userKey] = state.userRooms[userKey]?.contains(key) == true ? [key] : nil
+        }
+    }
+
+    private func leaveRooms(userId: String, appId: Int64, except key: ChatroomRoom.Key, now: Int64, in state: inout State) {
         let userKey = UserKey(appId: appId, userId: userId)
         for other in state.userRooms[userKey] ?? [] where other != key {
             guard let room = state.rooms[other] else { continue }
@@ -223,7 +248,6 @@ public final class ChatroomService: Sendable {
                 for session in sessions { session.send(frame) }
             }
         }
-        state.userRooms[userKey] = [key]
     }
 
     /// QUIT_CHATROOM: removes this device's seat; the user's other devices stay in the room.

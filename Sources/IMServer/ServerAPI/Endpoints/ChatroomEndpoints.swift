@@ -75,7 +75,7 @@ extension ServerAPI {
                 for room in rooms where TextLength.characters(room.value) > ChatroomLimits.maxNameCharacters {
                     throw Self.chatroomParameter("the name of chatroom \(room.id) is longer than \(ChatroomLimits.maxNameCharacters) characters")
                 }
-                try core.chatrooms.create(appId: call.app.id, rooms: rooms.map { ($0.id, $0.value.isEmpty ? $0.id : $0.value) })
+                try await core.chatroomRouting.create(appId: call.app.id, rooms: rooms.map { ($0.id, $0.value.isEmpty ? $0.id : $0.value) })
                 return [:]
             },
             APIEndpoint(
@@ -94,7 +94,7 @@ extension ServerAPI {
                 summary: "Destroys chatrooms: members online are told and removed, attributes go. Rooms that do not exist are passed over.",
                 params: [.list("chatroomId", required: true, "chatroom ids")]) { call in
                 let ids = try chatroomIds(call, "chatroomId")
-                core.chatrooms.destroy(appId: call.app.id, roomIds: ids)
+                try await core.chatroomRouting.destroy(appId: call.app.id, roomIds: ids)
                 return [:]
             },
             APIEndpoint(
@@ -102,7 +102,7 @@ extension ServerAPI {
                 summary: "Changes how an existing chatroom is destroyed: when idle for destroyTime minutes, or destroyTime minutes after creation.",
                 params: [roomId, APIParam.integer("destroyType", required: true, destroyType.summary), destroyTime]) { call in
                 let id = try chatroomId(call)
-                try core.chatrooms.setDestroyRule(appId: call.app.id, roomId: id, try destroyRule(call))
+                try await core.chatroomRouting.setDestroyRule(appId: call.app.id, roomId: id, try destroyRule(call))
                 return [:]
             },
             APIEndpoint(
@@ -111,7 +111,10 @@ extension ServerAPI {
                 params: [.list("chatroomId", required: true, max: ChatroomAPILimits.roomsPerQuery, "chatroom ids")],
                 response: [APIField("chatRooms", "array", items: "object", "{chrmId, chatroomId (the same), name, time (created, yyyy-MM-dd HH:mm:ss UTC)} per existing room")]) { call in
                 let ids = try chatroomIds(call, "chatroomId")
-                let rooms = ids.compactMap { core.chatrooms.summary(appId: call.app.id, roomId: $0) }
+                var rooms: [ChatroomService.RoomSummary] = []
+                for id in ids {
+                    if let room = try await core.chatroomRouting.summary(appId: call.app.id, roomId: id) { rooms.append(room) }
+                }
                 return ["chatRooms": rooms.map {
                     ["chrmId": $0.roomId, "chatroomId": $0.roomId, "name": $0.name, "time": APITime.text($0.createdAt)] as [String: any Sendable]
                 }]
@@ -126,7 +129,7 @@ extension ServerAPI {
                     APIField("destroyTime", "integer", "minutes of the destroy rule"), APIField("ban", "boolean", "the whole room is muted"),
                 ]) { call in
                 let id = try chatroomId(call)
-                guard let room = core.chatrooms.summary(appId: call.app.id, roomId: id) else { throw Self.chatroomNotFound(id) }
+                guard let room = try await core.chatroomRouting.summary(appId: call.app.id, roomId: id) else { throw Self.chatroomNotFound(id) }
                 return ["chatroomId": room.roomId, "createTime": room.createdAt, "memberCount": room.memberCount,
                         "destroyType": room.destroyType, "destroyTime": room.destroyMinutes, "ban": room.isMuted]
             },
@@ -134,14 +137,14 @@ extension ServerAPI {
                 path: "/chatroom/message/stopDistribution.json", tag: "chatroom",
                 summary: "Stops delivering a chatroom's messages: they are still accepted (and kept in history when it is on) but reach nobody.",
                 params: [roomId]) { call in
-                try core.chatrooms.setDistribution(appId: call.app.id, roomId: try chatroomId(call), stopped: true)
+                try await core.chatroomRouting.setDistribution(appId: call.app.id, roomId: try chatroomId(call), stopped: true)
                 return [:]
             },
             APIEndpoint(
                 path: "/chatroom/message/resumeDistribution.json", tag: "chatroom",
                 summary: "Resumes delivering a chatroom's messages (those sent while stopped are not delivered).",
                 params: [roomId]) { call in
-                try core.chatrooms.setDistribution(appId: call.app.id, roomId: try chatroomId(call), stopped: false)
+                try await core.chatroomRouting.setDistribution(appId: call.app.id, roomId: try chatroomId(call), stopped: false)
                 return [:]
             },
         ]
@@ -168,7 +171,7 @@ extension ServerAPI {
             }
             for (key, value) in entries { try ChatroomEntryLimits.check(key: key, value: value) }
         }
-        try core.chatrooms.create(appId: call.app.id, rooms: [(id, id)], rule: rule)
+        try await core.chatroomRouting.create(appId: call.app.id, rooms: [(id, id)], rule: rule)
         if muted {
             try await core.chatrooms.addSettings(appId: call.app.id, kind: .roomMute, roomId: id, items: [])
         }
@@ -176,8 +179,8 @@ extension ServerAPI {
             try await core.chatrooms.addSettings(appId: call.app.id, kind: .muteWhitelist, roomId: id, items: whitelist)
         }
         if !entries.isEmpty {
-            try await core.chatrooms.setEntries(appId: call.app.id, roomId: id, entries, by: .server(userId: owner), autoDelete: false,
-                                                force: true, notify: false, extra: "")
+            try await core.chatroomRouting.setEntries(appId: call.app.id, roomId: id, entries, userId: owner, autoDelete: false,
+                                                      force: true, notify: false, extra: "")
         }
         return [:]
     }
@@ -211,7 +214,7 @@ extension ServerAPI {
                 summary: "Legacy: adds users to a chatroom (creating it if needed) as members with no device online. They count as members until the room's next message after 30 s (or 30 messages); clients join over the gateway to receive messages.",
                 params: [.list("userId", required: true, max: ChatroomAPILimits.usersPerCall, "user ids"), roomId]) { call in
                 let id = try chatroomId(call)
-                try await core.chatrooms.addMembers(appId: call.app.id, roomId: id, userIds: try userIds(call, "userId"))
+                try await core.chatroomRouting.addMembers(appId: call.app.id, roomId: id, userIds: try userIds(call, "userId"))
                 return [:]
             },
             APIEndpoint(
@@ -233,8 +236,8 @@ extension ServerAPI {
                 guard let order = ChatroomMemberOrder(rawValue: Int(rawOrder)) else {
                     throw Self.chatroomParameter("order must be 1 (earliest joiners first) or 2 (latest first), got \(rawOrder)")
                 }
-                let result = try core.chatrooms.members(appId: call.app.id, roomId: id,
-                                                        count: Int(min(count, Int64(ChatroomLimits.serverQueryMembersMax))), order: order)
+                let result = try await core.chatroomRouting.members(appId: call.app.id, roomId: id,
+                                                               count: Int(min(count, Int64(ChatroomLimits.serverQueryMembersMax))), order: order)
                 return ["total": result.total, "users": result.members.map {
                     ["id": $0.userId, "time": APITime.text($0.joinTime)] as [String: any Sendable]
                 }]
@@ -246,7 +249,7 @@ extension ServerAPI {
                 response: [APIField("isInChrm", "boolean", "the user is in the room")]) { call in
                 let id = try chatroomId(call)
                 let user = try userId(call.required("userId"), "userId")
-                return ["isInChrm": try chatroomMembership(call.app.id, id, [user]).first ?? false]
+                return ["isInChrm": try await chatroomMembership(call.app.id, id, [user]).first ?? false]
             },
             APIEndpoint(
                 path: "/chatroom/users/exist.json", tag: "chatroom",
@@ -255,15 +258,15 @@ extension ServerAPI {
                 response: [APIField("result", "array", items: "object", "{userId, isInChrm (1 in the room, 0 not)}")]) { call in
                 let id = try chatroomId(call)
                 let users = try userIds(call, "userId")
-                let present = try chatroomMembership(call.app.id, id, users)
+                let present = try await chatroomMembership(call.app.id, id, users)
                 return ["result": zip(users, present).map { ["userId": $0, "isInChrm": $1 ? 1 : 0] as [String: any Sendable] }]
             },
         ]
     }
 
-    private func chatroomMembership(_ appId: Int64, _ roomId: String, _ users: [String]) throws -> [Bool] {
-        guard core.chatrooms.summary(appId: appId, roomId: roomId) != nil else { throw Self.chatroomNotFound(roomId) }
-        return core.chatrooms.areMembers(appId: appId, roomId: roomId, userIds: users)
+    private func chatroomMembership(_ appId: Int64, _ roomId: String, _ users: [String]) async throws -> [Bool] {
+        guard try await core.chatroomRouting.summary(appId: appId, roomId: roomId) != nil else { throw Self.chatroomNotFound(roomId) }
+        return try await core.chatroomRouting.areMembers(appId: appId, roomId: roomId, userIds: users)
     }
 
     // MARK: moderation: gag, block, global mute, whole-room mute and its whitelist
@@ -552,9 +555,9 @@ extension ServerAPI {
                 default:
                     throw Self.chatroomParameter("objectName and content go together: give both to send a message with the change, or neither")
                 }
-                try await core.chatrooms.setEntries(appId: call.app.id, roomId: id, [call.required("key"): call.required("value")],
-                                                    by: .server(userId: owner), autoDelete: try call.bool("autoDelete") ?? false, force: true,
-                                                    notify: false, extra: "", objectName: call.string("objectName"), content: content)
+                try await core.chatroomRouting.setEntries(appId: call.app.id, roomId: id, [call.required("key"): call.required("value")],
+                                                          userId: owner, autoDelete: try call.bool("autoDelete") ?? false, force: true,
+                                                          notify: false, extra: "", objectName: call.string("objectName"), content: content)
                 return [:]
             },
             APIEndpoint(
@@ -563,8 +566,8 @@ extension ServerAPI {
                 params: [roomId, .string("userId", required: true, "the user removing it"), .string("key", required: true, "the attribute")]) { call in
                 let id = try chatroomId(call)
                 let user = try userId(call.required("userId"), "userId")
-                try await core.chatrooms.removeEntries(appId: call.app.id, roomId: id, [call.required("key")], by: .server(userId: user),
-                                                       force: true, notify: false, extra: "")
+                try await core.chatroomRouting.removeEntries(appId: call.app.id, roomId: id, [call.required("key")], userId: user,
+                                                             force: true, notify: false, extra: "")
                 return [:]
             },
             APIEndpoint(
@@ -572,7 +575,7 @@ extension ServerAPI {
                 params: [roomId, .list("keys", max: ChatroomAPILimits.entryKeysPerQuery, "keys; omit for all")],
                 response: [APIField("keys", "array", items: "object", "{key, value, userId (owner), autoDelete (\"1\" or \"0\"), lastSetTime (ms, as a string)}")]) { call in
                 let id = try chatroomId(call)
-                let entries = try core.chatrooms.entries(appId: call.app.id, roomId: id, keys: call.list("keys"))
+                let entries = try await core.chatroomRouting.entries(appId: call.app.id, roomId: id, keys: call.list("keys"))
                 return ["keys": entries.map {
                     ["key": $0.key, "value": $0.value, "userId": $0.ownerId, "autoDelete": $0.autoDelete ? "1" : "0",
                      "lastSetTime": "\($0.updatedAt)"] as [String: any Sendable]
@@ -588,8 +591,8 @@ extension ServerAPI {
                 ]) { call in
                 let id = try chatroomId(call)
                 let owner = try userId(call.required("entryOwnerId"), "entryOwnerId")
-                try await core.chatrooms.setEntries(appId: call.app.id, roomId: id, try entryInfo(call), by: .server(userId: owner),
-                                                    autoDelete: try call.bool("autoDelete") ?? false, force: true, notify: false, extra: "")
+                try await core.chatroomRouting.setEntries(appId: call.app.id, roomId: id, try entryInfo(call), userId: owner,
+                                                          autoDelete: try call.bool("autoDelete") ?? false, force: true, notify: false, extra: "")
                 return [:]
             },
         ]
@@ -628,7 +631,8 @@ extension ServerAPI {
                 for id in rooms where !ChatroomID.isValid(id) {
                     throw Self.chatroomParameter("toChatroomId \(TextLength.quoted(id)) is invalid: use \(UserID.rule)")
                 }
-                let missing = rooms.filter { core.chatrooms.summary(appId: call.app.id, roomId: $0) == nil }
+                var missing: [String] = []
+                for id in rooms where try await core.chatroomRouting.summary(appId: call.app.id, roomId: id) == nil { missing.append(id) }
                 guard missing.isEmpty else {
                     throw APIError(.chatroomNotFound, .badRequest, "chatroom \(missing.joined(separator: ", ")) does not exist: create it (/chatroom/create.json) or let a member join it first; nothing was sent")
                 }
@@ -652,7 +656,7 @@ extension ServerAPI {
                 try core.apiLimits.admit(appId: call.app.id, cost: 1, rules: [
                     APIRateLimiter.Rule(name: "chatroom broadcasts", limit: ChatroomAPILimits.broadcastsPerSecond, windowMilliseconds: 1000),
                 ])
-                let sent = try await publish(message, toChatrooms: core.chatrooms.roomIds(appId: call.app.id), skippingMissing: true)
+                let sent = try await publish(message, toChatrooms: try await core.chatroomRouting.roomIds(appId: call.app.id), skippingMissing: true)
                 return ["messageUIDs": sent.map { ["chatroomId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]
             },
         ]
@@ -686,7 +690,7 @@ extension ServerAPI {
         case .deliver(let content):
             message.content = content
         }
-        let chatrooms = core.chatrooms, filtered = message
+        let chatrooms = core.chatroomRouting, filtered = message
         return try await withThrowingTaskGroup(of: (Int, StoredMessage?).self) { group in
             for (index, id) in rooms.enumerated() {
                 var copy = filtered

@@ -309,7 +309,7 @@ extension ServerAPI {
         }
         if type == .chatroom {
             // isDelete is not told apart in a chatroom: the room's copy becomes the notification either way.
-            _ = try await core.chatrooms.recall(
+            _ = try await core.chatroomRouting.recall(
                 appId: call.app.id, operatorId: call.required("fromUserId"), roomId: call.required("targetId"),
                 uid: call.required("messageUID"), isAdmin: try call.bool("isAdmin") ?? false, window: nil, extra: call.string("extra"),
                 origin: .serverAPI)
