@@ -523,14 +523,19 @@ public final class PostgresClusterTransport: ClusterTransport {
 extension PostgresClusterTransport {
     /// A transport for the node `nodeId` on this database: a small pool of its own for presence
     /// and sending, and one more connection for listening. Nothing connects before `run()`.
+    /// - Parameters:
+    ///   - clientTLS, connectionTLS: TLS of the pool and of the listening connection (the store's
+    ///     `sslmode`); none by default.
     public static func make(host: String, port: Int, username: String, password: String?, database: String, nodeId: String,
+                            clientTLS: PostgresClient.Configuration.TLS = .disable,
+                            connectionTLS: PostgresConnection.Configuration.TLS = .disable,
                             deadAfter: Duration = .seconds(10), logger: Logger) -> PostgresClusterTransport {
         var configuration = PostgresClient.Configuration(host: host, port: port, username: username, password: password,
-                                                         database: database, tls: .disable)
+                                                         database: database, tls: clientTLS)
         configuration.options.maximumConnections = 4
         configuration.options.connectTimeout = .seconds(5)
         var listen = PostgresConnection.Configuration(host: host, port: port, username: username, password: password,
-                                                      database: database, tls: .disable)
+                                                      database: database, tls: connectionTLS)
         listen.options.connectTimeout = .seconds(5)
         return PostgresClusterTransport(nodeId: nodeId, client: PostgresClient(configuration: configuration, backgroundLogger: logger),
                                         listenConfiguration: listen, logger: logger, deadAfter: deadAfter)

@@ -89,7 +89,7 @@ public enum PostgresConnector {
         return tls
     }
 
-    static func connectionTLS(_ mode: PostgresURL.SSLMode) throws -> PostgresConnection.Configuration.TLS {
+    public static func connectionTLS(_ mode: PostgresURL.SSLMode) throws -> PostgresConnection.Configuration.TLS {
         switch mode {
         case .disable: return .disable
         case .prefer: return .prefer(try NIOSSLContext(configuration: tlsConfiguration()))
@@ -97,7 +97,7 @@ public enum PostgresConnector {
         }
     }
 
-    static func clientTLS(_ mode: PostgresURL.SSLMode) -> PostgresClient.Configuration.TLS {
+    public static func clientTLS(_ mode: PostgresURL.SSLMode) -> PostgresClient.Configuration.TLS {
         switch mode {
         case .disable: return .disable
         case .prefer: return .prefer(tlsConfiguration())

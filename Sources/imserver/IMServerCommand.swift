@@ -54,7 +54,7 @@ struct Serve: AsyncParsableCommand {
         let opened = try await OpenedStore(config, logger: logger)
         let store = opened.store
         // Every server on PostgreSQL is a node of the cluster of the servers on that database.
-        let cluster = opened.clusterTransport(config, logger: logger)
+        let cluster = try opened.clusterTransport(config, logger: logger)
         let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster)
         let app = try await core.prepare()
         if config.serverAPI.timestampWindowSeconds == 0 {
@@ -105,12 +105,14 @@ struct OpenedStore: Sendable, CustomStringConvertible {
     }
 
     /// The cluster bus and presence of a server on PostgreSQL (nil on SQLite: a single server).
-    func clusterTransport(_ config: ServerConfig, logger: Logger) -> PostgresClusterTransport? {
+    func clusterTransport(_ config: ServerConfig, logger: Logger) throws -> PostgresClusterTransport? {
         guard case .postgres(let store) = kind else { return nil }
         let url = store.url
         let nodeId = config.cluster.nodeId ?? "node-" + AppRegistry.randomCredential(length: 8)
         return PostgresClusterTransport.make(host: url.host, port: url.port, username: url.user, password: url.password,
                                              database: url.database, nodeId: nodeId,
+                                             clientTLS: PostgresConnector.clientTLS(url.sslMode),
+                                             connectionTLS: try PostgresConnector.connectionTLS(url.sslMode),
                                              deadAfter: .seconds(config.cluster.nodeTimeoutSeconds), logger: logger)
     }
 

@@ -266,4 +266,26 @@ struct ClusterTests {
             for client in [ann, bob, bobPhone] { await client.disconnect() }
         }
     }
+
+    @Test("a per-app Server API limit is shared by the live nodes: each admits its share, so the cluster admits the limit")
+    func rateLimitAcrossNodes() async throws {
+        let clock = ManualClock()
+        try await withCluster(nodes: 2, clock: clock, configure: { $0.serverAPI.callsPerSecond = 10 }) { cluster in
+            func admitted(_ node: TestServer, _ calls: Int) async throws -> Int {
+                var admitted = 0
+                for _ in 0..<calls {
+                    let (_, body) = try await node.api.post("/user/checkOnline.json", form: ["userId": "ann"])
+                    if body["code"] as? Int == 200 { admitted += 1 } else { #expect(body["code"] as? Int == ErrorCode.apiRateLimited.rawValue) }
+                }
+                return admitted
+            }
+            // 10 per second for the app, two nodes: 5 each within one second of the manual clock.
+            let first = try await admitted(cluster.nodes[0], 8)
+            let second = try await admitted(cluster.nodes[1], 8)
+            #expect(first == 5 && second == 5, "node 0 admitted \(first), node 1 \(second)")
+            clock.advance(milliseconds: 1000)
+            let later = try await admitted(cluster.nodes[0], 6)
+            #expect(later == 5, "a new second, a new share")
+        }
+    }
 }
