@@ -483,31 +483,38 @@ public final class PostgresClusterTransport: ClusterTransport {
             do {
                 let connection = try await PostgresConnection.connect(configuration: listenConfiguration, id: 1, logger: logger)
                 defer { Task { try? await connection.close() } }
-                let notifications = try await connection.listen(Self.channel)
-                if attempt > 0 { inboundContinuation.yield(.interrupted) }
-                attempt += 1
-                let addressedHere = "{\"t\":\"\(nodeId)\","
-                for try await notification in notifications {
-                    // A batch for another node is skipped unread.
-                    if notification.payload.hasPrefix("{\"t\":"), !notification.payload.hasPrefix(addressedHere) { continue }
-                    guard let batch = try? decoder.decode(Batch.self, from: Data(notification.payload.utf8)) else {
-                        logger.error("an unreadable cluster notification was ignored", metadata: ["payload": "\(notification.payload.prefix(200))"])
-                        continue
-                    }
-                    if batch.n == nodeId { continue }
-                    if let messages = batch.m {
-                        for message in messages { inboundContinuation.yield(.message(message)) }
-                    } else if let id = batch.r {
-                        let rows = try await client.query("SELECT body FROM cluster_payloads WHERE id = \(id)", logger: logger)
-                        var found = false
-                        for try await body in rows.decode(String.self) {
-                            found = true
-                            if let message = try? decoder.decode(ClusterMessage.self, from: Data(body.utf8)) {
-                                inboundContinuation.yield(.message(message))
-                            }
+                // Waiting for a notification does not end by itself when the node stops: closing
+                // the connection ends it.
+                try await withTaskCancellationHandler {
+                    let notifications = try await connection.listen(Self.channel)
+                    if attempt > 0 { inboundContinuation.yield(.interrupted) }
+                    attempt += 1
+                    let addressedHere = "{\"t\":\"\(nodeId)\","
+                    for try await notification in notifications {
+                        // A batch for another node is skipped unread.
+                        if notification.payload.hasPrefix("{\"t\":"), !notification.payload.hasPrefix(addressedHere) { continue }
+                        guard let batch = try? decoder.decode(Batch.self, from: Data(notification.payload.utf8)) else {
+                            logger.error("an unreadable cluster notification was ignored", metadata: ["payload": "\(notification.payload.prefix(200))"])
+                            continue
                         }
-                        if !found { inboundContinuation.yield(.interrupted) }
+                        if batch.n == nodeId { continue }
+                        if let messages = batch.m {
+                            for message in messages { inboundContinuation.yield(.message(message)) }
+                        } else if let id = batch.r {
+                            let rows = try await client.query("SELECT body FROM cluster_payloads WHERE id = \(id)", logger: logger)
+                            var found = false
+                            for try await body in rows.decode(String.self) {
+                                found = true
+                                if let message = try? decoder.decode(ClusterMessage.self, from: Data(body.utf8)) {
+                                    inboundContinuation.yield(.message(message))
+                                }
+                            }
+                            if !found { inboundContinuation.yield(.interrupted) }
+                        }
                     }
+                } onCancel: {
+                    let closing: EventLoopFuture<Void> = connection.close()
+                    _ = closing
                 }
             } catch is CancellationError {
                 return

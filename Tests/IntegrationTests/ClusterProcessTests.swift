@@ -161,6 +161,9 @@ struct ClusterProcessTests {
                         }
                     }
                 }
+                // However the load ended, nothing waits on its milestones any more.
+                reached.finish()
+                finished.finish()
             }
             var killIterator = killPoint.makeAsyncIterator()
             _ = await killIterator.next()

@@ -199,6 +199,7 @@ struct ServerConfigTests {
             "groupPublishPerSecond", "chatroomMultipleRooms", "chatroomIdleDestroyMinutes", "chatroomHistoryEnabled",
             "chatroomHistoryRetentionDays", "chatroomEntriesEnabled", "chatroomMaxMembers", "chatroomSweepStep", "chatroomPublishPerSecond",
             "ultraGroupHistoryRetentionDays", "ultraGroupPreJoinHistory", "ultraGroupPublishPerSecond", "database",
+            "nodeId", "clusterNodeTimeoutSeconds",
         ]
         #expect(Set(keys) == Set(fileKeys))
         let existingVariables = [
@@ -229,7 +230,9 @@ struct ServerConfigTests {
         #expect(ServerConfig().storage.database.isEmpty, "the embedded database unless one is given")
         #expect(SettingNames.flag(forKey: "httpIdleTimeoutSeconds") == "--http-idle-timeout-seconds")
         #expect(Self.table.areas.map(\.name) == ["network", "session", "messaging", "groups", "chatrooms", "ultraGroups", "serverAPI",
-                                                 "moderation", "developmentApp", "storage", "logging"])
+                                                 "moderation", "developmentApp", "storage", "cluster", "logging"])
+        #expect(Self.table.setting(key: "nodeId")?.flag == "--node-id")
+        #expect(Self.table.setting(key: "nodeId")?.environmentVariable == "IMSERVER_NODE_ID")
     }
 
     @Test("docs/CONFIGURATION.md's settings table is the one the declarations generate")

