@@ -152,7 +152,7 @@ struct ClusterProcessTests {
                                     let message = try await sender.sendMessage(.private, targetId: "receiver", content: TextMessage(content: "n\(index)"))
                                     let count = acked.withLock { $0.append(message.messageUId); return $0.count }
                                     if count == 400 { reached.yield() }
-                                    if count >= 1_200 { finished.yield(); return }
+                                    if count >= 800 { finished.yield(); return }
                                 } catch {
                                     // Not acknowledged (the node died with it): sent again as a new message.
                                     try? await Task.sleep(for: .milliseconds(50))
@@ -168,6 +168,7 @@ struct ClusterProcessTests {
             var killIterator = killPoint.makeAsyncIterator()
             _ = await killIterator.next()
             cluster.nodes[1].kill()
+            let ackedAtKill = acked.value.count
             var finishIterator = finishPoint.makeAsyncIterator()
             _ = await finishIterator.next()
             await load.value
@@ -177,7 +178,7 @@ struct ClusterProcessTests {
                 #expect(url == cluster.nodes[2].baseURL || url == cluster.nodes[0].baseURL, "a sender of the dead node moved on (now \(url ?? "nowhere"))")
             }
             let ackedUIDs = acked.value
-            #expect(ackedUIDs.count >= 1_200)
+            #expect(ackedUIDs.count >= ackedAtKill + 50, "the senders went on through the other nodes after the kill (\(ackedAtKill) before, \(ackedUIDs.count) in all)")
             // The receiver stayed connected to node 0 all along: everything acknowledged reached it
             // live, through the bus, including what node 1 acknowledged just before it died.
             let ackedSet = Set(ackedUIDs)
