@@ -36,6 +36,9 @@ final class LoopDriver {
     private var chatIssued = 0
     private var historyIssued = 0
     private var chatTurn = 0
+    /// Messages per second each chat client sends (the job's, until a restart changes it).
+    private var chatRatePerClient: Double
+    private var serverAddresses: [Int: SocketAddress] = [:]
     private var historyTurn = 0
 
     init(loop: any EventLoop, job: WorkerJob) throws {
@@ -44,6 +47,7 @@ final class LoopDriver {
         self.serverAddress = try SocketAddress(ipAddress: job.host, port: job.port)
         self.sourceAddresses = try job.sourceAddresses.map { try SocketAddress(ipAddress: $0, port: 0) }
         self.payload = Self.payload(bytes: job.payloadBytes)
+        self.chatRatePerClient = job.chatRatePerClient
         scheduleSweep()
     }
 
@@ -63,6 +67,23 @@ final class LoopDriver {
         default: break
         }
         return client
+    }
+
+    /// Where a client connects: its node's port (a cluster), else the job's address.
+    func serverAddress(port: Int?) throws -> SocketAddress {
+        guard let port, port != job.port else { return serverAddress }
+        if let known = serverAddresses[port] { return known }
+        let address = try SocketAddress(ipAddress: job.host, port: port)
+        serverAddresses[port] = address
+        return address
+    }
+
+    /// Forgets what was measured so far and sets the chat rate for the next load.
+    func reset(chatRatePerClient rate: Double) {
+        stats = WorkerStats()
+        chatroomDeliveries = LatencyHistogram()
+        chatroomReceipts = ChatroomReceipts()
+        chatRatePerClient = rate
     }
 
     func sourceAddress(for clientIndex: Int) -> SocketAddress? {
@@ -100,7 +121,7 @@ final class LoopDriver {
         let now = monotonicNanos()
         let elapsed = Double(now - loadStarted) / 1e9
         if !chatters.isEmpty {
-            let rate = job.chatRatePerClient * Double(chatters.count)
+            let rate = chatRatePerClient * Double(chatters.count)
             chatIssued += issue(due: Int(elapsed * rate) - chatIssued, rate: rate) { budget in
                 var sent = 0
                 for _ in 0..<chatters.count where sent < budget {
