@@ -31,6 +31,8 @@ final class LoopDriver {
     private(set) var measureUntil = UInt64.max
 
     private var pacer: Scheduled<Void>?
+    /// Raised by every start and stop of the load; a pacer tick of an older one stops there.
+    private var pacerGeneration: UInt64 = 0
     private var sweeper: Scheduled<Void>?
     private var loadStarted: UInt64 = 0
     private var chatIssued = 0
@@ -102,18 +104,24 @@ final class LoopDriver {
         loadStarted = monotonicNanos()
         chatIssued = 0
         historyIssued = 0
-        if !chatters.isEmpty || !readers.isEmpty { schedulePacer() }
+        pacerGeneration &+= 1
+        if !chatters.isEmpty || !readers.isEmpty { schedulePacer(pacerGeneration) }
     }
 
     func stopLoad() {
+        // Cancelling is not enough: a pacer tick the loop has already taken off its queue in the
+        // same turn as this call still runs, and it would schedule the next one, so the load went
+        // on after a stop (until the worker exited). A tick of an older generation does nothing.
+        pacerGeneration &+= 1
         pacer?.cancel()
         pacer = nil
     }
 
-    private func schedulePacer() {
+    private func schedulePacer(_ generation: UInt64) {
         pacer = loop.assumeIsolated().scheduleTask(in: .milliseconds(1)) {
+            guard generation == self.pacerGeneration else { return }
             self.pace()
-            self.schedulePacer()
+            self.schedulePacer(generation)
         }
     }
 
