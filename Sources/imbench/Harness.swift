@@ -236,7 +236,7 @@ final class Harness {
     func sampleServer() async -> ServerSample {
         let nodes = targets.map { $0.pid.flatMap(ProcessSample.read(pid:)) }
         let database = await monitor?.sample()
-        return ServerSample(nodes: nodes, database: database, atNanos: monotonicNanos())
+        return ServerSample(nodes: nodes, database: database, machine: MachineCPU.read(), atNanos: monotonicNanos())
     }
 
     func serverFigures(baseline: ServerSample?, windowStart: ServerSample?, windowEnd: ServerSample?) -> ServerFigures {
@@ -275,6 +275,10 @@ final class Harness {
                     figures.serverAndDatabaseCpuPercentOfOneCore = rounded((cpu + b.cpuSeconds - a.cpuSeconds) / window * 100, 1)
                 }
             }
+            if let a = start.machine, let b = end.machine {
+                figures.machineBusyPercentOfOneCore = rounded((b.busySeconds - a.busySeconds) / window * 100, 1)
+            }
+            figures.loadAverageAtWindowEnd = MachineCPU.loadAverage()
         }
         return figures
     }
@@ -300,6 +304,8 @@ struct ServerSample: Sendable {
     /// Each node's process figures (nil: pid unknown or gone).
     var nodes: [ProcessSample?]
     var database: DatabaseSample?
+    /// The whole machine's CPU time (every process, this run's and others').
+    var machine: MachineCPU?
     var atNanos: UInt64
 
     /// RSS of every node, added up.
@@ -400,6 +406,10 @@ struct ServerFigures: Codable, Sendable {
     var database: DatabaseFigures?
     /// The nodes' CPU and the PostgreSQL server's, added up: the server's whole cost on this box.
     var serverAndDatabaseCpuPercentOfOneCore: Double?
+    /// The whole machine's busy CPU in the window (every process: this run's and anything else
+    /// running beside it), and the 1-minute load average at its end.
+    var machineBusyPercentOfOneCore: Double?
+    var loadAverageAtWindowEnd: Double?
 }
 
 /// The generator's own figures in a result.
@@ -485,6 +495,15 @@ struct ScenarioResult: Codable, Sendable {
                 }
             }
         }
+        if let busy = server?.machineBusyPercentOfOneCore {
+            var text = "  machine                        CPU \(fmt(busy, 1))% of one core busy in the window (all \(machine.cpus) cores: \(machine.cpus * 100)%)"
+            if let ours = server?.serverAndDatabaseCpuPercentOfOneCore ?? server?.cpuPercentOfOneCore {
+                let others = busy - ours - (generator?.cpuPercentOfOneCore ?? 0)
+                text += "; outside the server\(server?.database != nil ? ", PostgreSQL" : "") and the generator's workers: \(fmt(others, 1))%"
+            }
+            if let load = server?.loadAverageAtWindowEnd { text += "; load average \(fmt(load, 2))" }
+            lines.append(text)
+        }
         if let generator {
             lines.append("  generator                      CPU \(fmt(generator.cpuPercentOfOneCore, 1))% of one core (\(generator.workers) worker(s) × \(generator.threadsPerWorker) thread(s), from \(generator.sourceAddresses))")
         }
@@ -493,7 +512,8 @@ struct ScenarioResult: Codable, Sendable {
                                                ("deliveryP50Ms", "dlv p50 ms"), ("deliveryP99Ms", "dlv p99 ms"), ("ackP99Ms", "ack p99 ms"),
                                                ("nodesCpuPercent", "nodes CPU%"), ("postgresCpuPercent", "pg CPU%"),
                                                ("notificationsPerSecond", "NOTIFY/s"), ("busMessagesPerNotification", "msg/NOTIFY"),
-                                               ("postgresCommitsPerSecond", "commits/s"), ("generatorCpuPercent", "gen CPU%"), ("errors", "errors")]
+                                               ("postgresCommitsPerSecond", "commits/s"), ("generatorCpuPercent", "gen CPU%"),
+                                               ("outsideRunCpuPercent", "other CPU%"), ("errors", "errors")]
             lines.append("  " + columns.map { $0.1.padding(toLength: 12, withPad: " ", startingAt: 0) }.joined())
             for step in steps {
                 lines.append("  " + columns.map { column in

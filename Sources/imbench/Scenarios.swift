@@ -781,6 +781,12 @@ extension Scenarios {
                 }
                 if let total = server.serverAndDatabaseCpuPercentOfOneCore { step["nodesAndPostgresCpuPercent"] = total }
                 step["generatorCpuPercent"] = rounded(stats.cpuSeconds / p.duration * 100, 1)
+                if let busy = server.machineBusyPercentOfOneCore {
+                    step["machineBusyPercent"] = busy
+                    if let ours = server.serverAndDatabaseCpuPercentOfOneCore ?? server.cpuPercentOfOneCore {
+                        step["outsideRunCpuPercent"] = rounded(busy - ours - (step["generatorCpuPercent"] ?? 0), 1)
+                    }
+                }
                 steps.append(step)
                 let p99 = step["deliveryP99Ms"] ?? .infinity
                 note("bus-probe: \(fmt(rate, 0)) msg/s offered → \(fmt(step["deliveredPerSecond"] ?? 0, 0)) delivered/s, delivery p99 \(fmt(p99, 1)) ms, nodes \(fmt(step["nodesCpuPercent"] ?? 0, 0))%, postgres \(fmt(step["postgresCpuPercent"] ?? 0, 0))%, \(fmt(step["notificationsPerSecond"] ?? 0, 0)) NOTIFY/s")
