@@ -89,7 +89,14 @@ final class BenchClient: ChannelInboundHandler {
         if let source = driver.sourceAddress(for: index) {
             bootstrap = bootstrap.bind(to: source)
         }
-        bootstrap.connect(to: driver.serverAddress).assumeIsolated().whenFailure { error in
+        let address: SocketAddress
+        do {
+            address = try driver.serverAddress(port: spec.port)
+        } catch {
+            failConnect("connect-failed", error)
+            return promise.futureResult
+        }
+        bootstrap.connect(to: address).assumeIsolated().whenFailure { error in
             self.failConnect("connect-failed", error)
         }
         return promise.futureResult

@@ -12,7 +12,7 @@ struct IMBenchCommand: AsyncParsableCommand {
             opens its connections in worker processes and prints and writes what it measured. \
             `imbench --quick` runs every scenario small, as a smoke check. See BENCHMARKS.md.
             """,
-        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, UltraGroup.self, Chatroom.self, Seed.self, Quick.self, WorkerCommandLine.self])
+        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, UltraGroup.self, Chatroom.self, BusProbe.self, Seed.self, Quick.self, WorkerCommandLine.self])
 
     @Flag(help: "Run every scenario small (a smoke check for CI; under a minute, no timing checks). Same as `imbench quick`.")
     var quick = false
@@ -166,6 +166,28 @@ struct Chatroom: AsyncParsableCommand {
     }
 }
 
+struct BusProbe: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bus-probe",
+        abstract: "Where the cluster bus (PostgreSQL NOTIFY) saturates: cross-node one-to-one pairs on a cluster of --nodes (default 2), the rate raised step by step until delivery p99 passes the limit or errors appear.",
+        discussion: "Needs --database. One setup, then each rate is a measured step of its own: rate achieved, latencies, each node's CPU, PostgreSQL's CPU, notifications per second (counted by a LISTEN of imbench's own on the bus channel).")
+
+    @Option(help: "Pairs of users; the two users of each pair are on different nodes.") var pairs = 5_000
+    @Option(help: "Aggregate rates to try, in order (messages/s, comma-separated).") var rates = "1000,2000,4000,8000,16000"
+    @Option(help: "Seconds of load before each step's measurement.") var warmup = 3.0
+    @Option(help: "Seconds measured per step.") var duration = 15.0
+    @Option(help: "A step whose delivery p99 passes this many ms ends the probe.") var p99LimitMs = 100.0
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let steps = rates.split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard !steps.isEmpty, steps.allSatisfy({ $0 > 0 }) else { throw ValidationError("--rates must list positive numbers, e.g. 1000,2000,4000") }
+        let result = try await Scenarios.busProbe(
+            .init(pairs: pairs, rates: steps, warmup: warmup, duration: duration, p99LimitMs: p99LimitMs), options: options)
+        try report(result, options: options)
+    }
+}
+
 struct Seed: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "SEEDING: fill a stopped server's data directory with history (for `history --url`).")
@@ -218,6 +240,15 @@ struct Quick: AsyncParsableCommand {
         results.append(try await Scenarios.group(
             .init(members: 2_000, onlineFraction: 0.05, rate: 20, warmup: 1, duration: 3, quick: true, ultra: true), options: two))
         results.last?.printSummary()
+        // With a PostgreSQL server for the tests (scripts/test.sh sets it): two nodes on a fresh
+        // database, the users of each pair on different nodes, so every message crosses the bus.
+        if let url = ProcessInfo.processInfo.environment["IMSERVER_TEST_POSTGRES_URL"], !url.isEmpty {
+            var cluster = two
+            cluster.database = url
+            cluster.nodes = 2
+            results.append(try await Scenarios.privateChat(.init(pairs: 50, rate: 200, warmup: 1, duration: 3, quick: true), options: cluster))
+            results.last?.printSummary()
+        }
         let file = try writeResults(results, to: options.output, name: "quick")
         let failed = results.filter { $0.status == "failed" }.map(\.scenario)
         print("\nimbench --quick: \(results.count) scenarios ran, "

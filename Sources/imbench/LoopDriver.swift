@@ -31,11 +31,16 @@ final class LoopDriver {
     private(set) var measureUntil = UInt64.max
 
     private var pacer: Scheduled<Void>?
+    /// Raised by every start and stop of the load; a pacer tick of an older one stops there.
+    private var pacerGeneration: UInt64 = 0
     private var sweeper: Scheduled<Void>?
     private var loadStarted: UInt64 = 0
     private var chatIssued = 0
     private var historyIssued = 0
     private var chatTurn = 0
+    /// Messages per second each chat client sends (the job's, until a restart changes it).
+    private var chatRatePerClient: Double
+    private var serverAddresses: [Int: SocketAddress] = [:]
     private var historyTurn = 0
 
     init(loop: any EventLoop, job: WorkerJob) throws {
@@ -44,6 +49,7 @@ final class LoopDriver {
         self.serverAddress = try SocketAddress(ipAddress: job.host, port: job.port)
         self.sourceAddresses = try job.sourceAddresses.map { try SocketAddress(ipAddress: $0, port: 0) }
         self.payload = Self.payload(bytes: job.payloadBytes)
+        self.chatRatePerClient = job.chatRatePerClient
         scheduleSweep()
     }
 
@@ -65,6 +71,23 @@ final class LoopDriver {
         return client
     }
 
+    /// Where a client connects: its node's port (a cluster), else the job's address.
+    func serverAddress(port: Int?) throws -> SocketAddress {
+        guard let port, port != job.port else { return serverAddress }
+        if let known = serverAddresses[port] { return known }
+        let address = try SocketAddress(ipAddress: job.host, port: port)
+        serverAddresses[port] = address
+        return address
+    }
+
+    /// Forgets what was measured so far and sets the chat rate for the next load.
+    func reset(chatRatePerClient rate: Double) {
+        stats = WorkerStats()
+        chatroomDeliveries = LatencyHistogram()
+        chatroomReceipts = ChatroomReceipts()
+        chatRatePerClient = rate
+    }
+
     func sourceAddress(for clientIndex: Int) -> SocketAddress? {
         sourceAddresses.isEmpty ? nil : sourceAddresses[clientIndex % sourceAddresses.count]
     }
@@ -81,18 +104,24 @@ final class LoopDriver {
         loadStarted = monotonicNanos()
         chatIssued = 0
         historyIssued = 0
-        if !chatters.isEmpty || !readers.isEmpty { schedulePacer() }
+        pacerGeneration &+= 1
+        if !chatters.isEmpty || !readers.isEmpty { schedulePacer(pacerGeneration) }
     }
 
     func stopLoad() {
+        // Cancelling is not enough: a pacer tick the loop has already taken off its queue in the
+        // same turn as this call still runs, and it would schedule the next one, so the load went
+        // on after a stop (until the worker exited). A tick of an older generation does nothing.
+        pacerGeneration &+= 1
         pacer?.cancel()
         pacer = nil
     }
 
-    private func schedulePacer() {
+    private func schedulePacer(_ generation: UInt64) {
         pacer = loop.assumeIsolated().scheduleTask(in: .milliseconds(1)) {
+            guard generation == self.pacerGeneration else { return }
             self.pace()
-            self.schedulePacer()
+            self.schedulePacer(generation)
         }
     }
 
@@ -100,7 +129,7 @@ final class LoopDriver {
         let now = monotonicNanos()
         let elapsed = Double(now - loadStarted) / 1e9
         if !chatters.isEmpty {
-            let rate = job.chatRatePerClient * Double(chatters.count)
+            let rate = chatRatePerClient * Double(chatters.count)
             chatIssued += issue(due: Int(elapsed * rate) - chatIssued, rate: rate) { budget in
                 var sent = 0
                 for _ in 0..<chatters.count where sent < budget {

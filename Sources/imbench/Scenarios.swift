@@ -31,8 +31,8 @@ enum Scenarios {
             let users = (0..<p.connections).map { "c\($0)" }
             note("connections: registering \(users.count) users through /user/getToken.json")
             let tokens = try await harness.api.tokens(for: users)
-            let clients = zip(users, tokens).map { ClientSpec(userId: $0, token: $1, role: .idle) }
-            let baseline = harness.sampleServer()
+            let clients = harness.place(zip(users, tokens).map { ClientSpec(userId: $0, token: $1, role: .idle) })
+            let baseline = await harness.sampleServer()
             let pool = try harness.launchWorkers(clients, template: harness.jobTemplate())
             note("connections: opening \(clients.count) connections in \(pool.count) worker(s)")
             let connectStart = monotonicNanos()
@@ -40,12 +40,12 @@ enum Scenarios {
             let connectSeconds = Double(monotonicNanos() - connectStart) / 1e9
             note("connections: \(connected) ready, \(failed) failed in \(fmt(connectSeconds, 1)) s; holding \(fmt(p.warmup, 0)) s + \(fmt(p.duration, 0)) s")
             let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
-            let sessions = await harness.api.sessions()
+            let sessions = await harness.sessions()
             await pool.exit()
             await harness.finish()
 
             result.run = ["connections": "\(p.connections)", "warmupSeconds": fmt(p.warmup, 0),
-                          "holdSeconds": fmt(p.duration, 0)]
+                          "holdSeconds": fmt(p.duration, 0)].merging(harness.layout) { a, _ in a }
             result.take(stats)
             result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
             result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
@@ -53,7 +53,7 @@ enum Scenarios {
             result.figures["connectFailures"] = Double(failed)
             result.figures["setupSeconds"] = rounded(connectSeconds, 2)
             if let sessions { result.figures["serverSessions"] = Double(sessions) }
-            if let baseline, let end, connected > 0 {
+            if let end, connected > 0, baseline.nodes.allSatisfy({ $0 != nil }), end.nodes.allSatisfy({ $0 != nil }) {
                 result.figures["serverRssPerConnectionKiB"] = rounded(Double(end.rssKiB - baseline.rssKiB) / Double(connected), 2)
             }
             if let cpu = result.server?.cpuPercentOfOneCore { result.figures["serverCpuPercentHolding"] = cpu }
@@ -93,17 +93,20 @@ enum Scenarios {
             for pair in 0..<p.pairs { users += ["a\(pair)", "b\(pair)"] }
             note("private: registering \(users.count) users")
             let tokens = try await harness.api.tokens(for: users)
-            let clients = users.indices.map { index in
+            // With N nodes, user i connects to node i mod N: the two users of a pair (2k, 2k+1) are
+            // on different nodes, so every message crosses nodes.
+            let clients = harness.place(users.indices.map { index in
                 ClientSpec(userId: users[index], token: tokens[index], role: .chat(peer: users[index ^ 1]))
-            }
-            let baseline = harness.sampleServer()
+            })
+            let baseline = await harness.sampleServer()
             let perClient = p.rate / Double(clients.count)
             if perClient >= 4 && options.url == nil && !options.serverArguments.contains(where: { $0.contains("client-sends-per-second") }) {
                 note("private: \(fmt(perClient, 1)) messages/s per client is close to the server's per-client limit (5/s, 20604 beyond): use more --pairs or --server-arg=--client-sends-per-second=N")
             }
             let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(chatRatePerClient: perClient))
             let (connected, failed) = try await pool.waitReady()
-            note("private: \(connected) connected (\(failed) failed); \(fmt(p.rate, 0)) msg/s for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
+            let crossNode = harness.nodeCount > 1
+            note("private: \(connected) connected (\(failed) failed)\(crossNode ? " over \(harness.nodeCount) nodes, the two users of each pair on different nodes: every message is cross-node" : ""); \(fmt(p.rate, 0)) msg/s for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
             let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
             await pool.exit()
             await harness.finish()
@@ -111,9 +114,15 @@ enum Scenarios {
             result.run = ["pairs": "\(p.pairs)", "connections": "\(clients.count)", "targetRatePerSecond": fmt(p.rate, 0),
                           "perClientPerSecond": fmt(perClient, 3), "warmupSeconds": fmt(p.warmup, 0),
                           "durationSeconds": fmt(p.duration, 0), "payloadBytes": "\(options.payloadBytes)"]
+                .merging(harness.layout) { a, _ in a }
+            if crossNode {
+                result.run["delivery"] = "cross-node"
+                result.notes.append("cross-node: \(harness.nodeCount) nodes, user i on node (i mod \(harness.nodeCount)); the sender and the recipient of every message are on different nodes, so each delivery goes over the cluster bus (PostgreSQL NOTIFY)")
+            }
             result.take(stats)
             result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
             result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            perUnitOfWork(&result, units: stats[.ackedArrivingInWindow], unit: "Message", connections: connected)
             result.figures["connected"] = Double(connected)
             result.figures["sentPerSecond"] = rounded(Double(stats[.sent]) / p.duration, 1)
             result.figures["ackedPerSecond"] = rounded(Double(stats[.acked]) / p.duration, 1)
@@ -126,6 +135,9 @@ enum Scenarios {
             if p.quick {
                 if stats[.acked] != stats[.sent] { result.problems.append("\(stats[.sent] - stats[.acked]) of \(stats[.sent]) messages were not acknowledged") }
                 if stats[.delivered] != stats[.sent] { result.problems.append("\(stats[.sent] - stats[.delivered]) of \(stats[.sent]) messages were not delivered") }
+                if crossNode, let bus = result.server?.database, bus.busMessagesPerSecond <= 0 {
+                    result.problems.append("no message went over the cluster bus, though every pair is split across nodes")
+                }
             }
             check(&result)
             return result
@@ -170,6 +182,7 @@ enum Scenarios {
                     : .storm
                 clients.append(ClientSpec(userId: user, token: token, role: role))
             }
+            clients = harness.place(clients)
             // Two workers by default: one generator thread opening connections as fast as it can
             // is itself the limit (about 1,000 connects/s here).
             let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(), minimumWorkers: 2)
@@ -177,13 +190,13 @@ enum Scenarios {
             let mailStart = monotonicNanos()
             _ = try await pool.waitReady()
             let mailSeconds = Double(monotonicNanos() - mailStart) / 1e9
-            let baseline = harness.sampleServer()
+            let baseline = await harness.sampleServer()
             note("connect-storm: \(p.clients) clients connecting, \(options.connectConcurrency) at a time per worker")
             let start = monotonicNanos()
             pool.send(.start(measureFrom: start, measureUntil: start + 3_600_000_000_000))
-            let windowStart = harness.sampleServer()
+            let windowStart = await harness.sampleServer()
             try await pool.waitStormDone()
-            let windowEnd = harness.sampleServer()
+            let windowEnd = await harness.sampleServer()
             let stats = try await pool.stop()
             await pool.exit()
             await harness.finish()
@@ -192,7 +205,7 @@ enum Scenarios {
             let stormSeconds = stats.stormLastDone > stats.stormFirstStart
                 ? Double(stats.stormLastDone - stats.stormFirstStart) / 1e9 : 0
             result.run = ["clients": "\(p.clients)", "pendingPerClient": "\(p.pending)",
-                          "connectConcurrencyPerWorker": "\(options.connectConcurrency)"]
+                          "connectConcurrencyPerWorker": "\(options.connectConcurrency)"].merging(harness.layout) { a, _ in a }
             result.take(stats)
             if p.pending > 0 {
                 result.notes.append("the offline messages were stored before the storm by \(mailers) mailer connection(s); the server imbench starts for this scenario allows them 1,000,000 sends/s each (--client-sends-per-second)")
@@ -243,10 +256,10 @@ enum Scenarios {
         }
         var seedInfo: SeedPlan?
         var storePath: String?
-        let harness = try await Harness.start("history", options: options) { dataDir in
-            storePath = (dataDir as NSString).appendingPathComponent("imserver.sqlite")
+        let harness = try await Harness.start("history", options: options) { site in
+            if site.databaseURL == nil { storePath = (site.dataDir as NSString).appendingPathComponent("imserver.sqlite") }
             if p.seedMessages > 0 {
-                seedInfo = try await Seeder.seed(dataDir: dataDir, plan: SeedPlan(
+                seedInfo = try await Seeder.seed(site: site, plan: SeedPlan(
                     messages: p.seedMessages, conversations: p.seedConversations, appKey: options.appKey,
                     payloadBytes: options.payloadBytes), appSecret: options.appSecret)
             }
@@ -265,8 +278,8 @@ enum Scenarios {
             }
             note("history: registering \(users.count) users")
             let tokens = try await harness.api.tokens(for: users)
-            let clients = users.indices.map { ClientSpec(userId: users[$0], token: tokens[$0], role: roles[$0]) }
-            let baseline = harness.sampleServer()
+            let clients = harness.place(users.indices.map { ClientSpec(userId: users[$0], token: tokens[$0], role: roles[$0]) })
+            let baseline = await harness.sampleServer()
             let template = harness.jobTemplate(
                 chatRatePerClient: p.writerPairs > 0 ? p.writeRate / Double(2 * p.writerPairs) : 0,
                 historyRatePerClient: p.readers > 0 ? p.rate / Double(p.readers) : 0, historyCount: p.count)
@@ -285,8 +298,10 @@ enum Scenarios {
                           "warmupSeconds": fmt(p.warmup, 0), "durationSeconds": fmt(p.duration, 0),
                           "seededMessages": seedInfo.map { "\($0.messages)" } ?? "none (store used as found)",
                           "seededConversations": seedInfo.map { "\($0.conversations)" } ?? "-"]
+                .merging(harness.layout) { a, _ in a }
             result.take(stats)
             result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
+            perUnitOfWork(&result, units: stats[.historyPages] + stats[.ackedArrivingInWindow], unit: "PageOrWrite", connections: connected)
             result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
             result.figures["pagesPerSecond"] = rounded(Double(stats[.historyPages]) / p.duration, 1)
             if stats[.historyPages] > 0 {
@@ -356,10 +371,10 @@ enum Scenarios {
         var seedSeconds = 0.0
         let harness = try await Harness.start(p.ultra ? "ultragroup" : "group", options: options,
                                               serverArguments: raiseSendLimit ? ["--client-sends-per-second", "1000000"] : [],
-                                              serverEnvironment: environment) { dataDir in
+                                              serverEnvironment: environment) { site in
             guard p.ultra else { return }
             let started = monotonicNanos()
-            try await seedUltraGroup(dataDir: dataDir, members: members, options: options)
+            try await seedUltraGroup(site: site, members: members, options: options)
             seedSeconds = Double(monotonicNanos() - started) / 1e9
         }
         do {
@@ -376,11 +391,11 @@ enum Scenarios {
                 }
             }
             let createSeconds = p.ultra ? seedSeconds : Double(monotonicNanos() - setupStart) / 1e9
-            let clients = onlineUsers.indices.map { index in
+            let clients = harness.place(onlineUsers.indices.map { index in
                 ClientSpec(userId: onlineUsers[index], token: tokens[index],
                            role: .groupMember(group: groupId, sender: index < senders, ultra: p.ultra))
-            }
-            let baseline = harness.sampleServer()
+            })
+            let baseline = await harness.sampleServer()
             // Two workers at least: every message comes back as a push to each online member, and
             // one generator thread reading them would be a limit of its own.
             let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(chatRatePerClient: perSender), minimumWorkers: 2)
@@ -396,19 +411,20 @@ enum Scenarios {
             result.run = ["groupMembers": "\(p.members)", "onlineMembers": "\(online)", "onlineFraction": fmt(p.onlineFraction, 3),
                           "senders": "\(senders)", "targetRatePerSecond": fmt(p.rate, 0), "perSenderPerSecond": fmt(perSender, 3),
                           "warmupSeconds": fmt(p.warmup, 0), "durationSeconds": fmt(p.duration, 0),
-                          "payloadBytes": "\(options.payloadBytes)"]
+                          "payloadBytes": "\(options.payloadBytes)"].merging(harness.layout) { a, _ in a }
             result.take(stats)
             if raiseSendLimit {
                 result.notes.append("\(fmt(perSender, 1)) messages/s per sender is close to the server's per-client limit (5/s); the server imbench started allows 1,000,000 sends/s per client (--client-sends-per-second)")
             }
             if p.ultra {
-                result.notes.append("SEEDED: the ultra group's \(p.members) members were written into the store through SQLiteStore before the server started (\(fmt(seedSeconds, 1)) s), not through the Server API; messages go to its default channel RCDefault")
+                result.notes.append("SEEDED: the ultra group's \(p.members) members were written into the store (\(harness.storeKind)) before the server started (\(fmt(seedSeconds, 1)) s), not through the Server API; messages go to its default channel RCDefault")
             }
             if !environment.isEmpty && options.url == nil {
                 result.notes.append("the server imbench started allows \(p.members) members per group (IMSERVER_MAX_GROUP_MEMBERS; default \(GroupLimits.defaultMaxMembers))")
             }
             result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
             result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            perUnitOfWork(&result, units: stats[.pushesArrivingInWindow], unit: "Delivery", connections: connected)
             result.figures["connected"] = Double(connected)
             result.figures["groupSetupSeconds"] = rounded(createSeconds, 2)
             result.figures["sentPerSecond"] = rounded(Double(stats[.sent]) / p.duration, 1)
@@ -443,11 +459,21 @@ enum Scenarios {
 
     /// SEEDING: ultra group `groupId` with these members (the first is its owner), written through
     /// `SQLiteStore` into a server's data directory before the server starts.
-    static func seedUltraGroup(dataDir: String, members: [String], options: CommonOptions) async throws {
-        let store = try SQLiteStore(directory: dataDir)
+    static func seedUltraGroup(site: SeedSite, members: [String], options: CommonOptions) async throws {
+        let opened = try await SeedStore.open(site)
+        do {
+            try await seedUltraGroup(store: opened.store, members: members, options: options)
+        } catch {
+            await opened.close()
+            throw error
+        }
+        await opened.close()
+    }
+
+    private static func seedUltraGroup(store: any IMStore, members: [String], options: CommonOptions) async throws {
         let now = SystemClock().nowMilliseconds()
         let app = try await store.upsertApp(appKey: options.appKey, appSecret: options.appSecret, name: "imbench", now: now)
-        note("ultragroup: SEEDING ultra group \(groupId) with \(members.count) members through SQLiteStore (not a measurement)")
+        note("ultragroup: SEEDING ultra group \(groupId) with \(members.count) members through the store (not a measurement)")
         guard case .joined = try await store.createUltraGroup(appId: app.id, groupId: groupId, name: "imbench", ownerId: members[0], now: now,
                                                               maxGroupsPerUser: UltraGroupLimits.maxGroupsPerUser) else {
             throw BenchError("seeding ultra group \(groupId) failed")
@@ -507,12 +533,12 @@ enum Scenarios {
             let users = (0..<p.members).map { "r\($0)" }
             note("chatroom: registering \(users.count) members")
             let tokens = try await harness.api.tokens(for: users)
-            let clients = users.indices.map { index in
+            let clients = harness.place(users.indices.map { index in
                 ClientSpec(userId: users[index], token: tokens[index],
                            role: .chatroomMember(room: chatroomId, publisher: index < p.publishers ? index : nil,
                                                  publishers: p.publishers))
-            }
-            let baseline = harness.sampleServer()
+            })
+            let baseline = await harness.sampleServer()
             // The publishers have a worker process of their own, so that reading the room's pushes
             // on thousands of connections never holds their pacer back; the other members are spread
             // over `--workers` more (at least two: one generator thread reading every delivery would
@@ -559,9 +585,11 @@ enum Scenarios {
             result.run = ["members": "\(p.members)", "publishers": "\(p.publishers)", "targetRatePerSecond": fmt(p.rate, 0),
                           "perPublisherPerSecond": fmt(perPublisher, 3), "warmupSeconds": fmt(p.warmup, 0),
                           "durationSeconds": fmt(p.duration, 0), "payloadBytes": "\(options.payloadBytes)", "room": chatroomId]
+                .merging(harness.layout) { a, _ in a }
             result.take(stats)
             result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
             result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            perUnitOfWork(&result, units: stats[.pushesArrivingInWindow], unit: "Delivery", connections: connected)
             result.figures["connected"] = Double(connected)
             // Each join's reply carries the room's member count then; the last join saw them all.
             let roomMembers = stats.roomMembersAtJoin
@@ -620,14 +648,14 @@ enum Scenarios {
 
     /// Starts the load, samples the server at the window's ends, stops and collects.
     static func measure(_ pool: WorkerPool, warmup: Double, duration: Double, harness: Harness) async throws
-        -> (WorkerStats, ProcessSample?, ProcessSample?) {
+        -> (WorkerStats, ServerSample?, ServerSample?) {
         let from = monotonicNanos() + UInt64(warmup * 1e9)
         let until = from + UInt64(duration * 1e9)
         pool.send(.start(measureFrom: from, measureUntil: until))
         await Harness.sleep(until: from)
-        let start = harness.sampleServer()
+        let start = await harness.sampleServer()
         await Harness.sleep(until: until)
-        let end = harness.sampleServer()
+        let end = await harness.sampleServer()
         return (try await pool.stop(), start, end)
     }
 
@@ -639,11 +667,165 @@ enum Scenarios {
                                 cpuPercentOfOneCore: seconds > 0 ? rounded(stats.cpuSeconds / seconds * 100, 1) : 0)
     }
 
+    /// The server's cost per unit of work in the window: CPU µs of the nodes (and of PostgreSQL,
+    /// and both together) per unit, and the RSS the connections added (loaded minus baseline) per
+    /// connection.
+    static func perUnitOfWork(_ result: inout ScenarioResult, units: Int, unit: String, connections: Int? = nil) {
+        guard units > 0, let server = result.server, let window = server.windowSeconds, window > 0 else { return }
+        if let cpu = server.cpuSecondsInWindow {
+            result.figures["serverCpuMicrosPer\(unit)"] = rounded(cpu * 1e6 / Double(units), 1)
+        }
+        if let db = server.database?.cpuSecondsInWindow {
+            result.figures["postgresCpuMicrosPer\(unit)"] = rounded(db * 1e6 / Double(units), 1)
+            if let cpu = server.cpuSecondsInWindow {
+                result.figures["serverAndPostgresCpuMicrosPer\(unit)"] = rounded((cpu + db) * 1e6 / Double(units), 1)
+            }
+        }
+        if let connections, connections > 0, let loaded = server.rssLoadedKiB, let base = server.rssBaselineKiB {
+            result.figures["serverRssKiBPerConnection"] = rounded(Double(loaded - base) / Double(connections), 2)
+        }
+        result.figures["\(unit.prefix(1).lowercased() + unit.dropFirst())sPerSecondInWindow"] = rounded(Double(units) / window, 1)
+    }
+
     /// Errors are problems; a result with problems has status "failed".
     static func check(_ result: inout ScenarioResult) {
         if !result.errors.isEmpty {
             result.problems.append("errors: " + result.errors.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", "))
         }
         if !result.problems.isEmpty { result.status = "failed" }
+    }
+}
+
+// MARK: bus-probe
+
+extension Scenarios {
+    struct BusProbeParameters: Sendable {
+        var pairs = 5_000
+        /// The aggregate cross-node rates tried, in order, until one fails.
+        var rates: [Double] = [1_000, 2_000, 4_000, 8_000, 16_000]
+        var warmup = 3.0
+        var duration = 15.0
+        /// A step fails when its delivery p99 passes this (ms), or errors appear.
+        var p99LimitMs = 100.0
+    }
+
+    /// Where the cluster bus saturates: cross-node one-to-one pairs on a cluster (2 nodes by
+    /// default), one setup, then the rate raised step by step, each step measured on its own, until
+    /// delivery p99 passes the limit or errors appear. Per step: the rate achieved, latencies, each
+    /// node's CPU, PostgreSQL's CPU, and the bus's notifications per second (heard by a LISTEN of
+    /// imbench's own on the bus channel).
+    static func busProbe(_ p: BusProbeParameters, options: CommonOptions) async throws -> ScenarioResult {
+        var result = ScenarioResult(scenario: "bus-probe")
+        guard options.database != nil else {
+            throw BenchError("bus-probe needs --database: the cluster bus is PostgreSQL's LISTEN/NOTIFY")
+        }
+        guard !p.rates.isEmpty, p.pairs > 0 else { throw BenchError("bus-probe needs --pairs and at least one rate") }
+        var options = options
+        if options.nodes < 2 { options.nodes = 2 }
+        let clientCount = 2 * p.pairs
+        if let top = p.rates.max(), top / Double(clientCount) > 4, !options.serverArguments.contains(where: { $0.contains("client-sends-per-second") }) {
+            throw BenchError("\(fmt(top, 0)) msg/s over \(clientCount) clients is over 4/s each, close to the server's limit of 5/s per client: raise --pairs")
+        }
+        let harness = try await Harness.start("bus-probe", options: options)
+        do {
+            var users: [String] = []
+            for pair in 0..<p.pairs { users += ["a\(pair)", "b\(pair)"] }
+            note("bus-probe: registering \(users.count) users")
+            let tokens = try await harness.api.tokens(for: users)
+            let clients = harness.place(users.indices.map { index in
+                ClientSpec(userId: users[index], token: tokens[index], role: .chat(peer: users[index ^ 1]))
+            })
+            let baseline = await harness.sampleServer()
+            let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(chatRatePerClient: p.rates[0] / Double(clientCount)))
+            let (connected, failed) = try await pool.waitReady()
+            note("bus-probe: \(connected) connected (\(failed) failed) over \(harness.nodeCount) nodes, every pair split across nodes (cross-node); steps " + p.rates.map { fmt($0, 0) }.joined(separator: ", ") + " msg/s, \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s each, until delivery p99 > \(fmt(p.p99LimitMs, 0)) ms or errors")
+            var steps: [[String: Double]] = []
+            var lastGood: [String: Double]?
+            var stoppedBy: String?
+            var firstServer: ServerFigures?
+            for rate in p.rates {
+                let from = monotonicNanos() + UInt64(p.warmup * 1e9)
+                let until = from + UInt64(p.duration * 1e9)
+                pool.send(.restart(measureFrom: from, measureUntil: until, chatRatePerClient: rate / Double(clientCount)))
+                await Harness.sleep(until: from)
+                let start = await harness.sampleServer()
+                await Harness.sleep(until: until)
+                let end = await harness.sampleServer()
+                let stats = try await pool.stop()
+                let server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
+                if firstServer == nil { firstServer = server }
+                var step: [String: Double] = ["offeredPerSecond": rate]
+                step["sentPerSecond"] = rounded(Double(stats[.sent]) / p.duration, 1)
+                step["ackedArrivingPerSecond"] = rounded(Double(stats[.ackedArrivingInWindow]) / p.duration, 1)
+                step["deliveredPerSecond"] = rounded(Double(stats[.delivered]) / p.duration, 1)
+                step["unacknowledged"] = Double(stats[.sent] - stats[.acked])
+                step["undelivered"] = Double(stats[.sent] - stats[.delivered])
+                step["errors"] = Double(stats.errors.values.reduce(0, +))
+                if let delivery = stats.summary(.delivery), delivery.count > 0 {
+                    step["deliveryP50Ms"] = delivery.p50
+                    step["deliveryP99Ms"] = delivery.p99
+                }
+                if let ack = stats.summary(.ack), ack.count > 0 { step["ackP99Ms"] = ack.p99 }
+                if let cpu = server.cpuPercentOfOneCore { step["nodesCpuPercent"] = cpu }
+                for node in server.nodes ?? [] {
+                    if let cpu = node.cpuPercentOfOneCore { step["\(node.node)CpuPercent"] = cpu }
+                }
+                if let db = server.database {
+                    if let cpu = db.cpuPercentOfOneCore { step["postgresCpuPercent"] = cpu }
+                    step["notificationsPerSecond"] = db.notificationsPerSecond
+                    step["busMessagesPerSecond"] = db.busMessagesPerSecond
+                    if let per = db.busMessagesPerNotification { step["busMessagesPerNotification"] = per }
+                    step["notificationKiBPerSecond"] = db.notificationKiBPerSecond
+                    if let commits = db.commitsPerSecond { step["postgresCommitsPerSecond"] = commits }
+                    if let syncs = db.walSyncsPerSecond { step["walSyncsPerSecond"] = syncs }
+                }
+                if let total = server.serverAndDatabaseCpuPercentOfOneCore { step["nodesAndPostgresCpuPercent"] = total }
+                step["generatorCpuPercent"] = rounded(stats.cpuSeconds / p.duration * 100, 1)
+                if let busy = server.machineBusyPercentOfOneCore {
+                    step["machineBusyPercent"] = busy
+                    if let ours = server.serverAndDatabaseCpuPercentOfOneCore ?? server.cpuPercentOfOneCore {
+                        step["outsideRunCpuPercent"] = rounded(busy - ours - (step["generatorCpuPercent"] ?? 0), 1)
+                    }
+                }
+                steps.append(step)
+                let p99 = step["deliveryP99Ms"] ?? .infinity
+                note("bus-probe: \(fmt(rate, 0)) msg/s offered → \(fmt(step["deliveredPerSecond"] ?? 0, 0)) delivered/s, delivery p99 \(fmt(p99, 1)) ms, nodes \(fmt(step["nodesCpuPercent"] ?? 0, 0))%, postgres \(fmt(step["postgresCpuPercent"] ?? 0, 0))%, \(fmt(step["notificationsPerSecond"] ?? 0, 0)) NOTIFY/s")
+                if !stats.errors.isEmpty {
+                    stoppedBy = "errors at \(fmt(rate, 0)) msg/s: " + stats.errors.sorted { $0.key < $1.key }.map { "\($0.key) × \($0.value)" }.joined(separator: ", ")
+                } else if p99 > p.p99LimitMs {
+                    stoppedBy = "delivery p99 \(fmt(p99, 1)) ms > \(fmt(p.p99LimitMs, 0)) ms at \(fmt(rate, 0)) msg/s"
+                } else if stats[.sent] < Int(rate * p.duration * 0.98) {
+                    stoppedBy = "the generator issued only \(stats[.sent]) of \(Int(rate * p.duration)) messages at \(fmt(rate, 0)) msg/s (the box is full)"
+                }
+                if stoppedBy != nil { break }
+                lastGood = step
+            }
+            await pool.exit()
+            await harness.finish()
+
+            result.run = ["pairs": "\(p.pairs)", "connections": "\(clientCount)", "delivery": "cross-node",
+                          "rates": p.rates.map { fmt($0, 0) }.joined(separator: ","), "warmupSecondsPerStep": fmt(p.warmup, 0),
+                          "durationSecondsPerStep": fmt(p.duration, 0), "p99LimitMs": fmt(p.p99LimitMs, 0),
+                          "payloadBytes": "\(options.payloadBytes)"].merging(harness.layout) { a, _ in a }
+            result.steps = steps
+            result.server = firstServer
+            result.figures["connected"] = Double(connected)
+            result.figures["stepsRun"] = Double(steps.count)
+            if let lastGood {
+                result.figures["highestRateWithinLimitPerSecond"] = lastGood["offeredPerSecond"] ?? 0
+                result.figures["deliveredPerSecondAtHighestRate"] = lastGood["deliveredPerSecond"] ?? 0
+                result.figures["deliveryP99MsAtHighestRate"] = lastGood["deliveryP99Ms"] ?? 0
+                result.figures["notificationsPerSecondAtHighestRate"] = lastGood["notificationsPerSecond"] ?? 0
+            }
+            result.notes.append("every message crosses nodes (user i on node i mod \(harness.nodeCount), the two users of a pair on different nodes)")
+            result.notes.append("notifications/s: counted by a LISTEN connection of imbench's own on the bus channel \(DatabaseMonitor.busChannel) in the run's database (one more listener than the nodes; bus messages per notification by scanning each payload's \"m\" array); commits/s from pg_stat_database.xact_commit, WAL fsyncs/s from pg_stat_wal.wal_sync; PostgreSQL CPU from /proc: the postmaster, its \"postgres:\" children and the children it reaped")
+            result.notes.append(stoppedBy.map { "stopped: \($0)" } ?? "every step stayed within the limit: raise --rates to find the saturation")
+            if connected != clients.count { result.problems.append("\(connected) of \(clients.count) clients connected") }
+            check(&result)
+            return result
+        } catch {
+            await harness.finish()
+            throw error
+        }
     }
 }

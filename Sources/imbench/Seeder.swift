@@ -2,7 +2,9 @@ import Foundation
 import IMCore
 import IMServer
 import IMStore
+import IMStorePostgres
 import IMStoreSQLite
+import Logging
 
 /// What a seeded store holds; kept beside the database (`imbench-seed.json`) so that a later run
 /// on the same data directory reuses the seed instead of writing it again.
@@ -32,14 +34,35 @@ enum Seeder {
     /// Seeds the store in `dataDir` unless it already holds this seed. Returns the plan.
     @discardableResult
     static func seed(dataDir: String, plan: SeedPlan, appSecret: String) async throws -> SeedPlan {
-        let marker = (dataDir as NSString).appendingPathComponent(markerName)
-        if let data = FileManager.default.contents(atPath: marker),
+        try await seed(site: SeedSite(dataDir: dataDir, databaseURL: nil), plan: plan, appSecret: appSecret)
+    }
+
+    /// Seeds the run's store: the SQLite store in the data directory (reused when it already holds
+    /// this seed), or the run's fresh PostgreSQL database.
+    @discardableResult
+    static func seed(site: SeedSite, plan: SeedPlan, appSecret: String) async throws -> SeedPlan {
+        let marker = (site.dataDir as NSString).appendingPathComponent(markerName)
+        if site.databaseURL == nil, let data = FileManager.default.contents(atPath: marker),
            let existing = try? JSONDecoder().decode(SeedPlan.self, from: data), existing == plan {
-            note("seed: \(dataDir) already holds \(plan.messages) messages in \(plan.conversations) conversations; reusing it")
+            note("seed: \(site.dataDir) already holds \(plan.messages) messages in \(plan.conversations) conversations; reusing it")
             return plan
         }
         guard plan.conversations > 0, plan.messages >= 0 else { throw BenchError("seeding needs at least one conversation") }
-        let store = try SQLiteStore(directory: dataDir)
+        let opened = try await SeedStore.open(site)
+        do {
+            try await write(plan, into: opened.store, appSecret: appSecret, storeName: opened.name)
+        } catch {
+            await opened.close()
+            throw error
+        }
+        await opened.close()
+        if site.databaseURL == nil {
+            try JSONEncoder().encode(plan).write(to: URL(fileURLWithPath: marker))
+        }
+        return plan
+    }
+
+    private static func write(_ plan: SeedPlan, into store: any IMStore, appSecret: String, storeName: String) async throws {
         let now = SystemClock().nowMilliseconds()
         let app = try await store.upsertApp(appKey: plan.appKey, appSecret: appSecret, name: "imbench", now: now)
         let content = LoopDriver.payload(bytes: plan.payloadBytes)
@@ -50,7 +73,7 @@ enum Seeder {
         }
         let base = now - 30 * 86_400_000
         let batchSize = 20_000
-        note("seed: writing \(plan.messages) messages into \(plan.conversations) conversations (SEEDING through SQLiteStore in batches of \(batchSize); not a measurement)")
+        note("seed: writing \(plan.messages) messages into \(plan.conversations) conversations (SEEDING through \(storeName) in batches of \(batchSize); not a measurement)")
         let started = ContinuousClock.now
         var written = 0
         var batch: [StoredMessage] = []
@@ -74,7 +97,25 @@ enum Seeder {
                 note("  seed: \(written)/\(plan.messages) (\(Int(Double(written) / max(seconds, 0.001))) messages/s)")
             }
         }
-        try JSONEncoder().encode(plan).write(to: URL(fileURLWithPath: marker))
-        return plan
     }
+}
+
+/// A store opened for seeding before the servers start: SQLite in the data directory, or the
+/// run's PostgreSQL database (migrated on opening, as a node would).
+struct SeedStore {
+    let store: any IMStore
+    let name: String
+    private let closer: @Sendable () async -> Void
+
+    static func open(_ site: SeedSite) async throws -> SeedStore {
+        if let url = site.databaseURL {
+            let store = try await PostgresStore.connect(url: url, logger: Logger(label: "imbench-seed"), poolSize: 2)
+            return SeedStore(store: store, name: "PostgresStore", closer: { await store.close() })
+        }
+        try FileManager.default.createDirectory(atPath: site.dataDir, withIntermediateDirectories: true)
+        let store = try SQLiteStore(directory: site.dataDir)
+        return SeedStore(store: store, name: "SQLiteStore", closer: { try? store.close() })
+    }
+
+    func close() async { await closer() }
 }

@@ -162,10 +162,16 @@ struct ServerAPI: Sendable {
 
     /// The live sessions the server counts (GET /health).
     func sessions() async -> Int? {
+        await health()?.sessions
+    }
+
+    /// What GET /health says: this node's live sessions and the cluster's live nodes (1 alone).
+    func health() async -> (sessions: Int, nodes: Int)? {
         guard let url = URL(string: target.baseURL + "/health"),
               let (data, _) = try? await URLSession.shared.data(from: url),
-              let body = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-        return (body["sessions"] as? NSNumber)?.intValue
+              let body = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let sessions = (body["sessions"] as? NSNumber)?.intValue else { return nil }
+        return (sessions, (body["nodes"] as? NSNumber)?.intValue ?? 1)
     }
 
     private func post(_ path: String, form: String) async throws -> [String: Any] {

@@ -99,3 +99,26 @@ extension Duration {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
+
+/// The whole machine's CPU time so far (every process, from the "cpu" line of /proc/stat): busy
+/// (user, nice, system, irq, softirq, steal) and idle (idle, iowait) seconds, all cores added up.
+struct MachineCPU: Codable, Sendable {
+    var busySeconds: Double
+    var idleSeconds: Double
+
+    static func read() -> MachineCPU? {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") }) else { return nil }
+        let values = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard values.count >= 8 else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        // user nice system idle iowait irq softirq steal
+        let busy = values[0] + values[1] + values[2] + values[5] + values[6] + values[7]
+        return MachineCPU(busySeconds: busy / ticks, idleSeconds: (values[3] + values[4]) / ticks)
+    }
+
+    /// The 1-minute load average.
+    static func loadAverage() -> Double? {
+        (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.flatMap { Double($0) }
+    }
+}

@@ -43,6 +43,8 @@ final class Worker: Sendable {
                 switch try JSONLines.decode(WorkerCommand.self, Substring(line)) {
                 case .start(let from, let until):
                     worker.start(measureFrom: from, measureUntil: until)
+                case .restart(let from, let until, let rate):
+                    worker.start(measureFrom: from, measureUntil: until, resettingTo: rate)
                 case .stop:
                     emit(.result(await worker.stop()))
                 case .exit:
@@ -95,9 +97,12 @@ final class Worker: Sendable {
     }
 
     /// Starts the load; storm clients start connecting now.
-    func start(measureFrom: UInt64, measureUntil: UInt64) {
+    func start(measureFrom: UInt64, measureUntil: UInt64, resettingTo chatRate: Double? = nil) {
         for driver in drivers {
-            driver.eventLoop.execute { driver.value.startLoad(measureFrom: measureFrom, measureUntil: measureUntil) }
+            driver.eventLoop.execute {
+                if let chatRate { driver.value.reset(chatRatePerClient: chatRate) }
+                driver.value.startLoad(measureFrom: measureFrom, measureUntil: measureUntil)
+            }
         }
         let now = monotonicNanos()
         Task {

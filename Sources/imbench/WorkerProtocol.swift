@@ -30,6 +30,15 @@ struct ClientSpec: Codable, Sendable {
     var userId: String
     var token: String
     var role: ClientRole
+    /// The port of the node this client connects to (a cluster); nil: the job's port.
+    var port: Int?
+
+    init(userId: String, token: String, role: ClientRole, port: Int? = nil) {
+        self.userId = userId
+        self.token = token
+        self.role = role
+        self.port = port
+    }
 }
 
 /// Everything a worker needs: sent by the coordinator as the first line on the worker's stdin.
@@ -62,6 +71,9 @@ struct WorkerJob: Codable, Sendable {
 enum WorkerCommand: Codable, Sendable {
     /// Start the load now; record what is sent inside [measureFrom, measureUntil) (monotonic ns).
     case start(measureFrom: UInt64, measureUntil: UInt64)
+    /// Start a further load after a `stop`: statistics start again from nothing, and each chat
+    /// client sends `chatRatePerClient` messages per second (the bus probe's next step).
+    case restart(measureFrom: UInt64, measureUntil: UInt64, chatRatePerClient: Double)
     /// Stop the load, wait for the answers still due, and report.
     case stop
     /// Close every connection and exit.
