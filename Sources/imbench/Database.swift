@@ -184,7 +184,6 @@ final class DatabaseMonitor: Sendable {
         var escaped = false
         var arrayDepth = -1
         var count = 0
-        var sawReference = false
         for byte in payload.utf8 {
             if inString {
                 if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
@@ -200,12 +199,11 @@ final class DatabaseMonitor: Sendable {
                 depth += 1
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
                 depth -= 1
-            case UInt8(ascii: "r") where depth == 1:
-                sawReference = true
             default: break
             }
         }
-        return count == 0 && sawReference ? 1 : count
+        // A message too large to inline is a reference to a stored payload: {"n":…,"b":…,"r":id}.
+        return count == 0 && arrayDepth < 0 && payload.contains("\"r\":") ? 1 : count
     }
 
     func sample() async -> DatabaseSample {
