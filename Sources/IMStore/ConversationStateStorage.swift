@@ -85,6 +85,31 @@ public struct ConversationStateDeltaRecord: Sendable, Equatable {
     public init() {}
 
     public var isEmpty: Bool { settings.isEmpty && quietHours == nil && tags.isEmpty && links.isEmpty }
+
+    /// A sync page from the rows changed after `since` (each kind read up to `limit` + 1 rows in
+    /// version order): the `limit` lowest versions of the four kinds together, `more` when rows
+    /// were left, and the next page's `since` (the user's `current` version once nothing is left).
+    public static func page(settings: [ConversationSettingRecord], tags: [ConversationTagRecord], links: [ConversationTagLinkRecord],
+                            quietHours quiet: QuietHoursRecord?, current: UInt64, since: UInt64, limit: Int) -> ConversationStateDeltaRecord {
+        var versions = settings.map(\.version) + tags.map(\.version) + links.map(\.version)
+        if let quiet { versions.append(quiet.version) }
+        versions.sort()
+        var page = ConversationStateDeltaRecord()
+        let through: UInt64
+        if versions.count > limit {
+            through = versions[limit - 1]
+            page.more = true
+            page.version = through
+        } else {
+            through = .max
+            page.version = max(current, since)
+        }
+        page.settings = settings.filter { $0.version <= through }
+        page.tags = tags.filter { $0.version <= through }
+        page.links = links.filter { $0.version <= through }
+        page.quietHours = quiet.flatMap { $0.version <= through ? $0 : nil }
+        return page
+    }
 }
 
 /// One change of a user's conversation state. The store applies it in one transaction, stamping

@@ -161,6 +161,25 @@ public struct ExpansionEntry: Sendable, Equatable {
     }
 }
 
+extension ExpansionEntry {
+    /// A message's extensions as its two stored columns (values and set times, JSON objects by
+    /// key); both nil when there are none. Every store keeps them this way.
+    public static func columns(_ entries: [String: ExpansionEntry]) throws -> (values: String?, times: String?) {
+        guard !entries.isEmpty else { return (nil, nil) }
+        return (String(decoding: try JSONEncoder().encode(entries.mapValues(\.value)), as: UTF8.self),
+                String(decoding: try JSONEncoder().encode(entries.mapValues(\.time)), as: UTF8.self))
+    }
+
+    /// A message's extensions read back from its two stored columns.
+    public static func entries(values: String?, times: String?) throws -> [String: ExpansionEntry] {
+        let values = try values.map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
+        let times = try times.map { try JSONDecoder().decode([String: Int64].self, from: Data($0.utf8)) } ?? [:]
+        return values.reduce(into: [:]) { entries, pair in
+            entries[pair.key] = ExpansionEntry(value: pair.value, time: times[pair.key] ?? 0)
+        }
+    }
+}
+
 /// The result of committing one message.
 public enum CommitOutcome: Sendable, Equatable {
     /// Stored now, with its seq.

@@ -35,16 +35,15 @@ extension PostgresStore {
             guard try cells.bool() else {
                 throw StoreRefusal.messageNotExpandable(uid: uid)
             }
-            var entries = try Self.expansionEntries(values: try cells.optionalString(), times: try cells.optionalString())
+            var entries = try ExpansionEntry.entries(values: try cells.optionalString(), times: try cells.optionalString())
             for key in remove { entries[key] = nil }
             for (key, value) in set { entries[key] = ExpansionEntry(value: value, time: now) }
             guard entries.count <= maxKeys else {
                 throw StoreRefusal.tooManyExpansionKeys(uid: uid, count: entries.count, limit: maxKeys)
             }
+            let (values, times) = try ExpansionEntry.columns(entries)
             try await connection.run("""
-                UPDATE messages SET expansion = \(try Self.json(entries.mapValues(\.value))),
-                    expansion_times = \(try Self.json(entries.mapValues(\.time)))
-                WHERE uid = \(uid) AND app_id = \(appId)
+                UPDATE messages SET expansion = \(values), expansion_times = \(times) WHERE uid = \(uid) AND app_id = \(appId)
                 """, logger)
             return entries
         }
@@ -55,14 +54,6 @@ extension PostgresStore {
             SELECT expansion, expansion_times FROM messages WHERE uid = \(uid) AND app_id = \(appId)
             """).first else { return nil }
         var cells = Cells(row)
-        return try Self.expansionEntries(values: try cells.optionalString(), times: try cells.optionalString())
-    }
-
-    private static func expansionEntries(values: String?, times: String?) throws -> [String: ExpansionEntry] {
-        let values = try values.map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
-        let times = try times.map { try JSONDecoder().decode([String: Int64].self, from: Data($0.utf8)) } ?? [:]
-        return values.reduce(into: [:]) { entries, pair in
-            entries[pair.key] = ExpansionEntry(value: pair.value, time: times[pair.key] ?? 0)
-        }
+        return try ExpansionEntry.entries(values: try cells.optionalString(), times: try cells.optionalString())
     }
 }

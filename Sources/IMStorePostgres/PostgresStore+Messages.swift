@@ -103,10 +103,6 @@ extension PostgresStore {
         return entries.isEmpty ? nil : audience(entries)
     }
 
-    static func json(_ dictionary: [String: some Encodable]) throws -> String? {
-        dictionary.isEmpty ? nil : String(decoding: try JSONEncoder().encode(dictionary), as: UTF8.self)
-    }
-
     // MARK: reads
 
     public func lastSentTime(appId: Int64, conversationKey: String) async throws -> Int64? {
@@ -435,11 +431,12 @@ struct InsertMessages: PostgresPreparedStatement {
         pushData.append(message.pushData)
         disableNotification.append(message.disableNotification.flag)
         canIncludeExpansion.append(message.canIncludeExpansion.flag)
-        expansion.append(try PostgresStore.json(message.expansion) ?? "")
+        let columns = try ExpansionEntry.columns(message.expansion.mapValues { ExpansionEntry(value: $0, time: message.sentTime) })
+        expansion.append(columns.values ?? "")
         channelId.append(message.channelId)
         includeSender.append(message.includeSender.flag)
         audience.append(PostgresStore.audience(message.directedUserIds) ?? "")
-        expansionTimes.append(try PostgresStore.json(message.expansion.mapValues { _ in message.sentTime }) ?? "")
+        expansionTimes.append(columns.times ?? "")
         mentioned.append(PostgresStore.mentioned(message.mentions) ?? "")
     }
 

@@ -103,25 +103,8 @@ extension SQLiteStore {
             if let record = quiet, record.version <= since || (fresh && record.hours == nil) { quiet = nil }
             let current = try Self.version(db, appId: appId, userId: userId)
 
-            // The page takes the `limit` lowest versions of the four kinds together.
-            var versions = settings.map(\.version) + tags.map(\.version) + links.map(\.version)
-            if let quiet { versions.append(quiet.version) }
-            versions.sort()
-            var page = ConversationStateDeltaRecord()
-            let through: UInt64
-            if versions.count > limit {
-                through = versions[limit - 1]
-                page.more = true
-                page.version = through
-            } else {
-                through = .max
-                page.version = max(current, since)
-            }
-            page.settings = settings.filter { $0.version <= through }
-            page.tags = tags.filter { $0.version <= through }
-            page.links = links.filter { $0.version <= through }
-            page.quietHours = quiet.flatMap { $0.version <= through ? $0 : nil }
-            return page
+            return ConversationStateDeltaRecord.page(settings: settings, tags: tags, links: links, quietHours: quiet,
+                                                     current: current, since: since, limit: limit)
         }
     }
 

@@ -58,7 +58,7 @@ extension SQLiteStore {
             guard row[0] as Bool else {
                 throw StoreRefusal.messageNotExpandable(uid: uid)
             }
-            var entries = try Self.expansionEntries(values: row[1], times: row[2])
+            var entries = try ExpansionEntry.entries(values: row[1], times: row[2])
             for key in remove { entries[key] = nil }
             for (key, value) in set { entries[key] = ExpansionEntry(value: value, time: now) }
             // The check and the write are one transaction of the single writer: concurrent callers
@@ -66,8 +66,7 @@ extension SQLiteStore {
             guard entries.count <= maxKeys else {
                 throw StoreRefusal.tooManyExpansionKeys(uid: uid, count: entries.count, limit: maxKeys)
             }
-            let values = entries.isEmpty ? nil : String(decoding: try JSONEncoder().encode(entries.mapValues(\.value)), as: UTF8.self)
-            let times = entries.isEmpty ? nil : String(decoding: try JSONEncoder().encode(entries.mapValues(\.time)), as: UTF8.self)
+            let (values, times) = try ExpansionEntry.columns(entries)
             try db.execute(sql: "UPDATE messages SET expansion = ?, expansion_times = ? WHERE uid = ? AND app_id = ?",
                            arguments: [values, times, uid, appId])
             return entries
@@ -79,15 +78,7 @@ extension SQLiteStore {
             guard let row = try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT expansion, expansion_times FROM messages WHERE uid = ? AND app_id = ?
                 """), arguments: [uid, appId]) else { return nil }
-            return try Self.expansionEntries(values: row[0], times: row[1])
-        }
-    }
-
-    private static func expansionEntries(values: String?, times: String?) throws -> [String: ExpansionEntry] {
-        let values = try values.map { try JSONDecoder().decode([String: String].self, from: Data($0.utf8)) } ?? [:]
-        let times = try times.map { try JSONDecoder().decode([String: Int64].self, from: Data($0.utf8)) } ?? [:]
-        return values.reduce(into: [:]) { entries, pair in
-            entries[pair.key] = ExpansionEntry(value: pair.value, time: times[pair.key] ?? 0)
+            return try ExpansionEntry.entries(values: row[0], times: row[1])
         }
     }
 }

@@ -254,10 +254,8 @@ public final class SQLiteStore: IMStore {
                     message.sentTime = last + 1
                 }
                 lastSentTime[conversation] = message.sentTime
-                let expansion: String? = message.expansion.isEmpty ? nil
-                    : String(data: try JSONEncoder().encode(message.expansion), encoding: .utf8)
-                let expansionTimes: String? = message.expansion.isEmpty ? nil
-                    : String(data: try JSONEncoder().encode(message.expansion.mapValues { _ in message.sentTime }), encoding: .utf8)
+                let (expansion, expansionTimes) = try ExpansionEntry.columns(
+                    message.expansion.mapValues { ExpansionEntry(value: $0, time: message.sentTime) })
                 try insert.execute(arguments: [
                     message.appId, message.conversationType.rawValue, message.conversationKey, message.targetId,
                     message.senderId, message.objectName, message.content, message.uid, message.sentTime,

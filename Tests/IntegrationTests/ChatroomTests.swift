@@ -636,10 +636,5 @@ struct ChatroomTests {
 
 /// Polls a condition (for state the server changes asynchronously) until it holds or 10 s pass.
 func waitUntil(_ condition: @Sendable () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    Issue.record("condition not met within 10 s")
+    try await waitUntil("the condition held", timeout: .seconds(10), condition)
 }

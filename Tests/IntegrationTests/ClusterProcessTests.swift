@@ -15,11 +15,12 @@ import Testing
 struct ProcessCluster {
     let nodes: [ChildServer]
     let databaseURL: String
+    let dropDatabase: @Sendable () async -> Void
     let dataDir: URL
     static let app = AppRecord(id: 0, appKey: "clusterkey", appSecret: "clustersecret", name: "", createdAt: 0)
 
     static func start(nodes count: Int, nodeTimeoutSeconds: Int = 10) async throws -> ProcessCluster {
-        let databaseURL = try await TestPostgresDatabase.make()
+        let (databaseURL, dropDatabase) = try await makeClusterDatabase()
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-cluster-\(UUID().uuidString)")
         var nodes: [ChildServer] = []
         for index in 0..<count {
@@ -28,7 +29,7 @@ struct ProcessCluster {
                                                        "IMSERVER_CLUSTER_NODE_TIMEOUT_SECONDS": "\(nodeTimeoutSeconds)",
                                                        "IMSERVER_API_CALLS_PER_SECOND": "0"]))
         }
-        let cluster = ProcessCluster(nodes: nodes, databaseURL: databaseURL, dataDir: dataDir)
+        let cluster = ProcessCluster(nodes: nodes, databaseURL: databaseURL, dropDatabase: dropDatabase, dataDir: dataDir)
         // Every node counts every other before the test begins (its bus listens by then).
         for node in nodes {
             try await waitUntil("\(node.baseURL) is in a cluster of \(count)") {
@@ -58,7 +59,7 @@ struct ProcessCluster {
 
     func stop() async {
         for node in nodes { node.kill() }
-        await TestPostgresDatabase.drop(databaseURL)
+        await dropDatabase()
         try? FileManager.default.removeItem(at: dataDir)
     }
 }

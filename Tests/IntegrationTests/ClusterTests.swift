@@ -20,12 +20,13 @@ struct InProcessCluster {
     static func start(nodes count: Int, store: any IMStore, databaseURL: String, clock: any WallClock = SystemClock(),
                       configure: (inout ServerConfig) -> Void = { _ in },
                       wrap: (any ClusterTransport) -> any ClusterTransport = { $0 }) async throws -> InProcessCluster {
-        let (user, password, host, port, database) = TestPostgresDatabase.parts(databaseURL)
+        let url = try PostgresURL(parsing: databaseURL)
         var logger = Logger(label: "cluster-test")
         logger.logLevel = .warning
         var nodes: [TestServer] = []
         for index in 0..<count {
-            let transport = PostgresClusterTransport.make(host: host, port: port, username: user, password: password, database: database,
+            let transport = PostgresClusterTransport.make(host: url.host, port: url.port, username: url.user, password: url.password,
+                                                          database: url.database,
                                                           nodeId: "node\(index)", logger: logger)
             nodes.append(try await TestServer.start(store: store, cluster: wrap(transport), clock: clock, configure: configure))
         }
@@ -52,12 +53,19 @@ func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: @S
     throw IMError(.serverUnavailable, "timed out waiting until \(what)")
 }
 
+/// A new database on the tests' PostgreSQL server for one test's cluster: its URL, and how to drop it.
+func makeClusterDatabase() async throws -> (url: String, drop: @Sendable () async -> Void) {
+    let databases = try await TestPostgres.shared.databases()
+    let name = try await databases.makeDatabase()
+    return (databases.url(of: name), { try? await databases.drop(name) })
+}
+
 /// Runs `body` with a cluster of `nodes` in-process nodes on a PostgresStore in a new database,
 /// and drops the database afterwards.
 func withCluster(nodes: Int, clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in },
                  wrap: (any ClusterTransport) -> any ClusterTransport = { $0 },
                  _ body: (InProcessCluster) async throws -> Void) async throws {
-    let databaseURL = try await TestPostgresDatabase.make()
+    let (databaseURL, dropDatabase) = try await makeClusterDatabase()
     var logger = Logger(label: "cluster-store")
     logger.logLevel = .warning
     let store = try await PostgresStore.connect(url: databaseURL, logger: logger, poolSize: 8)
@@ -67,7 +75,7 @@ func withCluster(nodes: Int, clock: any WallClock = SystemClock(), configure: (i
                                                    configure: configure, wrap: wrap)
     } catch {
         await store.close()
-        await TestPostgresDatabase.drop(databaseURL)
+        await dropDatabase()
         throw error
     }
     do {
@@ -76,11 +84,11 @@ func withCluster(nodes: Int, clock: any WallClock = SystemClock(), configure: (i
     } catch {
         await cluster.stop()
         await store.close()
-        await TestPostgresDatabase.drop(databaseURL)
+        await dropDatabase()
         throw error
     }
     await store.close()
-    await TestPostgresDatabase.drop(databaseURL)
+    await dropDatabase()
 }
 
 @Suite("Cluster: nodes on one store and one bus", .serialized)

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMServerTesting
 import IMStorePostgres
 import Logging
 import Testing

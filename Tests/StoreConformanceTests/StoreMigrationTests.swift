@@ -2,6 +2,7 @@ import Foundation
 import IMCore
 import IMStore
 import IMStoreMigration
+import IMServerTesting
 import IMStorePostgres
 import IMStoreSQLite
 import Logging
