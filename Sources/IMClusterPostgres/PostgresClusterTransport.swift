@@ -2,6 +2,7 @@ import Foundation
 import IMServer
 import Logging
 import PostgresNIO
+import IMStorePostgres
 import Synchronization
 
 /// The cluster bus and presence on PostgreSQL: the nodes' shared database is their bus
@@ -112,7 +113,6 @@ public final class PostgresClusterTransport: ClusterTransport {
 
     public func sessionOpened(_ session: PresenceEntry, refuseIfClassTaken: Bool) async throws -> PresenceOutcome {
         let outcome = try await client.withTransaction(logger: logger) { connection -> PresenceOutcome in
-            try await connection.query("SET LOCAL synchronous_commit = off", logger: logger)
             let lockKey = "\(session.appId):\(session.userId)"
             try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockKey), 0))", logger: logger)
             var others: [PresenceEntry] = []
@@ -222,7 +222,7 @@ public final class PostgresClusterTransport: ClusterTransport {
         // The pool runs outside the group, so that leaving (below) still has it once the group is
         // cancelled; it stops after that. Detached: PostgresClient stops by itself on the server's
         // graceful shutdown, which a child task would inherit.
-        let pool = Task.detached { [client] in await client.run() }
+        let pool = await client.startRunning(detached: true)
         defer { pool.cancel() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             try await prepareTables()
@@ -401,8 +401,7 @@ public final class PostgresClusterTransport: ClusterTransport {
                 if !closed.isEmpty {
                     do {
                         try await client.withTransaction(logger: logger) { connection in
-                            try await connection.query("SET LOCAL synchronous_commit = off", logger: logger)
-                            try await connection.query("DELETE FROM cluster_sessions WHERE session_id = ANY(\(closed))", logger: logger)
+                                            try await connection.query("DELETE FROM cluster_sessions WHERE session_id = ANY(\(closed))", logger: logger)
                         }
                     } catch {
                         logger.error("ended sessions not removed from the cluster's presence", metadata: ["error": "\(error)"])
@@ -486,30 +485,33 @@ public final class PostgresClusterTransport: ClusterTransport {
                 // Waiting for a notification does not end by itself when the node stops: closing
                 // the connection ends it.
                 try await withTaskCancellationHandler {
-                    let notifications = try await connection.listen(Self.channel)
-                    if attempt > 0 { inboundContinuation.yield(.interrupted) }
-                    attempt += 1
-                    let addressedHere = "{\"t\":\"\(nodeId)\","
-                    for try await notification in notifications {
-                        // A batch for another node is skipped unread.
-                        if notification.payload.hasPrefix("{\"t\":"), !notification.payload.hasPrefix(addressedHere) { continue }
-                        guard let batch = try? decoder.decode(Batch.self, from: Data(notification.payload.utf8)) else {
-                            logger.error("an unreadable cluster notification was ignored", metadata: ["payload": "\(notification.payload.prefix(200))"])
-                            continue
-                        }
-                        if batch.n == nodeId { continue }
-                        if let messages = batch.m {
-                            for message in messages { inboundContinuation.yield(.message(message)) }
-                        } else if let id = batch.r {
-                            let rows = try await client.query("SELECT body FROM cluster_payloads WHERE id = \(id)", logger: logger)
-                            var found = false
-                            for try await body in rows.decode(String.self) {
-                                found = true
-                                if let message = try? decoder.decode(ClusterMessage.self, from: Data(body.utf8)) {
-                                    inboundContinuation.yield(.message(message))
-                                }
+                    try await connection.listen(on: Self.channel) { notifications in
+                        if attempt > 0 { inboundContinuation.yield(.interrupted) }
+                        attempt += 1
+                        let addressedHere = "{\"t\":\"\(nodeId)\","
+                        let ownBroadcast = "{\"n\":\"\(nodeId)\","
+                        for try await notification in notifications {
+                            // A batch for another node, or this node's own broadcast, is skipped unread.
+                            if notification.payload.hasPrefix("{\"t\":"), !notification.payload.hasPrefix(addressedHere) { continue }
+                            if notification.payload.hasPrefix(ownBroadcast) { continue }
+                            guard let batch = try? decoder.decode(Batch.self, from: Data(notification.payload.utf8)) else {
+                                logger.error("an unreadable cluster notification was ignored", metadata: ["payload": "\(notification.payload.prefix(200))"])
+                                continue
                             }
-                            if !found { inboundContinuation.yield(.interrupted) }
+                            if batch.n == nodeId { continue }
+                            if let messages = batch.m {
+                                for message in messages { inboundContinuation.yield(.message(message)) }
+                            } else if let id = batch.r {
+                                let rows = try await client.query("SELECT body FROM cluster_payloads WHERE id = \(id)", logger: logger)
+                                var found = false
+                                for try await body in rows.decode(String.self) {
+                                    found = true
+                                    if let message = try? decoder.decode(ClusterMessage.self, from: Data(body.utf8)) {
+                                        inboundContinuation.yield(.message(message))
+                                    }
+                                }
+                                if !found { inboundContinuation.yield(.interrupted) }
+                            }
                         }
                     }
                 } onCancel: {
@@ -541,6 +543,11 @@ extension PostgresClusterTransport {
                                                          database: database, tls: clientTLS)
         configuration.options.maximumConnections = 4
         configuration.options.connectTimeout = .seconds(5)
+        // Nothing the bus writes must survive a crash of PostgreSQL (the messages are durable in
+        // their own commits; presence is rebuilt by the heartbeats), and a notifying commit holds
+        // PostgreSQL's one notification lock until it returns: waiting there for a WAL flush
+        // would serialize every node's bus on the disk.
+        configuration.options.additionalStartupParameters = [("synchronous_commit", "off")]
         var listen = PostgresConnection.Configuration(host: host, port: port, username: username, password: password,
                                                       database: database, tls: connectionTLS)
         listen.options.connectTimeout = .seconds(5)

@@ -105,3 +105,22 @@ public enum PostgresConnector {
         }
     }
 }
+
+extension PostgresClient {
+    /// Runs the pool in a new task and returns that task once it is about to call `run()`, so that
+    /// the caller's first lease does not come before it (PostgresNIO warns about each such lease).
+    /// Cancelling the task stops the pool.
+    /// - Parameter detached: run it detached, outside the caller's graceful shutdown (which the
+    ///   pool would otherwise follow by stopping on its own).
+    public func startRunning(detached: Bool = false) async -> Task<Void, Never> {
+        let (begun, begin) = AsyncStream.makeStream(of: Void.self)
+        let body: @Sendable () async -> Void = { [self] in
+            begin.finish()
+            // `run()` marks the pool running before its first suspension.
+            await run()
+        }
+        let task = detached ? Task.detached(operation: body) : Task(operation: body)
+        for await _ in begun {}
+        return task
+    }
+}

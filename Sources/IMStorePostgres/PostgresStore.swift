@@ -32,11 +32,11 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
     /// The URL without its password, for the startup banner and logs.
     public var description: String { url.description }
 
-    private init(url: PostgresURL, client: PostgresClient, logger: Logger) {
+    private init(url: PostgresURL, client: PostgresClient, running: Task<Void, Never>, logger: Logger) {
         self.url = url
         self.client = client
         self.logger = logger
-        running = Task { await client.run() }
+        self.running = running
     }
 
     /// How long connecting may take before it is given up (TCP, TLS and the login together).
@@ -57,7 +57,8 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
                                                          database: url.database, tls: PostgresConnector.clientTLS(url.sslMode))
         configuration.options.maximumConnections = max(1, poolSize)
         configuration.options.connectTimeout = connectTimeout
-        let store = PostgresStore(url: url, client: PostgresClient(configuration: configuration, backgroundLogger: logger), logger: logger)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let store = PostgresStore(url: url, client: client, running: await client.startRunning(), logger: logger)
         do {
             try await PostgresMigrations.run(on: probe, logger: logger)
         } catch {

@@ -162,15 +162,19 @@ final class DatabaseMonitor: Sendable {
             note("database: the PostgreSQL server's processes are not visible in /proc (another machine?): its CPU is not reported")
         }
         let counter = BusCounter()
-        let notifications = try await listener.listen(busChannel)
+        // Counting starts once the listener is subscribed.
+        let (subscribed, subscribe) = AsyncStream.makeStream(of: Void.self)
         let listening = Task {
-            do {
+            _ = try? await listener.listen(on: busChannel) { notifications in
+                subscribe.finish()
                 for try await notification in notifications {
                     let payload = notification.payload
                     counter.add(bytes: payload.utf8.count, messages: countMessages(payload))
                 }
-            } catch {}
+            }
+            subscribe.finish()
         }
+        for await _ in subscribed {}
         return DatabaseMonitor(database: database, postmasterPid: postmaster, query: query, listener: listener,
                                counter: counter, listening: listening, logger: logger)
     }

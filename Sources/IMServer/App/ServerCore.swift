@@ -62,15 +62,16 @@ public final class ServerCore: Sendable {
         self.bus = bus
         let events = ServerEvents(handlers: [Delivery(bus: bus)])
         self.events = events
-        self.log = MessageLog(store: store, clock: clock) { batch in
+        // In a cluster a batch is on the bus before its senders are answered: a message
+        // acknowledged reaches the recipients online on other nodes even if this node dies now.
+        var handedOn: (@Sendable () async -> Void)?
+        if let cluster { handedOn = { await cluster.flush() } }
+        self.log = MessageLog(store: store, clock: clock, committed: { batch in
             for item in batch {
                 guard case .stored(let message) = item.outcome else { continue }
                 await events.publish(.messageCommitted(CommittedMessageEvent(message: message, origin: item.origin)))
             }
-            // In a cluster the batch is on the bus before its senders are answered: a message
-            // acknowledged reaches the recipients online on other nodes even if this node dies now.
-            await cluster?.flush()
-        }
+        }, handedOn: handedOn)
         self.archive = MessageArchive(store: store)
         self.directory = UserDirectory(store: store, registry: registry, peers: peers, whitelistMode: config.moderation.userWhitelistMode)
         self.sensitiveWords = SensitiveWordFilter(store: store, peers: peers)
