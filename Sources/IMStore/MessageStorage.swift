@@ -97,6 +97,86 @@ public struct StoredMessage: Sendable, Equatable, Codable {
     }
 }
 
+/// The message as one node of a cluster sends it to the others (the bus carries it as JSON): short
+/// keys, the fields left at their defaults omitted, and the content as text when it is UTF-8 (it
+/// is JSON, almost always) rather than base64: about 400 bytes for a 100-byte text message where
+/// the synthesized encoding took about 690, so a notification of the bus carries 70% more.
+extension StoredMessage {
+    private enum CodingKeys: String, CodingKey {
+        case seq = "s", appId = "a", conversationType = "ct", conversationKey = "ck", targetId = "t", senderId = "f"
+        case objectName = "o", content = "c", binaryContent = "cb", uid = "u", sentTime = "st", flags = "fl"
+        case clientMessageId = "cm", pushContent = "pc", pushData = "pd", disableNotification = "dn"
+        case canIncludeExpansion = "ce", expansion = "ex", channelId = "ch", includeSender = "is"
+        case directedUserIds = "du", receiptRequested = "rr", mentions = "m"
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        if seq != 0 { try c.encode(seq, forKey: .seq) }
+        try c.encode(appId, forKey: .appId)
+        try c.encode(conversationType.rawValue, forKey: .conversationType)
+        try c.encode(conversationKey, forKey: .conversationKey)
+        try c.encode(targetId, forKey: .targetId)
+        try c.encode(senderId, forKey: .senderId)
+        try c.encode(objectName, forKey: .objectName)
+        if let text = String(validating: content, as: UTF8.self) {
+            try c.encode(text, forKey: .content)
+        } else {
+            try c.encode(content, forKey: .binaryContent)
+        }
+        if !uid.isEmpty { try c.encode(uid, forKey: .uid) }
+        if sentTime != 0 { try c.encode(sentTime, forKey: .sentTime) }
+        try c.encode(flags.rawValue, forKey: .flags)
+        if !clientMessageId.isEmpty { try c.encode(clientMessageId, forKey: .clientMessageId) }
+        if !pushContent.isEmpty { try c.encode(pushContent, forKey: .pushContent) }
+        if !pushData.isEmpty { try c.encode(pushData, forKey: .pushData) }
+        if disableNotification { try c.encode(true, forKey: .disableNotification) }
+        if canIncludeExpansion { try c.encode(true, forKey: .canIncludeExpansion) }
+        if !expansion.isEmpty { try c.encode(expansion, forKey: .expansion) }
+        if !channelId.isEmpty { try c.encode(channelId, forKey: .channelId) }
+        if !includeSender { try c.encode(false, forKey: .includeSender) }
+        if !directedUserIds.isEmpty { try c.encode(directedUserIds, forKey: .directedUserIds) }
+        if receiptRequested { try c.encode(true, forKey: .receiptRequested) }
+        try c.encodeIfPresent(mentions, forKey: .mentions)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let type = try c.decode(Int.self, forKey: .conversationType)
+        guard let conversationType = ConversationType(rawValue: type) else {
+            throw DecodingError.dataCorruptedError(forKey: .conversationType, in: c, debugDescription: "unknown conversation type \(type)")
+        }
+        let content: Data
+        if let text = try c.decodeIfPresent(String.self, forKey: .content) {
+            content = Data(text.utf8)
+        } else {
+            content = try c.decode(Data.self, forKey: .binaryContent)
+        }
+        self.init(seq: try c.decodeIfPresent(UInt64.self, forKey: .seq) ?? 0,
+                  appId: try c.decode(Int64.self, forKey: .appId),
+                  conversationType: conversationType,
+                  conversationKey: try c.decode(String.self, forKey: .conversationKey),
+                  targetId: try c.decode(String.self, forKey: .targetId),
+                  senderId: try c.decode(String.self, forKey: .senderId),
+                  objectName: try c.decode(String.self, forKey: .objectName),
+                  content: content,
+                  uid: try c.decodeIfPresent(String.self, forKey: .uid) ?? "",
+                  sentTime: try c.decodeIfPresent(Int64.self, forKey: .sentTime) ?? 0,
+                  flags: PersistentFlag(rawValue: try c.decode(PersistentFlag.RawValue.self, forKey: .flags)),
+                  clientMessageId: try c.decodeIfPresent(String.self, forKey: .clientMessageId) ?? "",
+                  pushContent: try c.decodeIfPresent(String.self, forKey: .pushContent) ?? "",
+                  pushData: try c.decodeIfPresent(String.self, forKey: .pushData) ?? "",
+                  disableNotification: try c.decodeIfPresent(Bool.self, forKey: .disableNotification) ?? false,
+                  canIncludeExpansion: try c.decodeIfPresent(Bool.self, forKey: .canIncludeExpansion) ?? false,
+                  expansion: try c.decodeIfPresent([String: String].self, forKey: .expansion) ?? [:],
+                  channelId: try c.decodeIfPresent(String.self, forKey: .channelId) ?? "",
+                  includeSender: try c.decodeIfPresent(Bool.self, forKey: .includeSender) ?? true,
+                  directedUserIds: try c.decodeIfPresent([String].self, forKey: .directedUserIds) ?? [],
+                  receiptRequested: try c.decodeIfPresent(Bool.self, forKey: .receiptRequested) ?? false)
+        mentions = try c.decodeIfPresent(MentionedInfo.self, forKey: .mentions)
+    }
+}
+
 /// One page of offline sync.
 public struct SyncPage: Sendable {
     /// The messages the user may see, in seq order.

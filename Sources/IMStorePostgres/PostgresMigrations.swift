@@ -24,7 +24,86 @@ enum PostgresMigrations {
 
     static let all: [Migration] = [
         Migration(version: 1, name: "schema", statements: schema),
+        Migration(version: 2, name: "commit in one statement", statements: [commitFunction]),
     ]
+
+    /// The message log's commit as one call (`PostgresStore.commit`): the commit's reads and its
+    /// insert run in PostgreSQL, after the counter row's lock, in one round trip, so that the lock
+    /// every node's commits queue on is held for the work and the WAL flush, not for round trips
+    /// to a node (which may be busy). Each statement of a PL/pgSQL function takes a new snapshot
+    /// (READ COMMITTED), so the statement after the lock sees every commit that held it before.
+    ///
+    /// Arguments: the batch's messages column by column (no two with the same client message id;
+    /// NULL columns as ''). For each message, in the batch's order (`r_ord`, from 1): its seq and
+    /// its sentTime (moved past its conversation's newest when not after it), or the uid of the
+    /// message stored already with its client message id (`r_stored_uid`; nothing stored then).
+    ///
+    /// A conversation's sentTimes: s'(k) = max(s(k), s'(k-1) + 1) with s'(-1) its newest stored,
+    /// which is k + max(newest + 1, max over j <= k of s(j) - j): one window over the batch.
+    static let commitFunction = """
+        CREATE FUNCTION imserver_commit_messages(
+            p_app_id BIGINT[], p_conv_type BIGINT[], p_conv_key TEXT[], p_target_id TEXT[], p_sender_id TEXT[],
+            p_object_name TEXT[], p_content BYTEA[], p_uid TEXT[], p_sent_time BIGINT[], p_flags BIGINT[],
+            p_in_history BIGINT[], p_client_msg_id TEXT[], p_push_content TEXT[], p_push_data TEXT[],
+            p_disable_notification BIGINT[], p_can_include_expansion BIGINT[], p_expansion TEXT[], p_channel_id TEXT[],
+            p_include_sender BIGINT[], p_audience TEXT[], p_expansion_times TEXT[], p_mentioned TEXT[])
+        RETURNS TABLE (r_ord BIGINT, r_seq BIGINT, r_sent_time BIGINT, r_stored_uid TEXT)
+        LANGUAGE plpgsql VOLATILE AS $fn$
+        DECLARE
+            top BIGINT;
+        BEGIN
+            SELECT c.value INTO top FROM imserver_counters c WHERE c.name = 'message_seq' FOR UPDATE;
+            RETURN QUERY
+            WITH batch AS (
+                SELECT * FROM unnest(p_app_id, p_conv_type, p_conv_key, p_target_id, p_sender_id, p_object_name, p_content,
+                                     p_uid, p_sent_time, p_flags, p_in_history, p_client_msg_id, p_push_content, p_push_data,
+                                     p_disable_notification, p_can_include_expansion, p_expansion, p_channel_id,
+                                     p_include_sender, p_audience, p_expansion_times, p_mentioned) WITH ORDINALITY
+                    AS t(app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid, sent_time, flags,
+                         in_history, client_msg_id, push_content, push_data, disable_notification, can_include_expansion,
+                         expansion, channel_id, include_sender, audience, expansion_times, mentioned, ord)
+            ), stored AS (
+                SELECT b.ord, m.uid FROM batch b
+                CROSS JOIN LATERAL (
+                    SELECT x.uid FROM messages x
+                    WHERE x.app_id = b.app_id AND x.sender_id = b.sender_id AND x.client_msg_id = b.client_msg_id
+                      AND x.client_msg_id <> ''
+                    LIMIT 1) AS m
+                WHERE b.client_msg_id <> ''
+            ), fresh AS (
+                SELECT b.*, row_number() OVER (ORDER BY b.ord) AS n,
+                       row_number() OVER (PARTITION BY b.app_id, b.conv_key ORDER BY b.ord) - 1 AS k
+                FROM batch b WHERE NOT EXISTS (SELECT 1 FROM stored s WHERE s.ord = b.ord)
+            ), newest AS (
+                SELECT c.app_id, c.conv_key,
+                       (SELECT MAX(x.sent_time) FROM messages x WHERE x.app_id = c.app_id AND x.conv_key = c.conv_key) AS time
+                FROM (SELECT DISTINCT f.app_id, f.conv_key FROM fresh f) AS c
+            ), placed AS (
+                SELECT f.*, top + f.n AS new_seq,
+                       f.k + GREATEST(COALESCE(l.time + 1, -9223372036854775807),
+                                      MAX(f.sent_time - f.k) OVER (PARTITION BY f.app_id, f.conv_key ORDER BY f.ord
+                                                                   ROWS UNBOUNDED PRECEDING)) AS new_sent_time
+                FROM fresh f JOIN newest l ON l.app_id = f.app_id AND l.conv_key = f.conv_key
+            ), inserted AS (
+                INSERT INTO messages (seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
+                    sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
+                    can_include_expansion, expansion, channel_id, include_sender, audience, expansion_times, mentioned)
+                SELECT p.new_seq, p.app_id, p.conv_type, p.conv_key, p.target_id, p.sender_id, p.object_name, p.content, p.uid,
+                    p.new_sent_time, p.flags, p.in_history, p.client_msg_id, p.push_content, p.push_data,
+                    p.disable_notification, p.can_include_expansion, NULLIF(p.expansion, ''), p.channel_id,
+                    p.include_sender, NULLIF(p.audience, ''), NULLIF(p.expansion_times, ''), NULLIF(p.mentioned, '')
+                FROM placed p
+                RETURNING 1
+            ), counted AS (
+                UPDATE imserver_counters SET value = top + (SELECT count(*) FROM placed) WHERE name = 'message_seq'
+                RETURNING 1
+            )
+            SELECT p.ord, p.new_seq, p.new_sent_time, NULL::TEXT FROM placed p
+            UNION ALL
+            SELECT s.ord, NULL::BIGINT, NULL::BIGINT, s.uid FROM stored s;
+        END
+        $fn$
+        """
 
     /// The final schema of the embedded store (its migrations v1 to v10), in PostgreSQL's types.
     private static let schema: [String] = [

@@ -15,65 +15,64 @@ extension PostgresStore {
 
     // MARK: commit
 
-    /// One transaction, serialized with every other commit by the `message_seq` counter row:
-    ///
-    /// 1. the counter is raised by the batch's size, which locks its row until COMMIT: the next
-    ///    commit waits here, so seqs commit in their order, and the dedup and sentTime reads below
-    ///    see every earlier commit;
-    /// 2. the messages whose (app, sender, client message id) is stored already are read (dedup,
-    ///    the unique index `messages_by_client_id` behind it);
-    /// 3. each conversation's newest sentTime is read: a message not after it is stored 1 ms after
-    ///    it, so sentTimes increase in every conversation whichever process committed (history pages
-    ///    by sentTime, and the next page starts after the last one's time);
-    /// 4. one INSERT of every new message from arrays (`unnest`), which also sets the counter to
-    ///    the last seq given (lower than step 1's when some were duplicates: seqs have no gaps).
+    /// One statement, its own transaction, serialized with every other commit by the `message_seq`
+    /// counter row: `imserver_commit_messages` (PostgresMigrations) locks the row, which every
+    /// commit takes first and holds until its COMMIT, so seqs commit in their order and its reads
+    /// see every earlier commit; it skips the messages whose (app, sender, client message id) is
+    /// stored already (the unique index `messages_by_client_id` behind it), moves a sentTime that
+    /// is not after its conversation's newest 1 ms past it (so sentTimes increase in every
+    /// conversation whichever process committed), inserts the rest with the next seqs (no gaps)
+    /// and raises the counter. A resend inside the batch gets the first message back, as does a
+    /// resend of a stored one (read after the commit).
     public func commit(_ messages: [StoredMessage]) async throws -> [CommitOutcome] {
         guard !messages.isEmpty else { return [] }
-        return try await write { connection in
-            let reserved = try await connection.rows(ReserveMessageSeqs(count: Int64(messages.count)), logger)
-            guard let top = reserved.first else { throw IMError(.databaseError, "the message_seq counter is missing") }
-            var lastSeq = top - Int64(messages.count)
-
-            // Stored messages with the client message ids of this batch.
-            var stored: [ClientMessageKey: StoredMessage] = [:]
-            let keys = Set(messages.filter { !$0.clientMessageId.isEmpty }.map(ClientMessageKey.init))
-            if !keys.isEmpty {
-                for message in try await connection.rows(StoredClientMessages(keys: Array(keys)), logger) {
-                    stored[ClientMessageKey(message)] = message
-                }
-            }
-            // The newest sentTime of each conversation of this batch.
-            var lastSentTime: [ConversationOfApp: Int64] = [:]
-            let conversations = Array(Set(messages.map(ConversationOfApp.init)))
-            for (conversation, time) in try await connection.rows(LastSentTimes(conversations: conversations), logger) {
-                if let time { lastSentTime[conversation] = time }
-            }
-
-            var outcomes: [CommitOutcome] = []
-            outcomes.reserveCapacity(messages.count)
-            var insert = InsertMessages()
-            for var message in messages {
+        // Resends inside the batch are not sent: each refers to its first.
+        var firstWithKey: [ClientMessageKey: Int] = [:]
+        var sent: [Int] = []
+        var resendOf: [Int: Int] = [:]
+        var statement = CommitMessages()
+        for (index, message) in messages.enumerated() {
+            if !message.clientMessageId.isEmpty {
                 let key = ClientMessageKey(message)
-                if !message.clientMessageId.isEmpty, let first = stored[key] {
-                    outcomes.append(.duplicate(first))
+                if let first = firstWithKey[key] {
+                    resendOf[index] = first
                     continue
                 }
-                let conversation = ConversationOfApp(message)
-                if let last = lastSentTime[conversation], message.sentTime <= last {
-                    message.sentTime = last + 1
-                }
-                lastSentTime[conversation] = message.sentTime
-                lastSeq += 1
-                message.seq = UInt64(lastSeq)
-                try insert.append(message)
-                outcomes.append(.stored(message))
-                // A resend inside the batch gets this message back as a read would return it.
-                if !message.clientMessageId.isEmpty { stored[key] = Self.asRead(message) }
+                firstWithKey[key] = index
             }
-            insert.lastSeq = lastSeq
-            try await connection.run(insert, logger)
-            return outcomes
+            sent.append(index)
+            try statement.append(message)
         }
+        var placed: [Int: (seq: Int64, sentTime: Int64)] = [:]
+        var storedUid: [Int: String] = [:]
+        for row in try await rows(statement) {
+            let index = sent[Int(row.ordinal) - 1]
+            if let uid = row.storedUid {
+                storedUid[index] = uid
+            } else if let seq = row.seq, let sentTime = row.sentTime {
+                placed[index] = (seq, sentTime)
+            }
+        }
+        var outcomes: [CommitOutcome] = []
+        outcomes.reserveCapacity(messages.count)
+        for (index, message) in messages.enumerated() {
+            let first = resendOf[index] ?? index
+            if let (seq, sentTime) = placed[first] {
+                var stored = message
+                if first != index { stored = messages[first] }
+                stored.seq = UInt64(seq)
+                stored.sentTime = sentTime
+                outcomes.append(first == index ? .stored(stored) : .duplicate(Self.asRead(stored)))
+            } else if let uid = storedUid[first] {
+                guard let stored = try await self.message(appId: message.appId, uid: uid) else {
+                    throw IMError(.databaseError, "the message \(uid) stored under client message id \(message.clientMessageId) was deleted meanwhile")
+                }
+                outcomes.append(.duplicate(stored))
+            } else {
+                throw IMError(.databaseError, "PostgreSQL: the commit returned no outcome for message \(first + 1) of \(messages.count)")
+            }
+        }
+        return outcomes
     }
 
     /// A committed message as reading it back returns it: the store keeps neither the receipt
@@ -273,122 +272,33 @@ struct ClientMessageKey: Hashable, Sendable {
     }
 }
 
-/// One conversation of one app.
-struct ConversationOfApp: Hashable, Sendable {
-    let appId: Int64
-    let key: String
-
-    init(_ message: StoredMessage) {
-        appId = message.appId
-        key = message.conversationKey
-    }
-
-    init(appId: Int64, key: String) {
-        self.appId = appId
-        self.key = key
-    }
-}
-
 // MARK: - the commit's prepared statements
 
-/// Raises the message seq counter by a batch's size and returns it: the lock every commit takes first.
-struct ReserveMessageSeqs: PostgresPreparedStatement {
-    static let name = "imserver_reserve_message_seqs"
-    static let sql = "UPDATE imserver_counters SET value = value + $1 WHERE name = 'message_seq' RETURNING value"
-    typealias Row = Int64
-
-    let count: Int64
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 1)
-        bindings.append(count)
-        return bindings
-    }
-
-    func decodeRow(_ row: PostgresRow) throws -> Int64 {
-        var cells = Cells(row)
-        return try cells.int()
-    }
-}
-
-/// The stored messages of these (app, sender, client message id) keys: one lookup of the unique
-/// index `messages_by_client_id` per key (a join the planner may choose would scan the table).
-struct StoredClientMessages: PostgresPreparedStatement {
-    static let name = "imserver_stored_client_messages"
+/// A commit's messages, column by column as arrays (NULL columns as ""), to
+/// `imserver_commit_messages` (PostgresMigrations), which stores them.
+struct CommitMessages: PostgresPreparedStatement {
+    static let name = "imserver_commit_messages"
     static let sql = """
-        SELECT m.* FROM unnest($1::bigint[], $2::text[], $3::text[]) AS k(app_id, sender_id, client_msg_id)
-        CROSS JOIN LATERAL (
-            SELECT \(PostgresStore.columns) FROM messages
-            WHERE app_id = k.app_id AND sender_id = k.sender_id AND client_msg_id = k.client_msg_id AND client_msg_id <> ''
-            LIMIT 1) AS m
+        SELECT r_ord, r_seq, r_sent_time, r_stored_uid FROM imserver_commit_messages(
+            $1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[],
+            $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bigint[],
+            $16::bigint[], $17::text[], $18::text[], $19::bigint[], $20::text[], $21::text[], $22::text[])
         """
-    typealias Row = StoredMessage
-
-    let keys: [ClientMessageKey]
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 3)
-        bindings.append(keys.map(\.appId))
-        bindings.append(keys.map(\.senderId))
-        bindings.append(keys.map(\.clientMessageId))
-        return bindings
+    /// The outcome of the message at `ordinal` (from 1) of the batch: placed (seq and sentTime) or
+    /// stored already (`storedUid`).
+    struct Row {
+        var ordinal: Int64
+        var seq: Int64?
+        var sentTime: Int64?
+        var storedUid: String?
     }
 
-    func decodeRow(_ row: PostgresRow) throws -> StoredMessage { try PostgresStore.message(row) }
-}
-
-/// The newest sentTime of each of these conversations (NULL for one without messages), each one
-/// backward step of the (app_id, conv_key, sent_time) index.
-struct LastSentTimes: PostgresPreparedStatement {
-    static let name = "imserver_last_sent_times"
-    static let sql = """
-        SELECT c.app_id, c.conv_key,
-               (SELECT MAX(m.sent_time) FROM messages m WHERE m.app_id = c.app_id AND m.conv_key = c.conv_key)
-        FROM unnest($1::bigint[], $2::text[]) AS c(app_id, conv_key)
-        """
-    typealias Row = (ConversationOfApp, Int64?)
-
-    let conversations: [ConversationOfApp]
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 2)
-        bindings.append(conversations.map(\.appId))
-        bindings.append(conversations.map(\.key))
-        return bindings
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        let (ordinal, seq, sentTime, uid) = try row.decode((Int64, Int64?, Int64?, String?).self)
+        return Row(ordinal: ordinal, seq: seq, sentTime: sentTime, storedUid: uid)
     }
 
-    func decodeRow(_ row: PostgresRow) throws -> (ConversationOfApp, Int64?) {
-        var cells = Cells(row)
-        return (ConversationOfApp(appId: try cells.int(), key: try cells.string()), try cells.next(Int64?.self))
-    }
-}
 
-/// Every new message of a commit in one INSERT, column by column as arrays (NULL columns as ""),
-/// and the counter set to the last seq given.
-struct InsertMessages: PostgresPreparedStatement {
-    static let name = "imserver_insert_messages"
-    static let sql = """
-        WITH inserted AS (
-            INSERT INTO messages (seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
-                sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
-                can_include_expansion, expansion, channel_id, include_sender, audience, expansion_times, mentioned)
-            SELECT seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
-                sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
-                can_include_expansion, NULLIF(expansion, ''), channel_id, include_sender, NULLIF(audience, ''),
-                NULLIF(expansion_times, ''), NULLIF(mentioned, '')
-            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bytea[],
-                        $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::text[], $14::text[], $15::text[],
-                        $16::bigint[], $17::bigint[], $18::text[], $19::text[], $20::bigint[], $21::text[], $22::text[], $23::text[])
-                AS t(seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
-                     sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
-                     can_include_expansion, expansion, channel_id, include_sender, audience, expansion_times, mentioned)
-            RETURNING 1
-        )
-        UPDATE imserver_counters SET value = $24 WHERE name = 'message_seq'
-        """
-    typealias Row = ()
-
-    var seq: [Int64] = []
     var appId: [Int64] = []
     var type: [Int64] = []
     var key: [String] = []
@@ -411,10 +321,8 @@ struct InsertMessages: PostgresPreparedStatement {
     var audience: [String] = []
     var expansionTimes: [String] = []
     var mentioned: [String] = []
-    var lastSeq: Int64 = 0
 
     mutating func append(_ message: StoredMessage) throws {
-        seq.append(Int64(message.seq))
         appId.append(message.appId)
         type.append(Int64(message.conversationType.rawValue))
         key.append(message.conversationKey)
@@ -441,8 +349,7 @@ struct InsertMessages: PostgresPreparedStatement {
     }
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 24)
-        bindings.append(seq)
+        var bindings = PostgresBindings(capacity: 22)
         bindings.append(appId)
         bindings.append(type)
         bindings.append(key)
@@ -465,11 +372,8 @@ struct InsertMessages: PostgresPreparedStatement {
         bindings.append(audience)
         bindings.append(expansionTimes)
         bindings.append(mentioned)
-        bindings.append(lastSeq)
         return bindings
     }
-
-    func decodeRow(_ row: PostgresRow) throws {}
 }
 
 /// One message by uid.

@@ -10,9 +10,11 @@ import Synchronization
 /// durable transaction, hands them to delivery in commit order, and only then answers the senders.
 /// In a cluster every node has its own writer; the store orders their commits (seq in commit
 /// order, and a sentTime not after the conversation's newest moved 1 ms past it), and the batch is
-/// on the cluster bus before its senders are answered. Waiting for the bus does not hold the
-/// writer: while batch N goes out on the bus, batch N+1 commits, and N's senders are answered
-/// (in order) once it is out.
+/// on the cluster bus before its senders are answered.
+///
+/// Committing and delivering overlap: the writer commits batch N+1 while batch N is delivered
+/// (and goes out on the cluster bus); one task hands batches on and answers their senders, in
+/// commit order.
 /// While one transaction is being written the next batch gathers, so one fsync covers many messages
 /// under load and a lone message waits for no timer.
 ///
@@ -26,9 +28,11 @@ public actor MessageLog {
     private let maxBatch: Int
     private let committed: @Sendable ([CommittedMessage]) async -> Void
     private let handedOn: (@Sendable () async -> Void)?
-    /// Batches committed and handed on, whose senders are answered once `handedOn` returns for them.
-    private let answers: AsyncStream<[(reply: CheckedContinuation<CommitOutcome, any Error>, outcome: CommitOutcome)]>
-    private let answer: AsyncStream<[(reply: CheckedContinuation<CommitOutcome, any Error>, outcome: CommitOutcome)]>.Continuation
+    /// A committed batch waiting to be delivered and answered.
+    private typealias Committed = (messages: [CommittedMessage], replies: [CheckedContinuation<CommitOutcome, any Error>])
+    /// Committed batches, in commit order, for the task that delivers them and answers their senders.
+    private let committedBatches: AsyncStream<Committed>
+    private let handOn: AsyncStream<Committed>.Continuation
 
     private var queue: [(message: StoredMessage, origin: Origin, reply: CheckedContinuation<CommitOutcome, any Error>)] = []
     /// False once the writer has been told to stop and took the last appends.
@@ -50,12 +54,11 @@ public actor MessageLog {
     private static let lastSentTimeCacheLimit = 100_000
 
     /// - Parameters:
-    ///   - committed: called with each committed batch, in commit order, before any sender is
-    ///     answered (delivery hangs here). The writer waits for it, so deliveries keep commit
-    ///     order; it is quick except when a group's roster must be read from the store after a change.
+    ///   - committed: called with each committed batch, in commit order, before its senders are
+    ///     answered (delivery hangs here). Batches are handed on one at a time, so deliveries keep
+    ///     commit order; the writer goes on committing meanwhile.
     ///   - handedOn: when given (a cluster), returns once what `committed` published so far has left
-    ///     this process (the cluster bus); a batch's senders are answered only after it returns, but
-    ///     the writer goes on committing meanwhile.
+    ///     this process (the cluster bus); a batch's senders are answered only after it returns.
     public init(store: any MessageStore & MessageLifecycleStore & UltraGroupStore, clock: any WallClock, maxBatch: Int = 512,
                 committed: @escaping @Sendable ([CommittedMessage]) async -> Void,
                 handedOn: (@Sendable () async -> Void)? = nil) {
@@ -65,7 +68,7 @@ public actor MessageLog {
         self.committed = committed
         self.handedOn = handedOn
         (wakeUps, wakeUp) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        (answers, answer) = AsyncStream.makeStream()
+        (committedBatches, handOn) = AsyncStream.makeStream()
     }
 
     /// Stores the message durably and returns it with its seq, uid and sentTime; for a resend of an
@@ -87,11 +90,12 @@ public actor MessageLog {
     /// messages it wrote after `stopWriting`: committed and answered, and refused by the store
     /// (their senders got the error). Run once (by `MessageLogService`).
     func runWriter() async -> (committed: Int, failed: Int) {
-        // Answers batches in commit order once they are handed on; ends after the last one.
-        let answering = Task { [answers, handedOn] in
-            for await batch in answers {
+        // Delivers batches and answers their senders in commit order; ends after the last one.
+        let answering = Task { [committedBatches, committed, handedOn] in
+            for await batch in committedBatches {
+                await committed(batch.messages)
                 await handedOn?()
-                for (reply, outcome) in batch { reply.resume(returning: outcome) }
+                for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
             }
         }
         for await _ in wakeUps {
@@ -100,7 +104,7 @@ public actor MessageLog {
         // Stopped (or cancelled): no more appends, then what is queued is written.
         accepting = false
         await writeQueued()
-        answer.finish()
+        handOn.finish()
         await answering.value
         return drained
     }
@@ -153,12 +157,7 @@ public actor MessageLog {
                     let key = ConversationOfApp(appId: stored.appId, key: stored.conversationKey)
                     if stored.sentTime > lastSentTime[key] ?? Int64.min { lastSentTime[key] = stored.sentTime }
                 }
-                await committed(zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) })
-                if handedOn == nil {
-                    for (entry, outcome) in zip(batch, outcomes) { entry.reply.resume(returning: outcome) }
-                } else {
-                    answer.yield(zip(batch, outcomes).map { ($0.reply, $1) })
-                }
+                handOn.yield((zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) }, batch.map(\.reply)))
                 if draining { drained.committed += batch.count }
             } catch {
                 // Nothing of this batch is stored; forget cached times that may be ahead of the store.
