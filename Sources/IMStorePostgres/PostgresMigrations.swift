@@ -40,6 +40,11 @@ enum PostgresMigrations {
     ///
     /// A conversation's sentTimes: s'(k) = max(s(k), s'(k-1) + 1) with s'(-1) its newest stored,
     /// which is k + max(newest + 1, max over j <= k of s(j) - j): one window over the batch.
+    ///
+    /// Its statements are planned on every call (`force_custom_plan`): a plan cached while the
+    /// messages table was small, before autovacuum analyzes it, scans the table for each lookup;
+    /// on a new database that made each commit cost more as the table grew (22 ms for 17 messages
+    /// instead of 0.9) and the cluster fell behind until the next ANALYZE.
     static let commitFunction = """
         CREATE FUNCTION imserver_commit_messages(
             p_app_id BIGINT[], p_conv_type BIGINT[], p_conv_key TEXT[], p_target_id TEXT[], p_sender_id TEXT[],
@@ -48,7 +53,9 @@ enum PostgresMigrations {
             p_disable_notification BIGINT[], p_can_include_expansion BIGINT[], p_expansion TEXT[], p_channel_id TEXT[],
             p_include_sender BIGINT[], p_audience TEXT[], p_expansion_times TEXT[], p_mentioned TEXT[])
         RETURNS TABLE (r_ord BIGINT, r_seq BIGINT, r_sent_time BIGINT, r_stored_uid TEXT)
-        LANGUAGE plpgsql VOLATILE AS $fn$
+        LANGUAGE plpgsql VOLATILE
+        SET plan_cache_mode = force_custom_plan
+        AS $fn$
         DECLARE
             top BIGINT;
         BEGIN

@@ -45,7 +45,7 @@ public actor MessageLog {
     /// Messages written since `stopWriting`: committed and answered, or refused by the store (their
     /// senders were told).
     private var drained = (committed: 0, failed: 0)
-    /// Latest sentTime per conversation of each app; bounded, refilled from the store on a miss.
+    /// Latest sentTime per conversation of each app; bounded, refilled from what the store stored.
     private var lastSentTime: [ConversationOfApp: Int64] = [:]
     private struct ConversationOfApp: Hashable {
         let appId: Int64
@@ -148,7 +148,7 @@ public actor MessageLog {
                 var messages: [StoredMessage] = []
                 messages.reserveCapacity(batch.count)
                 for entry in batch {
-                    messages.append(try await stamp(entry.message))
+                    messages.append(stamp(entry.message))
                 }
                 let outcomes = try await store.commit(messages)
                 // The store may have moved a sentTime past one another node committed meanwhile
@@ -168,16 +168,15 @@ public actor MessageLog {
         }
     }
 
-    /// Assigns uid and sentTime.
-    private func stamp(_ message: StoredMessage) async throws -> StoredMessage {
+    /// Assigns uid and sentTime: the clock's time, or 1 ms after the conversation's last stamped
+    /// time when that is not before it (a burst inside one millisecond). A conversation not in the
+    /// cache is not looked up: the store moves a sentTime that is not after its conversation's
+    /// newest past it (a port rule both stores pass), and what it stored refills the cache.
+    private func stamp(_ message: StoredMessage) -> StoredMessage {
         var message = message
         let key = ConversationOfApp(appId: message.appId, key: message.conversationKey)
-        var last = lastSentTime[key]
-        if last == nil {
-            last = try await store.lastSentTime(appId: message.appId, conversationKey: message.conversationKey)
-        }
         let now = clock.nowMilliseconds()
-        message.sentTime = max(now, (last ?? 0) + 1)
+        message.sentTime = max(now, (lastSentTime[key] ?? Int64.min) &+ 1)
         message.uid = uids.next(milliseconds: now)
         if lastSentTime.count >= Self.lastSentTimeCacheLimit { lastSentTime.removeAll(keepingCapacity: true) }
         lastSentTime[key] = message.sentTime
