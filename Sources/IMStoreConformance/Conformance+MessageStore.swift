@@ -81,6 +81,22 @@ extension StoreConformance {
             ])
             #expect(other.allSatisfy { if case .stored = $0 { true } else { false } })
             #expect(try await f.historyUids(privateConversationKey("alice", "bob")).count == 5)
+
+            // A resend between new messages: each outcome in its place, the new ones with
+            // consecutive seqs and increasing times, the resend taking neither.
+            let mixed = try await f.store.commit([
+                f.privateMessage(from: "carol", to: "dave", at: f.now + 50, clientMessageId: "m-1"),
+                f.privateMessage(from: "alice", to: "bob", at: f.now + 60, clientMessageId: "dup-1"),
+                f.privateMessage(from: "carol", to: "dave", at: f.now + 40, clientMessageId: "m-2"),
+            ])
+            try #require(mixed.count == 3)
+            guard case .stored(let before) = mixed[0], case .stored(let after) = mixed[2] else {
+                Issue.record("the new messages are stored: \(mixed)")
+                return
+            }
+            #expect(mixed[1] == .duplicate(first))
+            #expect(after.seq == before.seq + 1)
+            #expect(before.sentTime == f.now + 50 && after.sentTime == f.now + 51)
         }
 
         await check(area, "a repeated client message id inside one commit is stored once") { f in

@@ -160,7 +160,7 @@ extension PostgresStore {
                 delta.tags.append(try await tag(tagId)!)
             case .addConversations(let tagId, let conversations):
                 guard let existing = try await tag(tagId), !existing.removed else { throw StoreRefusal.noSuchTag(tagId: tagId) }
-                for conversation in Self.unique(conversations) {
+                for conversation in conversations.uniqued() {
                     if let current = try await link(tagId: tagId, conversation), !current.removed { continue }
                     try await connection.run("""
                         INSERT INTO conversation_tag_links (app_id, user_id, tag_id, conv_type, target_id, channel_id, is_top, linked_at, removed, version)
@@ -172,7 +172,7 @@ extension PostgresStore {
                     delta.links.append(try await link(tagId: tagId, conversation)!)
                 }
             case .removeConversations(let tagId, let conversations):
-                for conversation in Self.unique(conversations) {
+                for conversation in conversations.uniqued() {
                     if let current = try await link(tagId: tagId, conversation), !current.removed { try await unlink(current) }
                 }
             case .removeTags(let conversation, let tagIds):
@@ -251,12 +251,6 @@ extension PostgresStore {
                 SELECT \(unescaped: PostgresStore.linkColumns) FROM conversation_tag_links
                 WHERE app_id = \(appId) AND user_id = \(userId) AND tag_id = \(tagId) ORDER BY version
                 """, logger).map(PostgresStore.link)
-        }
-
-        /// The conversations once each, in the order given.
-        private static func unique(_ conversations: [ConversationIdentifier]) -> [ConversationIdentifier] {
-            var seen = Set<ConversationIdentifier>()
-            return conversations.filter { seen.insert($0).inserted }
         }
     }
 

@@ -43,7 +43,7 @@ extension PostgresStore {
         guard !userIds.isEmpty else { return }
         _ = try await rows("""
             INSERT INTO users (app_id, user_id, created_at, \(unescaped: column))
-            SELECT \(appId), user_id, \(now), \(value) FROM unnest(\(Self.unique(userIds))::text[]) AS u(user_id)
+            SELECT \(appId), user_id, \(now), \(value) FROM unnest(\(userIds.uniqued())::text[]) AS u(user_id)
             ON CONFLICT (app_id, user_id) DO UPDATE SET \(unescaped: column) = excluded.\(unescaped: column)
             """)
     }
@@ -61,11 +61,6 @@ extension PostgresStore {
                           createdAt: try cells.int(), blockedUntil: try cells.int())
     }
 
-    /// The ids once each, in the order first given: one INSERT may not touch a row twice.
-    static func unique(_ ids: [String]) -> [String] {
-        var seen = Set<String>()
-        return ids.filter { seen.insert($0).inserted }
-    }
 
     // MARK: blacklists and whitelists
 
@@ -207,7 +202,7 @@ extension PostgresStore {
             }
             try await connection.run("""
                 INSERT INTO group_members (app_id, group_id, user_id, joined_at, joined_seq, history_after_seq)
-                SELECT \(appId), \(groupId), user_id, \(now), \(lastSeq), \(historyAfter) FROM unnest(\(Self.unique(userIds))::text[]) AS u(user_id)
+                SELECT \(appId), \(groupId), user_id, \(now), \(lastSeq), \(historyAfter) FROM unnest(\(userIds.uniqued())::text[]) AS u(user_id)
                 ON CONFLICT DO NOTHING
                 """, logger)
         }
@@ -366,7 +361,7 @@ extension PostgresStore {
         guard !userIds.isEmpty else { return }
         _ = try await rows("""
             INSERT INTO group_mutes (app_id, group_id, user_id, since, until)
-            SELECT \(appId), \(groupId ?? ""), user_id, \(now), \(until) FROM unnest(\(Self.unique(userIds))::text[]) AS u(user_id)
+            SELECT \(appId), \(groupId ?? ""), user_id, \(now), \(until) FROM unnest(\(userIds.uniqued())::text[]) AS u(user_id)
             ON CONFLICT (app_id, group_id, user_id) DO UPDATE SET since = excluded.since, until = excluded.until
             """)
     }

@@ -319,9 +319,9 @@ extension PostgresStore {
             if bind {
                 var cells = Cells(try await connection.rows("""
                     SELECT COUNT(*) FROM ultra_group_user_groups
-                    WHERE app_id = \(appId) AND group_id = \(groupId) AND user_group_id = ANY(\(Self.unique(userGroupIds)))
+                    WHERE app_id = \(appId) AND group_id = \(groupId) AND user_group_id = ANY(\(userGroupIds.uniqued()))
                     """, logger)[0])
-                guard try cells.int() == Int64(Self.unique(userGroupIds).count) else { return false }
+                guard try cells.int() == Int64(userGroupIds.uniqued().count) else { return false }
                 try await connection.run("""
                     INSERT INTO ultra_group_channel_bindings (app_id, group_id, channel_id, user_group_id)
                     SELECT \(appId), \(groupId), \(channelId), user_group_id FROM unnest(\(userGroupIds)::text[]) AS u(user_group_id)
@@ -344,7 +344,7 @@ extension PostgresStore {
         if let until {
             _ = try await rows("""
                 INSERT INTO ultra_group_mutes (app_id, group_id, channel_id, user_id, until)
-                SELECT \(appId), \(groupId), \(channelId), user_id, \(until) FROM unnest(\(Self.unique(userIds))::text[]) AS u(user_id)
+                SELECT \(appId), \(groupId), \(channelId), user_id, \(until) FROM unnest(\(userIds.uniqued())::text[]) AS u(user_id)
                 ON CONFLICT (app_id, group_id, channel_id, user_id) DO UPDATE SET until = excluded.until
                 """)
         } else {

@@ -197,7 +197,7 @@ extension SQLiteStore {
                 delta.tags.append(try tag(tagId)!)
             case .addConversations(let tagId, let conversations):
                 guard let existing = try tag(tagId), !existing.removed else { throw StoreRefusal.noSuchTag(tagId: tagId) }
-                for conversation in Self.unique(conversations) {
+                for conversation in conversations.uniqued() {
                     if let current = try link(tagId: tagId, conversation), !current.removed { continue }
                     try db.execute(sql: """
                         INSERT INTO conversation_tag_links (app_id, user_id, tag_id, conv_type, target_id, channel_id, is_top, linked_at, removed, version)
@@ -209,7 +209,7 @@ extension SQLiteStore {
                     delta.links.append(try link(tagId: tagId, conversation)!)
                 }
             case .removeConversations(let tagId, let conversations):
-                for conversation in Self.unique(conversations) {
+                for conversation in conversations.uniqued() {
                     if let current = try link(tagId: tagId, conversation), !current.removed { try unlink(current) }
                 }
             case .removeTags(let conversation, let tagIds):
@@ -286,12 +286,6 @@ extension SQLiteStore {
                 SELECT \(SQLiteStore.linkColumns) FROM conversation_tag_links WHERE app_id = ? AND user_id = ? AND tag_id = ?
                 ORDER BY version
                 """, arguments: [appId, userId, tagId]).map(SQLiteStore.link)
-        }
-
-        /// The conversations once each, in the order given.
-        private static func unique(_ conversations: [ConversationIdentifier]) -> [ConversationIdentifier] {
-            var seen = Set<ConversationIdentifier>()
-            return conversations.filter { seen.insert($0).inserted }
         }
     }
 

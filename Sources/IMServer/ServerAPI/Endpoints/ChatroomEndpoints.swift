@@ -626,8 +626,7 @@ extension ServerAPI {
                 ],
                 response: response) { call in
                 let message = try chatroomMessage(call)
-                var seen = Set<String>()
-                let rooms = call.list("toChatroomId").filter { seen.insert($0).inserted }
+                let rooms = call.list("toChatroomId").uniqued()
                 for id in rooms where !ChatroomID.isValid(id) {
                     throw Self.chatroomParameter("toChatroomId \(TextLength.quoted(id)) is invalid: use \(UserID.rule)")
                 }
@@ -727,8 +726,7 @@ extension ServerAPI {
     }
 
     private func chatroomIds(_ call: APICall, _ name: String) throws -> [String] {
-        var seen = Set<String>()
-        let ids = call.list(name).filter { seen.insert($0).inserted }
+        let ids = call.list(name).uniqued()
         for id in ids where !ChatroomID.isValid(id) {
             throw Self.chatroomParameter("\(name) \(TextLength.quoted(id)) is invalid: use \(UserID.rule)")
         }
@@ -744,8 +742,7 @@ extension ServerAPI {
 
     /// A list of user ids, without repeats, each checked (23412).
     private func userIds(_ call: APICall, _ name: String) throws -> [String] {
-        var seen = Set<String>()
-        let ids = call.list(name).filter { seen.insert($0).inserted }
+        let ids = call.list(name).uniqued()
         for id in ids { _ = try userId(id, name) }
         return ids
     }

@@ -454,8 +454,7 @@ extension ServerAPI {
 
     /// A list of user ids without repeats, checked (24403 for one that is not an id).
     private func ultraGroupUsers(_ call: APICall, _ name: String) throws -> [String] {
-        var seen = Set<String>()
-        let ids = call.list(name).filter { seen.insert($0).inserted }
+        let ids = call.list(name).uniqued()
         if let bad = ids.first(where: { !UserID.isValid($0) }) {
             throw IMError(.ultraGroupParameterInvalid, "\(name) \(TextLength.quoted(bad)) is invalid: use \(UserID.rule)")
         }
@@ -588,8 +587,7 @@ extension ServerAPI {
         let content = Data(call.required("content").utf8)
         var message = try message(call, type: .ultraGroup, content: content, status: false)
         message.channelId = try ultraGroupChannel(call)
-        var seen = Set<String>()
-        let groupIds = call.list("toGroupIds").filter { seen.insert($0).inserted }
+        let groupIds = call.list("toGroupIds").uniqued()
         if let bad = groupIds.first(where: { !UserID.isValid($0) }) {
             throw IMError(.ultraGroupParameterInvalid, "toGroupIds \(TextLength.quoted(bad)) is invalid: use \(UserID.rule)")
         }
