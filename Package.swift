@@ -129,7 +129,7 @@ let package = Package(
         .executableTarget(
             name: "imbench",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -141,10 +141,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Child processes without Foundation's Process (see ChildProcess.swift): tests and imbench.
+        .target(name: "IMProcess", swiftSettings: strict),
         .target(
             name: "IMServerTesting",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMProcess",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -165,7 +167,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMServerTesting", "IMClusterPostgres",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMServerTesting", "IMClusterPostgres", "IMProcess",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMProcess
 import Synchronization
 
 /// The PostgreSQL server the tests of this process use: `IMSERVER_TEST_POSTGRES_URL` (scripts/test.sh
@@ -52,18 +53,13 @@ public enum TestPostgresServer {
 
     /// Runs a program and returns what it printed; throws when it fails.
     static func run(_ program: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw IMError(.databaseError, "\(program) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus)")
+        let process = try ChildProcess(program, arguments, standardOutput: .pipe)
+        let output = ChildProcess.readAll(process.standardOutput!)
+        let ended = process.waitUntilExit()
+        guard ended == .exited(0) else {
+            throw IMError(.databaseError, "\(program) \(arguments.joined(separator: " ")) ended with \(ended)")
         }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
 

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import IMProcess
 import IMServer
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -23,9 +24,9 @@ final class ServerProcess: Sendable {
     let binary: String
     let dataDir: String
     let logPath: String
-    private let process: Process
+    private let process: ChildProcess
 
-    private init(target: ServerTarget, binary: String, dataDir: String, logPath: String, process: Process) {
+    private init(target: ServerTarget, binary: String, dataDir: String, logPath: String, process: ChildProcess) {
         self.target = target
         self.binary = binary
         self.dataDir = dataDir
@@ -46,15 +47,6 @@ final class ServerProcess: Sendable {
         }
         try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
         let logPath = (dataDir as NSString).appendingPathComponent("imserver.log")
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir,
-                             "--app-key", appKey, "--app-secret", appSecret, "--log-level", "warning"] + extraArguments
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
         // Users are created through /user/getToken.json before the load: its per-app rate limit
         // (100 calls/s by default) would make a 19,000-user setup take minutes. Setup, not measured.
         var environment = ProcessInfo.processInfo.environment
@@ -62,8 +54,9 @@ final class ServerProcess: Sendable {
         // Each worker process opens up to 15,000 connections from one loopback address.
         environment["IMSERVER_MAX_CONNECTIONS_PER_ADDRESS"] = "0"
         environment.merge(extraEnvironment) { _, new in new }
-        process.environment = environment
-        try process.run()
+        let process = try ChildProcess(binary, ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir,
+                                                "--app-key", appKey, "--app-secret", appSecret, "--log-level", "warning"] + extraArguments,
+                                       environment: environment, standardOutput: .file(logPath), standardError: .standardOutput)
         let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline {
             let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
@@ -71,11 +64,11 @@ final class ServerProcess: Sendable {
                 let address = line.dropFirst("imserver listening on http://".count).prefix { $0 != " " }
                 guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]) else { break }
                 let target = ServerTarget(host: "127.0.0.1", port: port, appKey: appKey, appSecret: appSecret,
-                                          pid: process.processIdentifier)
+                                          pid: process.pid)
                 return ServerProcess(target: target, binary: binary, dataDir: dataDir, logPath: logPath, process: process)
             }
-            guard process.isRunning else {
-                throw BenchError("imserver exited with status \(process.terminationStatus) before listening:\n\(text)")
+            if let ended = process.termination {
+                throw BenchError("imserver ended (\(ended)) before listening:\n\(text)")
             }
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -87,11 +80,7 @@ final class ServerProcess: Sendable {
     func stop() async {
         guard process.isRunning else { return }
         process.terminate()
-        let deadline = ContinuousClock.now + .seconds(15)
-        while process.isRunning && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if await process.exit(within: .seconds(15)) == nil { process.signal(SIGKILL) }
     }
 
     var isRunning: Bool { process.isRunning }

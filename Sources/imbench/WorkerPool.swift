@@ -1,10 +1,11 @@
 import Foundation
+import IMProcess
 
 /// The worker processes of one run, seen from the coordinator: imbench re-executed as
 /// `imbench worker`, one job each, driven by commands on their stdin.
 final class WorkerPool {
     private struct Handle {
-        var process: Process
+        var process: ChildProcess
         var input: FileHandle
         var events: AsyncStream<String>.AsyncIterator
     }
@@ -28,17 +29,10 @@ final class WorkerPool {
             job.workerIndex = index
             job.clients = bucket
             job.sourceAddresses = sourceAddresses ?? ["127.0.0.\(2 + index)"]
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: currentExecutablePath())
-            process.arguments = ["worker"]
-            let input = Pipe()
-            let output = Pipe()
-            process.standardInput = input
-            process.standardOutput = output
-            process.standardError = FileHandle.standardError
-            try process.run()
-            let events = LineReader.lines(fileDescriptor: output.fileHandleForReading.fileDescriptor).makeAsyncIterator()
-            let handle = Handle(process: process, input: input.fileHandleForWriting, events: events)
+            let process = try ChildProcess(currentExecutablePath(), ["worker"], standardInput: .pipe, standardOutput: .pipe)
+            let events = LineReader.lines(fileDescriptor: process.standardOutput!).makeAsyncIterator()
+            let handle = Handle(process: process, input: FileHandle(fileDescriptor: process.standardInput!, closeOnDealloc: false),
+                                events: events)
             handle.input.write(JSONLines.encode(job))
             workers.append(handle)
         }
@@ -47,11 +41,11 @@ final class WorkerPool {
     var count: Int { workers.count }
 
     /// Worker process ids, to sample their CPU.
-    var pids: [Int32] { workers.map { $0.process.processIdentifier } }
+    var pids: [Int32] { workers.map { $0.process.pid } }
 
     private func next(_ index: Int) async throws -> WorkerEvent {
         guard let line = await workers[index].events.next() else {
-            throw BenchError("worker \(index) exited (status \(workers[index].process.isRunning ? 0 : workers[index].process.terminationStatus))")
+            throw BenchError("worker \(index) ended (\(workers[index].process.termination.map { "\($0)" } ?? "its output closed"))")
         }
         let event = try JSONLines.decode(WorkerEvent.self, Substring(line))
         if case .failed(let reason) = event { throw BenchError("worker \(index) failed: \(reason)") }
@@ -104,10 +98,7 @@ final class WorkerPool {
         send(.exit)
         let deadline = ContinuousClock.now + .seconds(20)
         for worker in workers {
-            while worker.process.isRunning && ContinuousClock.now < deadline {
-                try? await Task.sleep(for: .milliseconds(20))
-            }
-            if worker.process.isRunning { worker.process.terminate() }
+            if await worker.process.exit(within: deadline - ContinuousClock.now) == nil { worker.process.terminate() }
         }
     }
 }

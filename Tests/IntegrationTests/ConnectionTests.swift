@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 @testable import IMLib
+import IMProcess
 import IMServer
 import IMStore
 import IMServerTesting
@@ -112,22 +113,13 @@ struct ConnectionTests {
         let demo = ChildServer.binaryURL().deletingLastPathComponent().appendingPathComponent("imlib-demo")
         let claims = ConnectTokenClaims(appKey: "k", userId: "u1", issuedAt: 0, nonce: "n")
         let token = Base64URL.encode(try JSONEncoder().encode(claims)) + ".AA"
-        let process = Process()
-        process.executableURL = demo
-        process.arguments = ["send", "--server", "http://127.0.0.1:9", "--app-key", "k", "--token", token, "--time-limit", "1",
-                             "--to", "u2", "hello"]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
         let started = ContinuousClock.now
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
+        let process = try ChildProcess(demo.path, ["send", "--server", "http://127.0.0.1:9", "--app-key", "k", "--token", token,
+                                                   "--time-limit", "1", "--to", "u2", "hello"],
+                                       standardOutput: .null, standardError: .pipe)
+        let status = await process.exit().status
         let elapsed = ContinuousClock.now - started
-        var output = [UInt8]()
-        while let chunk = ChildServer.readChunk(errors.fileHandleForReading.fileDescriptor), !chunk.isEmpty { output += chunk }
-        let text = String(decoding: output, as: UTF8.self)
+        let text = String(decoding: ChildProcess.readAll(process.standardError!), as: UTF8.self)
         #expect(status != 0)
         #expect(text.contains("34006"), "\(text)")
         #expect(elapsed >= .milliseconds(900), "the process gave up after \(elapsed), before the limit")

@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 import IMLib
+import IMProcess
 import IMServer
 import IMStore
 import Synchronization
@@ -95,7 +96,7 @@ struct CrashRecoveryTests {
 
 /// An `imserver` executable started as a child process.
 final class ChildServer: Sendable {
-    let process: Process
+    let process: ChildProcess
     let baseURL: String
 
     /// - Parameters:
@@ -107,27 +108,17 @@ final class ChildServer: Sendable {
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw IMError(.serverUnavailable, "imserver binary not found at \(binary.path): run `swift build` before the tests")
         }
-        let process = Process()
-        process.executableURL = binary
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir.path,
-                             "--app-key", appKey, "--app-secret", appSecret, "--client-sends-per-second", "100000",
-                             "--log-level", logLevel]
-        let output = Pipe()
-        process.standardOutput = output
-        if let logFile {
-            _ = FileManager.default.createFile(atPath: logFile.path, contents: nil)
-            process.standardError = try FileHandle(forWritingTo: logFile)
-        } else {
-            process.standardError = FileHandle.nullDevice
-        }
-        try process.run()
+        let process = try ChildProcess(binary.path, ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir.path,
+                                                     "--app-key", appKey, "--app-secret", appSecret, "--client-sends-per-second", "100000",
+                                                     "--log-level", logLevel],
+                                       environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                       standardOutput: .pipe, standardError: logFile.map { .file($0.path) } ?? .null)
         self.process = process
         // Read stdout until the server says where it listens.
         var text = ""
-        let descriptor = output.fileHandleForReading.fileDescriptor
+        let descriptor = process.standardOutput!
         while !text.contains("\n") {
-            guard let chunk = ChildServer.readChunk(descriptor), !chunk.isEmpty else { break }
+            guard let chunk = ChildProcess.readChunk(descriptor), !chunk.isEmpty else { break }
             text += String(decoding: chunk, as: UTF8.self)
         }
         guard let range = text.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression) else {
@@ -138,37 +129,18 @@ final class ChildServer: Sendable {
     }
 
     func kill() {
-        if process.isRunning {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        process.signal(SIGKILL)
+        process.waitUntilExit()
     }
 
     /// Sends SIGTERM: the server shuts down gracefully.
     func terminate() {
-        Foundation.kill(process.processIdentifier, SIGTERM)
+        process.terminate()
     }
 
     /// The exit status once the process has exited, or nil if it is still running after `limit`.
     func exitStatus(within limit: Duration) async -> Int32? {
-        let deadline = ContinuousClock.now + limit
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else { return nil }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
-    }
-
-    /// One `read(2)` from a pipe, retried when a signal interrupts it (another test's child
-    /// process exiting sends SIGCHLD). Foundation's `availableData` stops the process on EINTR.
-    /// Returns nil on a read error, an empty array at end of file.
-    static func readChunk(_ descriptor: Int32) -> [UInt8]? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count >= 0 { return Array(buffer.prefix(count)) }
-            if errno != EINTR { return nil }
-        }
+        await process.exit(within: limit)?.status
     }
 
     static func binaryURL() -> URL {

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMProcess
 import IMServerTesting
 import IMStorePostgres
 import Logging
@@ -30,27 +31,23 @@ struct PostgresServeTests {
             #expect(created.status == 0 && created.output.contains("app key: pgkey\napp secret: pgsecret"), "\(created.output)")
 
             // serve, given the database by its variable; the banner names it, without a password.
-            let process = Process()
-            process.executableURL = ChildServer.binaryURL()
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("IMSERVER_") }
-                .merging(["IMSERVER_DATABASE_URL": url]) { $1 }
-            process.arguments = ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir.path, "--app-key", "devkey",
-                                 "--app-secret", "devsecret", "--log-level", "error"]
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try ChildProcess(ChildServer.binaryURL().path,
+                                           ["serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", dataDir.path, "--app-key", "devkey",
+                                            "--app-secret", "devsecret", "--log-level", "error"],
+                                           environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("IMSERVER_") }
+                                               .merging(["IMSERVER_DATABASE_URL": url]) { $1 },
+                                           standardOutput: .pipe, standardError: .null)
             var text = ""
-            let descriptor = output.fileHandleForReading.fileDescriptor
+            let descriptor = process.standardOutput!
             while !text.contains("app secret:") {
-                guard let chunk = ChildServer.readChunk(descriptor), !chunk.isEmpty else { break }
+                guard let chunk = ChildProcess.readChunk(descriptor), !chunk.isEmpty else { break }
                 text += String(decoding: chunk, as: UTF8.self)
             }
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
+            process.terminate()
+            let ended = process.waitUntilExit()
             #expect(text.contains("database: \(database)  (cluster node "), "\(text)")
             #expect(text.contains("app key: devkey"), "\(text)")
-            #expect(process.terminationReason == .exit && process.terminationStatus == 0, "a graceful shutdown closes the pool and exits 0")
+            #expect(ended == .exited(0), "a graceful shutdown closes the pool and exits 0")
             #expect(!FileManager.default.fileExists(atPath: dataDir.appendingPathComponent("imserver.sqlite").path),
                     "no embedded database beside PostgreSQL")
 

@@ -1,6 +1,7 @@
 import Foundation
 import IMCore
 import IMLib
+import IMProcess
 import IMServer
 import IMStore
 import IMServerTesting
@@ -29,23 +30,13 @@ struct PythonSDKTests {
         // The scripts print one JSON line on stdout; unittest's report and tracebacks go to stderr.
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("py-\(UUID().uuidString).out")
         let errors = FileManager.default.temporaryDirectory.appendingPathComponent("py-\(UUID().uuidString).err")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
         defer {
             try? FileManager.default.removeItem(at: output)
             try? FileManager.default.removeItem(at: errors)
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try python())
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        if let directory { process.currentDirectoryURL = directory }
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = try FileHandle(forWritingTo: errors)
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
+        let process = try ChildProcess(try python(), arguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                       directory: directory?.path, standardOutput: .file(output.path), standardError: .file(errors.path))
+        let status = await process.exit().status
         let text = String(decoding: try Data(contentsOf: output), as: UTF8.self)
         if status != 0 {
             Issue.record("python exited with \(status): \(String(decoding: try Data(contentsOf: errors), as: UTF8.self).suffix(2000))")

@@ -37,7 +37,6 @@ struct ServerAPIMessageTests {
 
             let carol = server.client()
             let carolInbox = EventRecorder(carol.receivedMessages())
-            let carolRecalls = EventRecorder(carol.recalledMessages())
             _ = try await carol.connect(token: try await server.token("carol"))
             let offline = try #require(await carolInbox.wait(for: 1).first)
             #expect(offline.offline && offline.message.senderUserId == "ann")
@@ -122,7 +121,6 @@ struct ServerAPIMessageTests {
                                           form: ["fromUserId": "ann", "toUserId": "carol", "objectName": "RC:TxtMsg", "content": #"{"content":"stored"}"#])
             let carol = server.client()
             let carolInbox = EventRecorder(carol.receivedMessages())
-            let carolRecalls = EventRecorder(carol.recalledMessages())
             _ = try await carol.connect(token: try await server.token("carol"))
             #expect(await carolInbox.wait(for: 1).map(\.message.objectName) == ["RC:TxtMsg"], "the earlier status message was not kept for her")
             await bob.disconnect(); await carol.disconnect()
@@ -151,7 +149,6 @@ struct ServerAPIMessageTests {
             // A user who was offline gets it at the next connect.
             let carol = server.client()
             let carolInbox = EventRecorder(carol.receivedMessages())
-            let carolRecalls = EventRecorder(carol.recalledMessages())
             _ = try await carol.connect(token: try await server.token("carol"))
             #expect(await carolInbox.wait(for: 1).first?.message.messageUId == first["messageUID"] as? String)
             let conversations = try await carol.getConversationList(types: [.system])

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMProcess
 import IMServer
 import IMStore
 import IMStoreSQLite
@@ -416,21 +417,15 @@ struct ServerConfigTests {
 
     /// Runs the built imserver with `arguments` and no IMSERVER_* variables; its output and status.
     static func run(_ arguments: [String]) throws -> (output: String, status: Int32) {
-        let process = Process()
-        process.executableURL = ChildServer.binaryURL()
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("IMSERVER_") }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(ChildServer.binaryURL().path, arguments,
+                                       environment: ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("IMSERVER_") },
+                                       standardOutput: .pipe, standardError: .standardOutput)
         // A server that started after all is stopped, and the test fails on its output.
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
+        let watchdog = DispatchWorkItem { process.terminate() }
         DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: watchdog)
         defer { watchdog.cancel() }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (String(decoding: data, as: UTF8.self), process.terminationStatus)
+        let output = ChildProcess.readAll(process.standardOutput!)
+        let status = process.waitUntilExit().status
+        return (String(decoding: output, as: UTF8.self), status)
     }
 }
