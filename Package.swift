@@ -45,7 +45,7 @@ let package = Package(
         .target(
             name: "IMServer",
             dependencies: [
-                "IMCore", "IMWire", "IMStore",
+                "IMCore", "IMPush", "IMWire", "IMStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
@@ -141,6 +141,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Push providers: APNs, FCM and webhooks (IMServer/Push decides who gets what).
+        .target(name: "IMPush", swiftSettings: strict),
         // Child processes without Foundation's Process (see ChildProcess.swift): tests and imbench.
         .target(name: "IMProcess", swiftSettings: strict),
         .target(
