@@ -120,6 +120,10 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// 「批量处理指定标签的会话个数超限」: at most 1000 conversations per batch tag call.
     public static let tagConversationsExceeded = ErrorCode(34013)
     public static let messageTypeNotRegistered = ErrorCode(34021)
+    /// 「Push 参数不正确」: a message's push config has a field out of its rules (spec/system-push-ultra.md §2.5).
+    public static let invalidPushParameter = ErrorCode(26001)
+    /// 「用户级别功能设置未开通」: the app has not enabled user-level settings (the push profile, §2.4).
+    public static let userSettingsNotEnabled = ErrorCode(34016)
     /// 「系统会话不支持发送该消息」 (RongCloud's `RC_CONVERSATION_NOT_SUPPORT_MESSAGE`, SDK 5.6.2 and
     /// later): a client sending into a system conversation, which users cannot reply to.
     public static let systemConversationNotWritable = ErrorCode(20109)

@@ -51,6 +51,8 @@ public struct StoredMessage: Sendable, Equatable, Codable {
     /// Who an ultra group message mentions (its content's `mentionedInfo`), kept so that mention
     /// counts are computed by the store. Messages read back from a store need not carry it.
     public var mentions: MentionedInfo?
+    /// RongCloud's MessagePushConfig as JSON (IMCore.MessagePushConfig); empty when none was given.
+    public var pushConfig: Data = Data()
 
     public init(
         seq: UInt64 = 0, appId: Int64, conversationType: ConversationType, conversationKey: String,
@@ -107,7 +109,7 @@ extension StoredMessage {
         case objectName = "o", content = "c", binaryContent = "cb", uid = "u", sentTime = "st", flags = "fl"
         case clientMessageId = "cm", pushContent = "pc", pushData = "pd", disableNotification = "dn"
         case canIncludeExpansion = "ce", expansion = "ex", channelId = "ch", includeSender = "is"
-        case directedUserIds = "du", receiptRequested = "rr", mentions = "m"
+        case directedUserIds = "du", receiptRequested = "rr", mentions = "m", pushConfig = "pf"
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -138,6 +140,7 @@ extension StoredMessage {
         if !directedUserIds.isEmpty { try c.encode(directedUserIds, forKey: .directedUserIds) }
         if receiptRequested { try c.encode(true, forKey: .receiptRequested) }
         try c.encodeIfPresent(mentions, forKey: .mentions)
+        if !pushConfig.isEmpty { try c.encode(String(decoding: pushConfig, as: UTF8.self), forKey: .pushConfig) }
     }
 
     public init(from decoder: any Decoder) throws {
@@ -174,6 +177,7 @@ extension StoredMessage {
                   directedUserIds: try c.decodeIfPresent([String].self, forKey: .directedUserIds) ?? [],
                   receiptRequested: try c.decodeIfPresent(Bool.self, forKey: .receiptRequested) ?? false)
         mentions = try c.decodeIfPresent(MentionedInfo.self, forKey: .mentions)
+        pushConfig = Data((try c.decodeIfPresent(String.self, forKey: .pushConfig) ?? "").utf8)
     }
 }
 

@@ -25,4 +25,6 @@ public enum StoreRefusal: Error, Equatable, Sendable {
     case tooManyChannels(groupId: String, count: Int, limit: Int)
     case tooManyUserGroups(groupId: String, count: Int, limit: Int)
     case userGroupTooLarge(userGroupId: String, count: Int, limit: Int)
+    // Push.
+    case tooManyPushTemplates(limit: Int)
 }

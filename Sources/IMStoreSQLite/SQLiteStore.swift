@@ -191,6 +191,10 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v10-unambiguous-conversation-keys") { db in
             try Self.migrateConversationKeys(db)
         }
+        migrator.registerMigration("v11-push") { db in
+            try db.execute(sql: "ALTER TABLE messages ADD COLUMN push_config BLOB NOT NULL DEFAULT x''")
+            try Self.createPushTables(db)
+        }
         return migrator
     }
 
@@ -220,7 +224,7 @@ public final class SQLiteStore: IMStore {
     static let columns = """
         seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid, sent_time, flags,
         client_msg_id, push_content, push_data, disable_notification, can_include_expansion, expansion, channel_id,
-        include_sender, audience, receipt_requested
+        include_sender, audience, receipt_requested, push_config
         """
 
     /// Stores the new messages in order, each with the next seq. A message whose sentTime is not
@@ -232,8 +236,9 @@ public final class SQLiteStore: IMStore {
             let insert = try db.cachedStatement(sql: """
                 INSERT INTO messages (app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid,
                     sent_time, flags, in_history, client_msg_id, push_content, push_data, disable_notification,
-                    can_include_expansion, expansion, channel_id, include_sender, audience, expansion_times, mentioned)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    can_include_expansion, expansion, channel_id, include_sender, audience, expansion_times, mentioned,
+                    push_config)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             let existing = try db.cachedStatement(sql: """
                 SELECT \(Self.columns) FROM messages WHERE app_id = ? AND sender_id = ? AND client_msg_id = ?
@@ -262,7 +267,7 @@ public final class SQLiteStore: IMStore {
                     message.flags.rawValue, message.isInHistory, message.clientMessageId, message.pushContent,
                     message.pushData, message.disableNotification, message.canIncludeExpansion, expansion,
                     message.channelId, message.includeSender, Self.audience(message.directedUserIds), expansionTimes,
-                    Self.mentioned(message.mentions),
+                    Self.mentioned(message.mentions), message.pushConfig,
                 ])
                 message.seq = UInt64(db.lastInsertedRowID)
                 outcomes.append(.stored(message))
@@ -576,7 +581,7 @@ public final class SQLiteStore: IMStore {
         let type: Int = row[2]
         let flags: Int64 = row[10]
         let audience: String? = row[19]
-        return StoredMessage(
+        var message = StoredMessage(
             seq: UInt64(seq), appId: row[1], conversationType: ConversationType(rawValue: type) ?? .private,
             conversationKey: row[3], targetId: row[4], senderId: row[5],
             objectName: row[6], content: row[7], uid: row[8], sentTime: row[9],
@@ -586,5 +591,7 @@ public final class SQLiteStore: IMStore {
             expansion: expansion, channelId: row[17], includeSender: row[18],
             directedUserIds: audience.map { $0.split(separator: "\n").map(String.init) } ?? [],
             receiptRequested: row[20])
+        message.pushConfig = row[21]
+        return message
     }
 }

@@ -88,6 +88,15 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// ModifyMessageRequest -> Message: replace the content of one's own ultra group message.
   case modifyMessage // = 17
 
+  /// 25-27: push notifications (the device's token and the user's push profile).
+  case setPushToken // = 25
+
+  /// empty -> PushProfile (34016 when the app has not enabled user-level settings)
+  case getPushProfile // = 26
+
+  /// SetPushProfileRequest -> PushProfile
+  case setPushProfile // = 27
+
   /// 30-39: conversation state (do-not-disturb, quiet hours, pin, tags) kept by the server. Every
   /// change is answered with a ConversationStateDelta holding the rows it changed; the user's other
   /// sessions are sent CONVERSATION_STATE_CHANGED and pull with CONVERSATION_STATE_SYNC.
@@ -184,6 +193,9 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 20: self = .message
     case 21: self = .kicked
     case 22: self = .readReceipts
+    case 25: self = .setPushToken
+    case 26: self = .getPushProfile
+    case 27: self = .setPushProfile
     case 30: self = .conversationStateSync
     case 31: self = .setConversationNotification
     case 32: self = .setConversationTop
@@ -230,6 +242,9 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .message: return 20
     case .kicked: return 21
     case .readReceipts: return 22
+    case .setPushToken: return 25
+    case .getPushProfile: return 26
+    case .setPushProfile: return 27
     case .conversationStateSync: return 30
     case .setConversationNotification: return 31
     case .setConversationTop: return 32
@@ -273,6 +288,9 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .ultraGroupSummary,
     .ultraGroupRead,
     .modifyMessage,
+    .setPushToken,
+    .getPushProfile,
+    .setPushProfile,
     .conversationStateSync,
     .setConversationNotification,
     .setConversationTop,
@@ -726,6 +744,12 @@ public nonisolated struct Im_Message: @unchecked Sendable {
     set {_uniqueStorage()._receiptRequested = newValue}
   }
 
+  /// RongCloud's MessagePushConfig as JSON (IMCore.MessagePushConfig); empty when none was given.
+  public var pushConfig: Data {
+    get {_storage._pushConfig}
+    set {_uniqueStorage()._pushConfig = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -764,6 +788,9 @@ public nonisolated struct Im_SendMessageRequest: Sendable {
 
   /// A directional group message: only these members (and the sender's devices) receive it.
   public var directedUserIds: [String] = []
+
+  /// RongCloud's MessagePushConfig as JSON (IMCore.MessagePushConfig); 26001 when a field breaks its rule.
+  public var pushConfig: Data = Data()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -1933,12 +1960,72 @@ public nonisolated struct Im_UltraGroupEvent: Sendable {
   public init() {}
 }
 
+public nonisolated struct Im_SetPushTokenRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// IMCore.PushTokenKind: "apns", "apns_voip", "fcm" or "webhook".
+  public var kind: String = String()
+
+  /// The token (or the webhook's URL); empty removes this device's token of that kind.
+  public var token: String = String()
+
+  /// For APNs: "production" or "sandbox" (a development build's token works only with the sandbox).
+  public var environment: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// RongCloud's RCPushProfile: the user's push language, whether pushes show the message, and
+/// whether the phone gets pushes while the user is online on Web/PC.
+public nonisolated struct Im_PushProfile: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var language: String = String()
+
+  public var showContent: Bool = false
+
+  public var receiveWhileWebOnline: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_SetPushProfileRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// Each field is changed only when its has_ flag is set.
+  public var hasLanguage_p: Bool = false
+
+  public var language: String = String()
+
+  public var hasShowContent_p: Bool = false
+
+  public var showContent: Bool = false
+
+  public var hasReceiveWhileWebOnline_p: Bool = false
+
+  public var receiveWhileWebOnline: Bool = false
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "im"
 
 nonisolated extension Im_Op: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{1}ULTRA_GROUP_SUMMARY\0\u{1}ULTRA_GROUP_READ\0\u{1}MODIFY_MESSAGE\0\u{2}\u{3}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{2}\u{8}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0\u{1}MESSAGE_MODIFIED\0\u{1}ULTRA_GROUP_EVENT\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{1}ULTRA_GROUP_SUMMARY\0\u{1}ULTRA_GROUP_READ\0\u{1}MODIFY_MESSAGE\0\u{2}\u{3}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{2}\u{3}SET_PUSH_TOKEN\0\u{1}GET_PUSH_PROFILE\0\u{1}SET_PUSH_PROFILE\0\u{2}\u{3}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0\u{1}MESSAGE_MODIFIED\0\u{1}ULTRA_GROUP_EVENT\0")
 }
 
 nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
@@ -2135,7 +2222,7 @@ nonisolated extension Im_Pong: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
 
 nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}sender_user_id\0\u{3}object_name\0\u{1}content\0\u{3}message_uid\0\u{3}sent_time\0\u{1}seq\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}receipt_requested\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}sender_user_id\0\u{3}object_name\0\u{1}content\0\u{3}message_uid\0\u{3}sent_time\0\u{1}seq\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}receipt_requested\0\u{3}push_config\0")
 
   fileprivate class _StorageClass {
     var _conversationType: Int32 = 0
@@ -2155,6 +2242,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
     var _expansion: Dictionary<String,String> = [:]
     var _channelID: String = String()
     var _receiptRequested: Bool = false
+    var _pushConfig: Data = Data()
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2182,6 +2270,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
       _expansion = source._expansion
       _channelID = source._channelID
       _receiptRequested = source._receiptRequested
+      _pushConfig = source._pushConfig
     }
   }
 
@@ -2217,6 +2306,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
         case 15: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: &_storage._expansion) }()
         case 16: try { try decoder.decodeSingularStringField(value: &_storage._channelID) }()
         case 17: try { try decoder.decodeSingularBoolField(value: &_storage._receiptRequested) }()
+        case 18: try { try decoder.decodeSingularBytesField(value: &_storage._pushConfig) }()
         default: break
         }
       }
@@ -2276,6 +2366,9 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
       if _storage._receiptRequested != false {
         try visitor.visitSingularBoolField(value: _storage._receiptRequested, fieldNumber: 17)
       }
+      if !_storage._pushConfig.isEmpty {
+        try visitor.visitSingularBytesField(value: _storage._pushConfig, fieldNumber: 18)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2302,6 +2395,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
         if _storage._expansion != rhs_storage._expansion {return false}
         if _storage._channelID != rhs_storage._channelID {return false}
         if _storage._receiptRequested != rhs_storage._receiptRequested {return false}
+        if _storage._pushConfig != rhs_storage._pushConfig {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -2313,7 +2407,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
 
 nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SendMessageRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}object_name\0\u{1}content\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}directed_user_ids\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}object_name\0\u{1}content\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}directed_user_ids\0\u{3}push_config\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2334,6 +2428,7 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
       case 11: try { try decoder.decodeMapField(fieldType: SwiftProtobuf._ProtobufMap<SwiftProtobuf.ProtobufString,SwiftProtobuf.ProtobufString>.self, value: &self.expansion) }()
       case 12: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
       case 13: try { try decoder.decodeRepeatedStringField(value: &self.directedUserIds) }()
+      case 14: try { try decoder.decodeSingularBytesField(value: &self.pushConfig) }()
       default: break
       }
     }
@@ -2379,6 +2474,9 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
     if !self.directedUserIds.isEmpty {
       try visitor.visitRepeatedStringField(value: self.directedUserIds, fieldNumber: 13)
     }
+    if !self.pushConfig.isEmpty {
+      try visitor.visitSingularBytesField(value: self.pushConfig, fieldNumber: 14)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2396,6 +2494,7 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
     if lhs.expansion != rhs.expansion {return false}
     if lhs.channelID != rhs.channelID {return false}
     if lhs.directedUserIds != rhs.directedUserIds {return false}
+    if lhs.pushConfig != rhs.pushConfig {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }
@@ -4777,6 +4876,141 @@ nonisolated extension Im_UltraGroupEvent: SwiftProtobuf.Message, SwiftProtobuf._
     if lhs.userGroupIds != rhs.userGroupIds {return false}
     if lhs.readTime != rhs.readTime {return false}
     if lhs.time != rhs.time {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_SetPushTokenRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetPushTokenRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}kind\0\u{1}token\0\u{1}environment\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.kind) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.environment) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.kind.isEmpty {
+      try visitor.visitSingularStringField(value: self.kind, fieldNumber: 1)
+    }
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 2)
+    }
+    if !self.environment.isEmpty {
+      try visitor.visitSingularStringField(value: self.environment, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_SetPushTokenRequest, rhs: Im_SetPushTokenRequest) -> Bool {
+    if lhs.kind != rhs.kind {return false}
+    if lhs.token != rhs.token {return false}
+    if lhs.environment != rhs.environment {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_PushProfile: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".PushProfile"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}language\0\u{3}show_content\0\u{3}receive_while_web_online\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.language) }()
+      case 2: try { try decoder.decodeSingularBoolField(value: &self.showContent) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.receiveWhileWebOnline) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.language.isEmpty {
+      try visitor.visitSingularStringField(value: self.language, fieldNumber: 1)
+    }
+    if self.showContent != false {
+      try visitor.visitSingularBoolField(value: self.showContent, fieldNumber: 2)
+    }
+    if self.receiveWhileWebOnline != false {
+      try visitor.visitSingularBoolField(value: self.receiveWhileWebOnline, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_PushProfile, rhs: Im_PushProfile) -> Bool {
+    if lhs.language != rhs.language {return false}
+    if lhs.showContent != rhs.showContent {return false}
+    if lhs.receiveWhileWebOnline != rhs.receiveWhileWebOnline {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_SetPushProfileRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".SetPushProfileRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}has_language\0\u{1}language\0\u{3}has_show_content\0\u{3}show_content\0\u{3}has_receive_while_web_online\0\u{3}receive_while_web_online\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularBoolField(value: &self.hasLanguage_p) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.language) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.hasShowContent_p) }()
+      case 4: try { try decoder.decodeSingularBoolField(value: &self.showContent) }()
+      case 5: try { try decoder.decodeSingularBoolField(value: &self.hasReceiveWhileWebOnline_p) }()
+      case 6: try { try decoder.decodeSingularBoolField(value: &self.receiveWhileWebOnline) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.hasLanguage_p != false {
+      try visitor.visitSingularBoolField(value: self.hasLanguage_p, fieldNumber: 1)
+    }
+    if !self.language.isEmpty {
+      try visitor.visitSingularStringField(value: self.language, fieldNumber: 2)
+    }
+    if self.hasShowContent_p != false {
+      try visitor.visitSingularBoolField(value: self.hasShowContent_p, fieldNumber: 3)
+    }
+    if self.showContent != false {
+      try visitor.visitSingularBoolField(value: self.showContent, fieldNumber: 4)
+    }
+    if self.hasReceiveWhileWebOnline_p != false {
+      try visitor.visitSingularBoolField(value: self.hasReceiveWhileWebOnline_p, fieldNumber: 5)
+    }
+    if self.receiveWhileWebOnline != false {
+      try visitor.visitSingularBoolField(value: self.receiveWhileWebOnline, fieldNumber: 6)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_SetPushProfileRequest, rhs: Im_SetPushProfileRequest) -> Bool {
+    if lhs.hasLanguage_p != rhs.hasLanguage_p {return false}
+    if lhs.language != rhs.language {return false}
+    if lhs.hasShowContent_p != rhs.hasShowContent_p {return false}
+    if lhs.showContent != rhs.showContent {return false}
+    if lhs.hasReceiveWhileWebOnline_p != rhs.hasReceiveWhileWebOnline_p {return false}
+    if lhs.receiveWhileWebOnline != rhs.receiveWhileWebOnline {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

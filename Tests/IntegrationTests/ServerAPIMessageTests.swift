@@ -149,6 +149,7 @@ struct ServerAPIMessageTests {
             // A user who was offline gets it at the next connect.
             let carol = server.client()
             let carolInbox = EventRecorder(carol.receivedMessages())
+            let carolRecalls = EventRecorder(carol.recalledMessages())
             _ = try await carol.connect(token: try await server.token("carol"))
             #expect(await carolInbox.wait(for: 1).first?.message.messageUId == first["messageUID"] as? String)
             let conversations = try await carol.getConversationList(types: [.system])

@@ -33,6 +33,8 @@ extension IMError {
             self.init(.ultraGroupMembersExceeded, "ultra group \(groupId) would have \(count) user groups; it can have \(limit): delete some with /ultragroup/usergroup/del.json first")
         case .userGroupTooLarge(let userGroupId, let count, let limit):
             self.init(.ultraGroupMembersExceeded, "user group \(userGroupId) would have \(count) members; a user group holds at most \(limit)")
+        case .tooManyPushTemplates(let limit):
+            self.init(.apiBadParameter, "an app has at most \(limit) push templates: delete one with /push/template/delete.json first")
         }
     }
 }

@@ -24,6 +24,7 @@ extension StoredMessage {
         message.expansion = expansion
         message.channelID = channelId
         message.receiptRequested = receiptRequested
+        message.pushConfig = pushConfig
         return message
     }
 
