@@ -131,9 +131,9 @@ public final class PostgresClusterTransport: ClusterTransport {
                 try await connection.query("DELETE FROM cluster_sessions WHERE session_id = ANY(\(ids))", logger: logger)
             }
             try await connection.query("""
-                INSERT INTO cluster_sessions (session_id, node_id, app_id, user_id, login_class, platform, connected_at)
+                INSERT INTO cluster_sessions (session_id, node_id, app_id, user_id, login_class, platform, connected_at, device_id)
                 VALUES (\(session.sessionId), \(nodeId), \(session.appId), \(session.userId), \(session.loginClass),
-                        \(session.platform), \(session.connectedAt))
+                        \(session.platform), \(session.connectedAt), \(session.deviceId))
                 ON CONFLICT (session_id) DO NOTHING
                 """, logger: logger)
             return .registered(displaced: others)
@@ -216,6 +216,21 @@ public final class PostgresClusterTransport: ClusterTransport {
         return false
     }
 
+    public func sessions(appId: Int64, userIds: [String]) async throws -> [PresenceEntry] {
+        guard !userIds.isEmpty else { return [] }
+        let rows = try await client.query("""
+            SELECT node_id, session_id, user_id, login_class, platform, connected_at, device_id FROM cluster_sessions
+            WHERE app_id = \(appId) AND user_id = ANY(\(userIds))
+            """, logger: logger)
+        var entries: [PresenceEntry] = []
+        for try await (node, id, user, loginClass, platform, connectedAt, device)
+            in rows.decode((String, String, String, String, Int, Int64, String).self) {
+            entries.append(PresenceEntry(nodeId: node, sessionId: id, appId: appId, userId: user, loginClass: loginClass,
+                                         platform: platform, connectedAt: connectedAt, deviceId: device))
+        }
+        return entries
+    }
+
     // MARK: running
 
     public func run() async throws {
@@ -254,6 +269,7 @@ public final class PostgresClusterTransport: ClusterTransport {
                     session_id TEXT PRIMARY KEY, node_id TEXT NOT NULL, app_id BIGINT NOT NULL, user_id TEXT NOT NULL,
                     login_class TEXT NOT NULL, platform INTEGER NOT NULL, connected_at BIGINT NOT NULL)
                 """, logger: logger)
+            try await connection.query("ALTER TABLE cluster_sessions ADD COLUMN IF NOT EXISTS device_id TEXT NOT NULL DEFAULT ''", logger: logger)
             try await connection.query("CREATE INDEX IF NOT EXISTS cluster_sessions_by_user ON cluster_sessions (app_id, user_id)", logger: logger)
             try await connection.query("CREATE INDEX IF NOT EXISTS cluster_sessions_by_node ON cluster_sessions (node_id)", logger: logger)
             try await connection.query("""
@@ -369,9 +385,9 @@ public final class PostgresClusterTransport: ClusterTransport {
             """, logger: logger)
         for session in outbox.withLock({ Array($0.openSessions.values) }) {
             try await client.query("""
-                INSERT INTO cluster_sessions (session_id, node_id, app_id, user_id, login_class, platform, connected_at)
+                INSERT INTO cluster_sessions (session_id, node_id, app_id, user_id, login_class, platform, connected_at, device_id)
                 VALUES (\(session.sessionId), \(nodeId), \(session.appId), \(session.userId), \(session.loginClass),
-                        \(session.platform), \(session.connectedAt))
+                        \(session.platform), \(session.connectedAt), \(session.deviceId))
                 ON CONFLICT (session_id) DO NOTHING
                 """, logger: logger)
         }

@@ -426,6 +426,7 @@ final class BusProbe: ClusterTransport {
     }
     func sessionClosed(id: String) { base.sessionClosed(id: id) }
     func isOnline(appId: Int64, userId: String) async throws -> Bool { try await base.isOnline(appId: appId, userId: userId) }
+    func sessions(appId: Int64, userIds: [String]) async throws -> [PresenceEntry] { try await base.sessions(appId: appId, userIds: userIds) }
     func liveNodes() -> Int { base.liveNodes() }
     func chatroomOwner(appId: Int64, roomId: String, claim: Bool) async throws -> ChatroomClaim? {
         try await base.chatroomOwner(appId: appId, roomId: roomId, claim: claim)

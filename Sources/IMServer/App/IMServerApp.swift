@@ -58,6 +58,9 @@ public struct IMServerApp: Sendable {
             StoreCloser(close: closeStore, logger: core.logger),
         ]
         if let cluster = core.cluster { services.append(ClusterNode(core: core, transport: cluster)) }
+        // Stops after the message log has drained and before the store closes: a decision cut
+        // short is made at the next start (the push cursor).
+        if let push = core.push, let events = core.pushEvents { services.append(PushRunner(push: push, events: events)) }
         services += [
             MessageLogService(log: core.log, logger: core.logger),
             ChatroomDeliveryService(chatrooms: core.chatrooms),

@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMPush
 import IMStore
 import Logging
 
@@ -38,13 +39,19 @@ public final class ServerCore: Sendable {
     /// Where each chatroom call runs: here, or on the node of a cluster that holds the room.
     public let chatroomRouting: ChatroomRouting
     public let ultraGroups: UltraGroupService
+    /// Push notifications, when the store keeps them and a transport to the providers is given.
+    public let push: PushService?
+    /// The events push decides from, subscribed before the first commit.
+    let pushEvents: AsyncStream<ServerEvent>?
     /// Connections open per source address, against `maxConnectionsPerAddress`.
     let addressConnections: AddressConnections
 
     /// - Parameter cluster: the transport to the other nodes when this server is a node of a
     ///   cluster (`ClusterNode` runs it as one of the server's services).
+    ///   - pushTransport: how pushes reach APNs, FCM and webhooks; none: no pushes are made.
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger,
-                cluster: (any ClusterTransport)? = nil) {
+                cluster: (any ClusterTransport)? = nil, pushTransport: (any PushTransport)? = nil,
+                pushOptions: PushService.Options = PushService.Options()) {
         self.config = config
         self.store = store
         self.clock = clock
@@ -95,6 +102,23 @@ public final class ServerCore: Sendable {
         self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: ultraRosters, messages: messages,
                                               words: sensitiveWords)
         self.conversationState = ConversationStateService(store: store, clock: clock, bus: bus, events: events, logger: logger)
+        if let pushTransport, let pushes = store as? any PushStore {
+            self.push = PushService(store: store, pushes: pushes, transport: pushTransport, registry: registry, cluster: cluster,
+                                    groups: rosters, ultraGroups: ultraRosters, clock: clock, logger: logger,
+                                    node: cluster?.nodeId ?? "single", options: pushOptions)
+            self.pushEvents = events.pushStream()
+        } else {
+            self.push = nil
+            self.pushEvents = nil
+        }
+    }
+
+    /// The push service, or the error a client sees on a server that makes no pushes.
+    func requirePush() throws -> PushService {
+        guard let push else {
+            throw IMError(.apiServiceNotEnabled, "this server makes no push notifications (it was started without a push transport)")
+        }
+        return push
     }
 
     /// Loads the apps and makes sure the development app exists: the configured key and secret, or
@@ -150,7 +174,7 @@ public final class ServerCore: Sendable {
         if let cluster {
             let entry = PresenceEntry(nodeId: cluster.nodeId, sessionId: session.id, appId: session.appId, userId: session.userId,
                                       loginClass: session.loginClass.rawValue, platform: session.platform.rawValue,
-                                      connectedAt: clock.nowMilliseconds())
+                                      connectedAt: clock.nowMilliseconds(), deviceId: session.deviceId)
             let outcome: PresenceOutcome
             do {
                 outcome = try await cluster.sessionOpened(entry, refuseIfClassTaken: refuseIfClassTaken)

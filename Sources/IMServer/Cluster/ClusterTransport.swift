@@ -32,6 +32,8 @@ public protocol ClusterTransport: Sendable {
     func sessionClosed(id: String)
     /// Whether the user has a session on any live node.
     func isOnline(appId: Int64, userId: String) async throws -> Bool
+    /// The sessions of these users on every live node (push decides who is away from them).
+    func sessions(appId: Int64, userIds: [String]) async throws -> [PresenceEntry]
     /// The nodes alive now (heartbeat within the dead-node timeout), this one included.
     func liveNodes() -> Int
 
@@ -86,8 +88,12 @@ public struct PresenceEntry: Sendable, Equatable, Codable {
     public var loginClass: String
     public var platform: Int
     public var connectedAt: Int64
+    /// The device the session signed in from (its push token is kept under this id).
+    public var deviceId: String = ""
 
-    public init(nodeId: String, sessionId: String, appId: Int64, userId: String, loginClass: String, platform: Int, connectedAt: Int64) {
+    public init(nodeId: String, sessionId: String, appId: Int64, userId: String, loginClass: String, platform: Int, connectedAt: Int64,
+                deviceId: String = "") {
+        self.deviceId = deviceId
         self.nodeId = nodeId
         self.sessionId = sessionId
         self.appId = appId

@@ -56,12 +56,27 @@ enum GatewayOps {
             pong.serverTime = core.clock.nowMilliseconds()
             return try FrameCodec.reply(to: frame, pong)
         },
-        .disconnect: GatewayOp { _, frame, session in
+        .disconnect: GatewayOp { core, frame, session in
+            // disconnect(receivePush: false) and logout: the device gets no pushes any more.
+            if let request = try? frame.body(Im_DisconnectRequest.self), !request.receivePush, let push = core.push {
+                await push.forgetDevice(of: session)
+            }
             session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
             session.close()
             return nil
         },
         .connect: GatewayOp { _, _, _ in throw IMError(.connectionExists, "this connection is already connected") },
+
+        // Push: the device's token and the user's push profile.
+        .setPushToken: .done(Im_SetPushTokenRequest.self) { core, request, session in
+            try await core.requirePush().setToken(request, for: session)
+        },
+        .getPushProfile: .reply(Im_SetPushProfileRequest.self) { core, _, session in
+            PushService.wire(try await core.requirePush().profile(appId: session.appId, userId: session.userId))
+        },
+        .setPushProfile: .reply(Im_SetPushProfileRequest.self) { core, request, session in
+            PushService.wire(try await core.requirePush().setProfile(request, appId: session.appId, userId: session.userId))
+        },
 
         // Messages, offline sync and history.
         .sendMessage: .reply(Im_SendMessageRequest.self) { core, request, session in try await core.messages.send(request, from: session) },

@@ -275,6 +275,8 @@ public final class MessageService: Sendable {
         }
         try MessageFieldLimits.check(objectName: request.objectName, pushContent: request.pushContent, pushData: request.pushData)
         try Self.checkContent(request.content)
+        let pushConfig = try MessagePushConfig.decode(request.pushConfig)
+        try pushConfig?.validate()
         guard !Self.serverOnlyObjectNames.contains(request.objectName) else {
             throw IMError(.invalidParameter, "\(request.objectName) messages are sent by the server only: use recallMessage, updateMessageExpansion or sendReadReceiptRequest")
         }
@@ -316,6 +318,7 @@ public final class MessageService: Sendable {
             canIncludeExpansion: request.canIncludeExpansion, expansion: request.expansion,
             channelId: channelId, directedUserIds: Array(Set(request.directedUserIds)).sorted())
         message.mentions = mentions
+        message.pushConfig = pushConfig?.encoded() ?? Data()
         return message
     }
 }

@@ -1,0 +1,166 @@
+import Foundation
+import IMCore
+import IMPush
+import IMStore
+
+/// The troubleshooting codes a decision records (spec/system-push-ultra.md §7.2). RongCloud's
+/// P-codes where it has one; the others name their rule.
+public enum PushCode {
+    /// Not a built-in type and no push content.
+    public static let noContent = "P16"
+    /// Quiet hours (global do-not-disturb).
+    public static let quietHours = "P17"
+    /// Do-not-disturb on the conversation (or its channel, type, or the group's default).
+    public static let doNotDisturb = "P19"
+    /// No device token.
+    public static let noDevice = "P23"
+    /// The sender made it a silent message (`disableNotification`).
+    public static let silent = "SILENT"
+    /// The user is online on Web/PC and the phone is not to be pushed meanwhile.
+    public static let webOnline = "WEB_ONLINE"
+    /// The ultra group push frequency (§2.8) held it back.
+    public static let frequency = "ULTRA_GROUP_FREQUENCY"
+}
+
+/// What decides one message's pushes: the message and what is known of its conversation.
+struct PushMessageContext {
+    var message: StoredMessage
+    var pushConfig: MessagePushConfig?
+    var mentions: MentionedInfo?
+    /// The sender's name (its user id when it has none).
+    var senderName: String
+    /// The group's or ultra group's name, for the default title.
+    var conversationName: String?
+    var templates: [String: PushTemplateRecord]
+    var settings: PushAppSettings
+    /// The group's (or its channel's) default do-not-disturb level (ultra groups).
+    var groupDefaultLevel: PushNotificationLevel = .default
+    var now: Int64
+}
+
+/// One recipient as the decision sees it.
+struct PushRecipient {
+    var userId: String
+    var devices: [PushDeviceRecord]
+    /// The platforms of the user's live sessions (every node).
+    var onlinePlatforms: [Platform]
+    var preferences: PushPreferenceRecord?
+    var profile: PushProfileRecord
+    /// The name the recipient gave the sender.
+    var remark: String?
+    /// The ultra group push frequency has no room left for this user.
+    var overFrequency = false
+}
+
+/// Decides one message's push for one recipient: nothing (online, or not a notification), a
+/// suppression with its code, or one notification per device. Pure: the service gathers what it
+/// reads.
+enum PushDecision {
+    /// `cType` of RongCloud's payload.
+    static func conversationCode(_ type: ConversationType) -> String {
+        switch type {
+        case .private: "PR"
+        case .discussion: "DS"
+        case .group: "GRP"
+        case .system: "SYS"
+        case .ultraGroup: "UG"
+        case .customerService: "CS"
+        case .appPublicService: "MC"
+        case .publicService: "MP"
+        case .pushService: "PH"
+        case .chatroom: "CR"
+        }
+    }
+
+    /// Whether a message of this kind makes pushes at all: stored messages of every conversation
+    /// but chatrooms, and of a type with a push attribute (not commands or status, except the
+    /// recall command).
+    static func isNotification(_ message: StoredMessage) -> Bool {
+        guard message.conversationType != .chatroom else { return false }
+        if message.objectName == RecallCommandMessage.objectName { return true }
+        return message.flags.contains(.isPersisted) || message.flags.contains(.isCounted)
+    }
+
+    static func decide(_ context: PushMessageContext, for recipient: PushRecipient) -> [PushRecord] {
+        let message = context.message
+        let settings = context.settings
+        func suppressed(_ code: String) -> [PushRecord] {
+            [PushRecord(appId: message.appId, messageUid: message.uid, userId: recipient.userId, status: .suppressed, code: code,
+                        createdAt: context.now)]
+        }
+        // Online on a phone: it gets the message live.
+        if recipient.onlinePlatforms.contains(where: { $0.loginClass == .mobile }) { return [] }
+        if recipient.onlinePlatforms.contains(where: { $0.loginClass != .mobile }) {
+            let userAllows = !settings.userSettingsEnabled || recipient.profile.receiveWhileWebOnline
+            if !settings.webOnlinePushEnabled || !userAllows { return suppressed(PushCode.webOnline) }
+        }
+        if message.disableNotification { return suppressed(PushCode.silent) }
+
+        let mentionsUser = context.mentions.map { $0.type == .users && $0.userIdList.contains(recipient.userId) } ?? false
+        let mentionsEveryone = context.mentions?.type == .all
+        let mentioned = mentionsUser || mentionsEveryone
+        // 「@ 消息推送会越过所有免打扰逻辑」(seed 003): a mention passes quiet hours and every level.
+        if !mentioned {
+            if let quiet = recipient.preferences?.quietHours, quiet.covers(milliseconds: context.now),
+               !quiet.level.allowsPush(mentionsUser: false, mentionsEveryone: false) {
+                return suppressed(PushCode.quietHours)
+            }
+            let preferences = recipient.preferences ?? PushPreferenceRecord()
+            let level = [preferences.channelLevel, preferences.conversationLevel, preferences.typeLevel, context.groupDefaultLevel]
+                .first { $0 != .default } ?? .default
+            if !level.allowsPush(mentionsUser: false, mentionsEveryone: false) { return suppressed(PushCode.doNotDisturb) }
+        }
+        if recipient.overFrequency { return suppressed(PushCode.frequency) }
+
+        let language = (settings.userSettingsEnabled ? recipient.profile.language : nil) ?? settings.defaultLanguage
+        let config = context.pushConfig
+        let template = config?.templateId.flatMap { context.templates[$0] }
+        let templateEntry = template.flatMap { $0.entries[language] ?? $0.entries[settings.defaultLanguage] }
+        let nonEmpty = { (text: String?) in text.flatMap { $0.isEmpty ? nil : $0 } }
+        var body = (mentioned ? nonEmpty(context.mentions?.mentionedContent) : nil)
+            ?? nonEmpty(config?.pushContent)
+            ?? nonEmpty(message.pushContent)
+            ?? nonEmpty(templateEntry?.content)
+            ?? PushLanguage.defaultContent(objectName: message.objectName, content: message.content, language: language)
+        if body == nil && mentioned { body = PushLanguage.mentioned(language) }
+        guard var body else { return suppressed(PushCode.noContent) }
+        let showDetails = settings.showDetails && (!settings.userSettingsEnabled || recipient.profile.showContent)
+        if !showDetails && config?.forceShowDetailContent != true { body = PushLanguage.hiddenDetail(language) }
+
+        let defaultTitle: String = switch message.conversationType {
+        case .group, .ultraGroup: context.conversationName.flatMap { $0.isEmpty ? nil : $0 } ?? message.targetId
+        default: recipient.remark ?? context.senderName
+        }
+        let title = nonEmpty(config?.pushTitle) ?? nonEmpty(templateEntry?.title) ?? defaultTitle
+
+        let voip = settings.voipObjectNames.contains(message.objectName)
+        let devices = recipient.devices.filter { ($0.kind == .apnsVoIP) == voip }
+        guard !devices.isEmpty else { return suppressed(PushCode.noDevice) }
+
+        var rc = ["cType": conversationCode(message.conversationType), "fId": message.senderId, "oName": message.objectName,
+                  "tId": message.targetId, "rId": recipient.userId, "id": message.uid]
+        if message.conversationType == .ultraGroup { rc["bId"] = message.channelId }
+        if message.objectName == RecallCommandMessage.objectName,
+           let recalled = (try? JSONSerialization.jsonObject(with: message.content) as? [String: Any])?["messageUId"] as? String {
+            rc["rc-dlt-identifier"] = recalled
+        }
+        let appData = nonEmpty(config?.pushData) ?? nonEmpty(message.pushData)
+        return devices.map { device in
+            let notification = PushNotification(
+                id: "\(message.uid):\(recipient.userId):\(device.deviceId):\(device.kind.rawValue)",
+                title: (config?.disablePushTitle == true && device.kind != .fcm) ? nil : title,
+                body: body, badge: device.badge + 1,
+                sound: settings.sounds[message.objectName] ?? settings.sound,
+                threadId: config?.iOSConfig?.threadId, collapseId: config?.iOSConfig?.apnsCollapseId,
+                interruptionLevel: config?.iOSConfig?.interruptionLevel, rc: rc, appData: appData,
+                fcmCollapseKey: config?.androidConfig?.fcmCollapseKey, fcmChannelId: config?.androidConfig?.fcmChannelId,
+                fcmImageURL: config?.androidConfig?.fcmImageUrl)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            return PushRecord(appId: message.appId, messageUid: message.uid, userId: recipient.userId, deviceId: device.deviceId,
+                              kind: device.kind, token: device.token, environment: device.environment,
+                              notification: (try? encoder.encode(notification)) ?? Data(), status: .pending,
+                              nextAttemptAt: context.now, createdAt: context.now)
+        }
+    }
+}

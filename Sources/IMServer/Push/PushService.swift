@@ -1,0 +1,408 @@
+import Foundation
+import IMCore
+import IMPush
+import IMStore
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Push notifications for devices that are away (spec/system-push-ultra.md §2).
+///
+/// Decisions: every committed message reaches the service as a server event; for each offline
+/// recipient it records, in one transaction per batch of messages, a pending push per device or
+/// the rule that held the push back (with its troubleshooting code), and how far it has decided
+/// (the node's cursor, a seq of the message log). A crash between a commit and its decision is
+/// made good at the next start: the messages after the cursor are decided again, and a decision
+/// already recorded is kept (one record per message, user and device).
+///
+/// Sending: a loop takes the pending pushes that are due, sends them through the `PushTransport`
+/// concurrently, and records each answer; a retryable answer is tried again with backoff, a dead
+/// token is deleted. Nothing of this is on the message path: delivery never waits for a push.
+public final class PushService: Sendable {
+    let store: any IMStore
+    let pushes: any PushStore
+    let transport: any PushTransport
+    let registry: SessionRegistry
+    let cluster: (any ClusterTransport)?
+    let groups: GroupRosters
+    let ultraGroups: UltraGroupRosters
+    let clock: any WallClock
+    let logger: Logger
+    let node: String
+    let settingsCache = Mutex<[Int64: (settings: PushAppSettings, readAt: Int64)]>([:])
+    let frequency = Mutex<[String: [Int64]]>([:])
+    let wake: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
+    let options: Options
+
+    public struct Options: Sendable {
+        /// How often the sender looks for pushes that became due (retries).
+        public var pollMilliseconds: Int64 = 250
+        /// Pushes sent at once.
+        public var batch = 500
+        /// Attempts before a retryable failure is final.
+        public var maxAttempts = 6
+        /// The first retry's delay; each next one doubles, up to `maxRetryDelayMilliseconds`.
+        public var retryDelayMilliseconds: Int64 = 1_000
+        public var maxRetryDelayMilliseconds: Int64 = 300_000
+        /// How long records are kept for the troubleshooting view.
+        public var retentionMilliseconds: Int64 = 7 * 86_400_000
+        /// Messages older than this are not decided again after a crash (their push is stale).
+        public var recoveryWindowMilliseconds: Int64 = 3_600_000
+        public init() {}
+    }
+
+    init(store: any IMStore, pushes: any PushStore, transport: any PushTransport, registry: SessionRegistry,
+         cluster: (any ClusterTransport)?, groups: GroupRosters, ultraGroups: UltraGroupRosters, clock: any WallClock,
+         logger: Logger, node: String, options: Options = Options()) {
+        self.store = store
+        self.pushes = pushes
+        self.transport = transport
+        self.registry = registry
+        self.cluster = cluster
+        self.groups = groups
+        self.ultraGroups = ultraGroups
+        self.clock = clock
+        self.logger = logger
+        self.node = node
+        self.options = options
+        self.wake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    // MARK: settings
+
+    /// The app's push settings (cached for a few seconds; a change through this node drops the cache).
+    public func settings(appId: Int64) async throws -> PushAppSettings {
+        let now = clock.nowMilliseconds()
+        if let cached = settingsCache.withLock({ $0[appId] }), now - cached.readAt < 5_000 { return cached.settings }
+        let settings = try await pushes.pushSettings(appId: appId).map { try JSONDecoder().decode(PushAppSettings.self, from: $0) }
+            ?? PushAppSettings()
+        settingsCache.withLock { $0[appId] = (settings, now) }
+        return settings
+    }
+
+    /// Changes the app's push settings.
+    public func updateSettings(appId: Int64, _ change: (inout PushAppSettings) throws -> Void) async throws -> PushAppSettings {
+        settingsCache.withLock { $0[appId] = nil }
+        var settings = try await settings(appId: appId)
+        try change(&settings)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        try await pushes.setPushSettings(appId: appId, settings: try encoder.encode(settings))
+        settingsCache.withLock { $0[appId] = nil }
+        return settings
+    }
+
+    // MARK: running
+
+    /// Decides and sends until cancelled. `events` is the server's event stream (subscribed before
+    /// the first message can commit).
+    func run(events: AsyncStream<ServerEvent>) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.decideLoop(events) }
+            group.addTask { await self.sendLoop() }
+        }
+    }
+
+    private func decideLoop(_ events: AsyncStream<ServerEvent>) async {
+        do {
+            try await recover()
+        } catch {
+            logger.error("push: the messages committed before this start could not be decided", metadata: ["error": "\(error)"])
+        }
+        for await event in events {
+            switch event {
+            case .messageCommitted(let committed):
+                await decideLogged([committed.message])
+            case .sessionOnline(let presence):
+                if let session = registry.sessions(appId: presence.appId, userId: presence.userId).first(where: { $0.id == presence.sessionId }),
+                   !session.deviceId.isEmpty {
+                    try? await pushes.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: session.deviceId)
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    private func decideLogged(_ messages: [StoredMessage]) async {
+        do {
+            try await decide(messages, cursor: messages.map(\.seq).max())
+        } catch {
+            logger.error("push: decisions could not be recorded", metadata: ["error": "\(error)", "messages": "\(messages.count)"])
+        }
+    }
+
+    /// Decides the messages committed after this node's cursor (a crash cut their decision short).
+    func recover() async throws {
+        guard let cursor = try await pushes.pushCursor(node: node) else {
+            // A new node: nothing before now is its to decide.
+            let last = try await pushes.lastCommittedSeq()
+            try await pushes.recordPushDecisions([], badges: [], node: node, cursor: last)
+            return
+        }
+        var after = cursor
+        let oldest = clock.nowMilliseconds() - options.recoveryWindowMilliseconds
+        while true {
+            let messages = try await pushes.committedMessages(afterSeq: after, limit: 200)
+            guard let last = messages.last else { return }
+            try await decide(messages.filter { $0.sentTime >= oldest }, cursor: last.seq)
+            after = last.seq
+        }
+    }
+
+    /// Records the decisions for these messages, and the cursor.
+    func decide(_ messages: [StoredMessage], cursor: UInt64?) async throws {
+        var records: [PushRecord] = []
+        var badges: [PushBadge] = []
+        for message in messages where PushDecision.isNotification(message) {
+            let (decided, newBadges) = try await decisions(for: message)
+            records += decided
+            badges += newBadges
+        }
+        guard !records.isEmpty || cursor != nil else { return }
+        try await pushes.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
+        if records.contains(where: { $0.status == .pending }) { wake.continuation.yield() }
+    }
+
+    /// The users a message is for (its sender excluded).
+    func audience(of message: StoredMessage) async throws -> [String] {
+        var users: [String]
+        switch message.conversationType {
+        case .group:
+            if !message.directedUserIds.isEmpty {
+                users = message.directedUserIds
+            } else {
+                users = Array(try await groups.roster(appId: message.appId, groupId: message.targetId)?.members.keys ?? [:].keys)
+            }
+        case .ultraGroup:
+            guard let roster = try await ultraGroups.roster(appId: message.appId, groupId: message.targetId) else { return [] }
+            if !message.directedUserIds.isEmpty {
+                users = message.directedUserIds
+            } else if let channel = roster.channels[message.channelId], channel.type == .privateChannel {
+                var members = channel.members
+                for userGroup in channel.userGroups { members.formUnion(roster.userGroups[userGroup] ?? []) }
+                users = Array(members)
+            } else {
+                users = Array(roster.members.keys)
+            }
+        case .chatroom:
+            return []
+        default:
+            // Broadcasts (target "*") reach every user; their pushes are not made yet.
+            guard message.targetId != StoredMessage.everyone else { return [] }
+            users = [message.targetId]
+        }
+        return users.filter { $0 != message.senderId }.sorted()
+    }
+
+    private func decisions(for message: StoredMessage) async throws -> ([PushRecord], [PushBadge]) {
+        let users = try await audience(of: message)
+        guard !users.isEmpty else { return ([], []) }
+        let appId = message.appId
+        // Who is online, on which platforms (every node).
+        var online: [String: [Platform]] = [:]
+        for (user, sessions) in registry.sessions(appId: appId, userIds: users) {
+            online[user, default: []] += sessions.map(\.platform)
+        }
+        if let cluster {
+            for entry in try await cluster.sessions(appId: appId, userIds: users) where entry.nodeId != cluster.nodeId {
+                if let platform = Platform(rawValue: entry.platform) { online[entry.userId, default: []].append(platform) }
+            }
+        }
+        let away = users.filter { !(online[$0]?.contains { $0.loginClass == .mobile } ?? false) }
+        guard !away.isEmpty else { return ([], []) }
+
+        let settings = try await settings(appId: appId)
+        let devices = Dictionary(grouping: try await pushes.pushDevices(appId: appId, userIds: away), by: \.userId)
+        let preferences = try await pushes.pushPreferences(appId: appId, userIds: away, type: message.conversationType,
+                                                          targetId: message.targetId, channelId: message.channelId)
+        let profiles = settings.userSettingsEnabled ? try await pushes.pushProfiles(appId: appId, userIds: away) : [:]
+        let remarks = message.conversationType == .private || message.conversationType == .system
+            ? try await pushes.remarks(appId: appId, owners: away, for: message.senderId) : [:]
+        let config = try? MessagePushConfig.decode(message.pushConfig)
+        let templates: [String: PushTemplateRecord]
+        if config?.templateId != nil {
+            templates = Dictionary(uniqueKeysWithValues: try await pushes.pushTemplates(appId: appId).map { ($0.templateId, $0) })
+        } else {
+            templates = [:]
+        }
+        var conversationName: String?
+        var groupDefault = PushNotificationLevel.default
+        switch message.conversationType {
+        case .group:
+            conversationName = try await store.group(appId: appId, groupId: message.targetId)?.name
+        case .ultraGroup:
+            conversationName = try await ultraGroups.roster(appId: appId, groupId: message.targetId)?.name
+            let channelDefault = message.channelId.isEmpty ? 0
+                : try await store.ultraGroupUnpushLevel(appId: appId, groupId: message.targetId, channelId: message.channelId)
+            let level = channelDefault != 0 ? channelDefault
+                : try await store.ultraGroupUnpushLevel(appId: appId, groupId: message.targetId, channelId: "")
+            groupDefault = PushNotificationLevel(rawValue: level) ?? .default
+        default:
+            break
+        }
+        let senderName = try await store.user(appId: appId, userId: message.senderId)
+            .flatMap { $0.name.isEmpty ? nil : $0.name } ?? message.senderId
+        let now = clock.nowMilliseconds()
+        let context = PushMessageContext(message: message, pushConfig: config ?? nil,
+                                         mentions: message.mentions ?? MentionedInfo.of(content: message.content),
+                                         senderName: senderName, conversationName: conversationName, templates: templates,
+                                         settings: settings, groupDefaultLevel: groupDefault, now: now)
+        var records: [PushRecord] = []
+        var badges: [PushBadge] = []
+        for user in away {
+            var recipient = PushRecipient(userId: user, devices: devices[user] ?? [], onlinePlatforms: online[user] ?? [],
+                                          preferences: preferences[user], profile: profiles[user] ?? .default, remark: remarks[user])
+            if message.conversationType == .ultraGroup && settings.ultraGroupPushLimit > 0 && !(devices[user] ?? []).isEmpty {
+                recipient.overFrequency = !admitUltraGroupPush(appId: appId, groupId: message.targetId, userId: user, now: now,
+                                                               limit: settings.ultraGroupPushLimit,
+                                                               window: Int64(settings.ultraGroupPushWindowSeconds) * 1000)
+            }
+            let decided = PushDecision.decide(context, for: recipient)
+            for record in decided where record.status == .pending {
+                let badge = (recipient.devices.first { $0.deviceId == record.deviceId && $0.kind == record.kind }?.badge ?? 0) + 1
+                badges.append(PushBadge(appId: appId, userId: user, deviceId: record.deviceId, badge: badge))
+            }
+            records += decided
+        }
+        return (records, badges)
+    }
+
+    /// The ultra group push frequency: at most `limit` pushes per user and group in `window` ms
+    /// (kept by this node; approximate across nodes).
+    private func admitUltraGroupPush(appId: Int64, groupId: String, userId: String, now: Int64, limit: Int, window: Int64) -> Bool {
+        frequency.withLock { table in
+            let key = "\(appId)|\(groupId)|\(userId)"
+            var times = table[key, default: []].filter { now - $0 < window }
+            defer { table[key] = times }
+            guard times.count < limit else { return false }
+            times.append(now)
+            return true
+        }
+    }
+
+    // MARK: sending
+
+    private func sendLoop() async {
+        var lastSweep: Int64 = 0
+        while !Task.isCancelled {
+            let now = clock.nowMilliseconds()
+            let due: [PushRecord]
+            do {
+                due = try await pushes.duePushes(now: now, limit: options.batch)
+            } catch {
+                logger.error("push: pending pushes could not be read", metadata: ["error": "\(error)"])
+                due = []
+            }
+            if due.isEmpty {
+                if now - lastSweep > 3_600_000 {
+                    lastSweep = now
+                    _ = try? await pushes.deletePushRecords(createdBefore: now - options.retentionMilliseconds)
+                }
+                await waitForWork()
+                continue
+            }
+            await send(due)
+        }
+    }
+
+    /// Returns when told of new pushes or after the poll interval (retries come due by the clock).
+    private func waitForWork() async {
+        let milliseconds = options.pollMilliseconds
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                var iterator = self.wake.stream.makeAsyncIterator()
+                _ = await iterator.next()
+            }
+            group.addTask { try? await Task.sleep(for: .milliseconds(milliseconds)) }
+            _ = await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Sends one batch and records every answer.
+    func send(_ records: [PushRecord]) async {
+        var credentials: [Int64: PushCredentials] = [:]
+        for appId in Set(records.map(\.appId)) {
+            credentials[appId] = (try? await settings(appId: appId))?.credentials ?? PushCredentials()
+        }
+        let outcomes = await withTaskGroup(of: (PushRecord, PushOutcome).self) { group in
+            for record in records {
+                let appCredentials = credentials[record.appId] ?? PushCredentials()
+                group.addTask {
+                    guard let target = Self.target(of: record),
+                          let notification = try? JSONDecoder().decode(PushNotification.self, from: record.notification) else {
+                        return (record, .failed(code: "UNREADABLE_RECORD"))
+                    }
+                    return (record, await self.transport.send(notification, to: target, credentials: appCredentials))
+                }
+            }
+            var outcomes: [(PushRecord, PushOutcome)] = []
+            for await outcome in group { outcomes.append(outcome) }
+            return outcomes
+        }
+        let now = clock.nowMilliseconds()
+        var attempts: [PushAttempt] = []
+        for (record, outcome) in outcomes {
+            let tries = record.attempts + 1
+            switch outcome {
+            case .delivered(let providerId):
+                attempts.append(PushAttempt(id: record.id, status: .sent, code: providerId ?? "", attempts: tries, now: now))
+            case .invalidToken(let code):
+                attempts.append(PushAttempt(id: record.id, status: .invalidToken, code: code, attempts: tries, now: now))
+                if let kind = record.kind {
+                    do {
+                        try await pushes.removePushToken(appId: record.appId, kind: kind, token: record.token)
+                    } catch {
+                        logger.warning("push: an invalid token could not be deleted", metadata: ["error": "\(error)"])
+                    }
+                }
+            case .retry(let code, let after):
+                if tries >= options.maxAttempts {
+                    attempts.append(PushAttempt(id: record.id, status: .failed, code: code, attempts: tries, now: now))
+                } else {
+                    let backoff = min(options.retryDelayMilliseconds << min(Int64(tries - 1), 20), options.maxRetryDelayMilliseconds)
+                    let delay = max(backoff, Int64(after ?? 0) * 1000)
+                    attempts.append(PushAttempt(id: record.id, status: .pending, code: code, attempts: tries,
+                                                nextAttemptAt: now + delay, now: now))
+                }
+            case .failed(let code):
+                attempts.append(PushAttempt(id: record.id, status: .failed, code: code, attempts: tries, now: now))
+            }
+        }
+        do {
+            try await pushes.recordPushAttempts(attempts)
+        } catch {
+            logger.error("push: answers could not be recorded (the pushes will be sent again)", metadata: ["error": "\(error)"])
+        }
+    }
+
+    static func target(of record: PushRecord) -> PushTarget? {
+        switch record.kind {
+        case .apns: .apns(token: record.token, environment: PushEnvironment(rawValue: record.environment) ?? .production, voip: false)
+        case .apnsVoIP: .apns(token: record.token, environment: PushEnvironment(rawValue: record.environment) ?? .production, voip: true)
+        case .fcm: .fcm(token: record.token)
+        case .webhook: .webhook(url: record.token)
+        case nil: nil
+        }
+    }
+}
+
+/// Hands committed messages to the push service's stream without waiting on it.
+extension ServerEvents {
+    /// The stream push decides from: every event, buffered deep enough that a busy decider loses
+    /// none short of a million events behind.
+    func pushStream() -> AsyncStream<ServerEvent> { subscribe(buffer: 1_000_000) }
+}
+
+/// Runs the push service as one of the server's services.
+struct PushRunner: Service {
+    let push: PushService
+    let events: AsyncStream<ServerEvent>
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            await push.run(events: events)
+        }
+    }
+}
