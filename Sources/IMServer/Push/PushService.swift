@@ -9,9 +9,9 @@ import Synchronization
 /// Push notifications for devices that are away (spec/system-push-ultra.md §2).
 ///
 /// Decisions: every committed message reaches the service as a server event; for each offline
-/// recipient it records, in one transaction per batch of messages, a pending push per device or
-/// the rule that held the push back (with its troubleshooting code), and how far it has decided
-/// (the node's cursor, a seq of the message log). A crash between a commit and its decision is
+/// recipient with a device it records, in one transaction, a pending push per device or the rule
+/// that held the push back (with its troubleshooting code), and how far it has decided (the node's
+/// cursor, a seq of the message log). A crash between a commit and its decision is
 /// made good at the next start: the messages after the cursor are decided again, and a decision
 /// already recorded is kept (one record per message, user and device).
 ///
@@ -31,7 +31,9 @@ public final class PushService: Sendable {
     let node: String
     let settingsCache = Mutex<[Int64: (settings: PushAppSettings, readAt: Int64)]>([:])
     let frequency = Mutex<[String: [Int64]]>([:])
-    let wake: (stream: AsyncStream<Void>, continuation: AsyncStream<Void>.Continuation)
+    let wake = WakeSignal()
+    /// When the decide loop last wrote its cursor without a decision to go with it.
+    let cursorWrittenAt = Mutex<Int64>(0)
     let options: Options
 
     public struct Options: Sendable {
@@ -65,7 +67,6 @@ public final class PushService: Sendable {
         self.logger = logger
         self.node = node
         self.options = options
-        self.wake = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     // MARK: settings
@@ -112,7 +113,7 @@ public final class PushService: Sendable {
         for await event in events {
             switch event {
             case .messageCommitted(let committed):
-                await decideLogged([committed.message])
+                await decideLogged(committed.message)
             case .sessionOnline(let presence):
                 if let session = registry.sessions(appId: presence.appId, userId: presence.userId).first(where: { $0.id == presence.sessionId }),
                    !session.deviceId.isEmpty {
@@ -124,11 +125,18 @@ public final class PushService: Sendable {
         }
     }
 
-    private func decideLogged(_ messages: [StoredMessage]) async {
+    /// Decides one message. The cursor goes with every recorded decision, and otherwise at most
+    /// once a second: a message that made no record costs no write, and a crash re-decides at
+    /// most a second of them (a decision already recorded is kept).
+    private func decideLogged(_ message: StoredMessage) async {
+        let now = clock.nowMilliseconds()
+        let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
         do {
-            try await decide(messages, cursor: messages.map(\.seq).max())
+            if try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue) {
+                cursorWrittenAt.withLock { $0 = now }
+            }
         } catch {
-            logger.error("push: decisions could not be recorded", metadata: ["error": "\(error)", "messages": "\(messages.count)"])
+            logger.error("push: a decision could not be recorded", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
         }
     }
 
@@ -150,8 +158,10 @@ public final class PushService: Sendable {
         }
     }
 
-    /// Records the decisions for these messages, and the cursor.
-    func decide(_ messages: [StoredMessage], cursor: UInt64?) async throws {
+    /// Records the decisions for these messages with the cursor; without any decision, the cursor
+    /// alone only when `writeCursorAlone`. Returns whether the cursor was written.
+    @discardableResult
+    func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool = true) async throws -> Bool {
         var records: [PushRecord] = []
         var badges: [PushBadge] = []
         for message in messages where PushDecision.isNotification(message) {
@@ -159,9 +169,10 @@ public final class PushService: Sendable {
             records += decided
             badges += newBadges
         }
-        guard !records.isEmpty || cursor != nil else { return }
+        guard !records.isEmpty || writeCursorAlone else { return false }
         try await pushes.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
-        if records.contains(where: { $0.status == .pending }) { wake.continuation.yield() }
+        if records.contains(where: { $0.status == .pending }) { wake.signal() }
+        return true
     }
 
     /// The users a message is for (its sender excluded).
@@ -172,7 +183,7 @@ public final class PushService: Sendable {
             if !message.directedUserIds.isEmpty {
                 users = message.directedUserIds
             } else {
-                users = Array(try await groups.roster(appId: message.appId, groupId: message.targetId)?.members.keys ?? [:].keys)
+                users = try await groups.roster(appId: message.appId, groupId: message.targetId).map { Array($0.members.keys) } ?? []
             }
         case .ultraGroup:
             guard let roster = try await ultraGroups.roster(appId: message.appId, groupId: message.targetId) else { return [] }
@@ -209,17 +220,22 @@ public final class PushService: Sendable {
                 if let platform = Platform(rawValue: entry.platform) { online[entry.userId, default: []].append(platform) }
             }
         }
-        let away = users.filter { !(online[$0]?.contains { $0.loginClass == .mobile } ?? false) }
+        let offline = users.filter { !(online[$0]?.contains { $0.loginClass == .mobile } ?? false) }
+        guard !offline.isEmpty else { return ([], []) }
+        // Only users with a device are decided: one without gets no push and no record (the
+        // troubleshooting view reports P23 for a user with no device), so a message to users who
+        // never registered a token costs one read and no write.
+        let devices = Dictionary(grouping: try await pushes.pushDevices(appId: appId, userIds: offline), by: \.userId)
+        let away = offline.filter { devices[$0] != nil }
         guard !away.isEmpty else { return ([], []) }
 
         let settings = try await settings(appId: appId)
-        let devices = Dictionary(grouping: try await pushes.pushDevices(appId: appId, userIds: away), by: \.userId)
         let preferences = try await pushes.pushPreferences(appId: appId, userIds: away, type: message.conversationType,
                                                           targetId: message.targetId, channelId: message.channelId)
         let profiles = settings.userSettingsEnabled ? try await pushes.pushProfiles(appId: appId, userIds: away) : [:]
         let remarks = message.conversationType == .private || message.conversationType == .system
             ? try await pushes.remarks(appId: appId, owners: away, for: message.senderId) : [:]
-        let config = try? MessagePushConfig.decode(message.pushConfig)
+        let config = (try? MessagePushConfig.decode(message.pushConfig)) ?? nil
         let templates: [String: PushTemplateRecord]
         if config?.templateId != nil {
             templates = Dictionary(uniqueKeysWithValues: try await pushes.pushTemplates(appId: appId).map { ($0.templateId, $0) })
@@ -244,7 +260,7 @@ public final class PushService: Sendable {
         let senderName = try await store.user(appId: appId, userId: message.senderId)
             .flatMap { $0.name.isEmpty ? nil : $0.name } ?? message.senderId
         let now = clock.nowMilliseconds()
-        let context = PushMessageContext(message: message, pushConfig: config ?? nil,
+        let context = PushMessageContext(message: message, pushConfig: config,
                                          mentions: message.mentions ?? MentionedInfo.of(content: message.content),
                                          senderName: senderName, conversationName: conversationName, templates: templates,
                                          settings: settings, groupDefaultLevel: groupDefault, now: now)
@@ -253,7 +269,7 @@ public final class PushService: Sendable {
         for user in away {
             var recipient = PushRecipient(userId: user, devices: devices[user] ?? [], onlinePlatforms: online[user] ?? [],
                                           preferences: preferences[user], profile: profiles[user] ?? .default, remark: remarks[user])
-            if message.conversationType == .ultraGroup && settings.ultraGroupPushLimit > 0 && !(devices[user] ?? []).isEmpty {
+            if message.conversationType == .ultraGroup && settings.ultraGroupPushLimit > 0 {
                 recipient.overFrequency = !admitUltraGroupPush(appId: appId, groupId: message.targetId, userId: user, now: now,
                                                                limit: settings.ultraGroupPushLimit,
                                                                window: Int64(settings.ultraGroupPushWindowSeconds) * 1000)
@@ -308,16 +324,7 @@ public final class PushService: Sendable {
 
     /// Returns when told of new pushes or after the poll interval (retries come due by the clock).
     private func waitForWork() async {
-        let milliseconds = options.pollMilliseconds
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                var iterator = self.wake.stream.makeAsyncIterator()
-                _ = await iterator.next()
-            }
-            group.addTask { try? await Task.sleep(for: .milliseconds(milliseconds)) }
-            _ = await group.next()
-            group.cancelAll()
-        }
+        await wake.wait(milliseconds: options.pollMilliseconds)
     }
 
     /// Sends one batch and records every answer.
@@ -388,7 +395,6 @@ public final class PushService: Sendable {
     }
 }
 
-/// Hands committed messages to the push service's stream without waiting on it.
 extension ServerEvents {
     /// The stream push decides from: every event, buffered deep enough that a busy decider loses
     /// none short of a million events behind.
@@ -404,5 +410,47 @@ struct PushRunner: Service {
         try? await cancelWhenGracefulShutdown {
             await push.run(events: events)
         }
+    }
+}
+
+/// Wakes the send loop: `signal` ends the current (or the next) `wait` at once; a wait ends by
+/// itself after its timeout.
+final class WakeSignal: Sendable {
+    private struct State {
+        var waiter: CheckedContinuation<Void, Never>?
+        var signalled = false
+    }
+
+    private let state = Mutex(State())
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.signalled = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait(milliseconds: Int64) async {
+        let timer = Task {
+            try? await Task.sleep(for: .milliseconds(milliseconds))
+            if !Task.isCancelled { self.signal() }
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.signalled {
+                    state.signalled = false
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+        timer.cancel()
     }
 }
