@@ -263,4 +263,8 @@ enum LockKey {
     static func conversationState(_ appId: Int64, _ userId: String) -> String { "state|\(appId)|\(ConversationKey.escape(userId))" }
     static func ultraGroup(_ appId: Int64, _ groupId: String) -> String { "ultra-group|\(appId)|\(ConversationKey.escape(groupId))" }
     static func ultraGroupUser(_ appId: Int64, _ userId: String) -> String { "ultra-group-user|\(appId)|\(ConversationKey.escape(userId))" }
+    static func pushTemplates(_ appId: Int64) -> String { "push-templates|\(appId)" }
+    static func pushToken(_ appId: Int64, _ kind: PushTokenKind, _ token: String) -> String {
+        "push-token|\(appId)|\(kind.rawValue)|\(ConversationKey.escape(token))"
+    }
 }
