@@ -293,7 +293,7 @@ public struct HistoryPage: Sendable {
 /// uses. The embedded default is IMStoreSQLite; every method is one transaction, and `commit`
 /// returns only after its transaction is durable. `IMStoreConformance` is the suite a store passes.
 public typealias IMStore = AppStore & MessageStore & SyncStore & MessageLifecycleStore & UserStore & GroupStore
-    & SensitiveWordStore & ConversationStateStore & ChatroomStore & UltraGroupStore
+    & SensitiveWordStore & ConversationStateStore & ChatroomStore & UltraGroupStore & PushStore
 
 /// The apps (tenants) of this server.
 public protocol AppStore: Sendable {

@@ -209,6 +209,49 @@ extension StoreConformance {
             #expect(members.filter { (try? $0.get()) == true }.count == 6)
             #expect(try await f.store.ultraGroupRoster(appId: f.appId, groupId: "g0")?.userGroups[ug]?.count == 6)
         }
+
+        await check(area, "push: concurrent upsertPushTemplate calls never pass the limit; one token set by many devices at once ends with one") { f in
+            let templates = await concurrentlyTrying(12) { index in
+                try await f.store.upsertPushTemplate(appId: f.appId, template: PushTemplateRecord(templateId: "t\(index)", name: "T",
+                                                                                                  entries: [:], updatedAt: f.now), maxTemplates: 5)
+            }
+            let accepted = templates.indices.filter { (try? templates[$0].get()) != nil }
+            #expect(accepted.count == 5)
+            #expect(templates.allSatisfy { result in
+                if case .failure(let error) = result { return error as? StoreRefusal == .tooManyPushTemplates(limit: 5) }
+                return true
+            })
+            #expect(try await Set(f.store.pushTemplates(appId: f.appId).map(\.templateId)) == Set(accepted.map { "t\($0)" }))
+
+            _ = try await concurrently(10) { index in
+                try await f.store.setPushDevice(PushDeviceRecord(appId: f.appId, userId: "u\(index)", deviceId: "d\(index)", platform: "ios",
+                                                                 kind: .apns, token: "shared", updatedAt: f.now))
+            }
+            let holders = try await f.store.pushDevices(appId: f.appId, userIds: (0..<10).map { "u\($0)" })
+            #expect(holders.count == 1 && holders.first?.token == "shared", "every call succeeds and the token ends with one device")
+        }
+
+        await check(area, "push: concurrent decisions setting badges of the same devices all succeed") { f in
+            let users = (0..<20).map { "u\($0)" }
+            for user in users {
+                try await f.store.setPushDevice(PushDeviceRecord(appId: f.appId, userId: user, deviceId: "d", platform: "ios", kind: .apns,
+                                                                 token: "tok-\(user)", updatedAt: f.now))
+                try await f.store.setPushDevice(PushDeviceRecord(appId: f.appId, userId: user, deviceId: "d", platform: "android", kind: .fcm,
+                                                                 token: "fcm-\(user)", updatedAt: f.now))
+            }
+            _ = try await concurrently(8) { index in
+                // Every caller names the same devices, half of them in the other order.
+                let order = index.isMultiple(of: 2) ? users : users.reversed()
+                try await f.store.recordPushDecisions(order.map { PushRecord(appId: f.appId, messageUid: "m\(index)", userId: $0, deviceId: "d",
+                                                                             kind: .apns, token: "tok-\($0)", status: .pending, createdAt: f.now) },
+                                                      badges: order.map { PushBadge(appId: f.appId, userId: $0, deviceId: "d", badge: index + 1) },
+                                                      node: "conformance-node-\(UUID().uuidString)", cursor: UInt64(index))
+            }
+            let devices = try await f.store.pushDevices(appId: f.appId, userIds: users)
+            #expect(devices.count == 40 && Set(devices.map(\.badge)).count == 1 && (1...8).contains(devices[0].badge),
+                    "every device has the badge of the last call")
+            #expect(try await f.store.pushRecords(appId: f.appId, messageUid: nil, userId: "u0", limit: 100).count == 8)
+        }
     }
 }
 

@@ -39,6 +39,7 @@ public struct StoreConformance: Sendable {
         try await conversationStateStore()
         try await chatroomStore()
         try await ultraGroupStore()
+        try await pushStore()
         try await conversationKeys()
         try await tenantIsolation()
         try await concurrency()

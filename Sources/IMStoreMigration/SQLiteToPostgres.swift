@@ -15,7 +15,7 @@ import PostgresNIO
 /// copy is one PostgreSQL transaction that first locks every table (a server started on the
 /// database meanwhile waits) and refuses a database that holds data; it reads one SQLite snapshot,
 /// in batches by primary key. Then the seq counters are set past the copied seqs, and the
-/// identity columns past the copied ids, so new messages, reads and apps come after them.
+/// identity columns past the copied ids, so new messages, reads, apps and push records come after them.
 public enum SQLiteToPostgres {
     /// What was copied of one table.
     public struct Copied: Sendable, Equatable {
@@ -160,7 +160,8 @@ public enum SQLiteToPostgres {
 
     /// Sets the seq counters past the copied seqs and the identity columns past the copied ids.
     /// SQLite's AUTOINCREMENT never gives a number twice, even one whose row was deleted since:
-    /// its `sqlite_sequence` counts too.
+    /// its `sqlite_sequence` counts too (for the seqs and for the ids of AUTOINCREMENT tables, such
+    /// as swept push records).
     private static func setCounters(from snapshot: DatabaseSnapshot, on connection: PostgresConnection, tables: [PostgresTable],
                                     logger: Logger) async throws {
         let (messageSeq, readSeq) = try await snapshot.read { db -> (Int64, Int64) in
@@ -175,10 +176,12 @@ public enum SQLiteToPostgres {
         try await connection.query("UPDATE imserver_counters SET value = \(readSeq) WHERE name = 'read_seq'", logger: logger)
         for table in tables {
             for column in table.columns where column.isIdentity {
+                let given = try await snapshot.read { db in
+                    try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table.name]) ?? 0
+                }
                 try await connection.query(PostgresQuery(unsafeSQL: """
-                    SELECT setval(pg_get_serial_sequence('\(table.name)', '\(column.name)'),
-                                  COALESCE((SELECT MAX(\(column.name)) FROM \(table.name)), 1),
-                                  (SELECT MAX(\(column.name)) FROM \(table.name)) IS NOT NULL)
+                    SELECT setval(pg_get_serial_sequence('\(table.name)', '\(column.name)'), GREATEST(used, \(given), 1), GREATEST(used, \(given)) > 0)
+                    FROM (SELECT COALESCE(MAX(\(column.name)), 0) AS used FROM \(table.name)) AS copied
                     """), logger: logger)
             }
         }

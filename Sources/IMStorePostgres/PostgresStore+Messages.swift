@@ -10,7 +10,7 @@ extension PostgresStore {
     static let columns = """
         seq, app_id, conv_type, conv_key, target_id, sender_id, object_name, content, uid, sent_time, flags,
         client_msg_id, push_content, push_data, disable_notification, can_include_expansion, expansion, channel_id,
-        include_sender, audience, receipt_requested
+        include_sender, audience, receipt_requested, push_config
         """
 
     // MARK: commit
@@ -249,13 +249,16 @@ extension PostgresStore {
         let includeSender = try cells.bool()
         let audience = try cells.optionalString()
         let receiptRequested = try cells.bool()
-        return StoredMessage(
+        let pushConfig = try cells.next(Data.self)
+        var message = StoredMessage(
             seq: seq, appId: appId, conversationType: ConversationType(rawValue: Int(type)) ?? .private, conversationKey: key,
             targetId: target, senderId: sender, objectName: objectName, content: content, uid: uid, sentTime: sentTime,
             flags: PersistentFlag(rawValue: UInt32(truncatingIfNeeded: flags)), clientMessageId: clientMessageId,
             pushContent: pushContent, pushData: pushData, disableNotification: disableNotification,
             canIncludeExpansion: canIncludeExpansion, expansion: expansion, channelId: channelId, includeSender: includeSender,
             directedUserIds: audience.map { $0.split(separator: "\n").map(String.init) } ?? [], receiptRequested: receiptRequested)
+        message.pushConfig = pushConfig
+        return message
     }
 }
 
@@ -282,7 +285,7 @@ struct CommitMessages: PostgresPreparedStatement {
         SELECT r_ord, r_seq, r_sent_time, r_stored_uid FROM imserver_commit_messages(
             $1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[],
             $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[], $15::bigint[],
-            $16::bigint[], $17::text[], $18::text[], $19::bigint[], $20::text[], $21::text[], $22::text[])
+            $16::bigint[], $17::text[], $18::text[], $19::bigint[], $20::text[], $21::text[], $22::text[], $23::bytea[])
         """
     /// The outcome of the message at `ordinal` (from 1) of the batch: placed (seq and sentTime) or
     /// stored already (`storedUid`).
@@ -321,6 +324,7 @@ struct CommitMessages: PostgresPreparedStatement {
     var audience: [String] = []
     var expansionTimes: [String] = []
     var mentioned: [String] = []
+    var pushConfig: [ByteBuffer] = []
 
     mutating func append(_ message: StoredMessage) throws {
         appId.append(message.appId)
@@ -346,10 +350,11 @@ struct CommitMessages: PostgresPreparedStatement {
         audience.append(PostgresStore.audience(message.directedUserIds) ?? "")
         expansionTimes.append(columns.times ?? "")
         mentioned.append(PostgresStore.mentioned(message.mentions) ?? "")
+        pushConfig.append(ByteBuffer(bytes: message.pushConfig))
     }
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 22)
+        var bindings = PostgresBindings(capacity: 23)
         bindings.append(appId)
         bindings.append(type)
         bindings.append(key)
@@ -372,6 +377,7 @@ struct CommitMessages: PostgresPreparedStatement {
         bindings.append(audience)
         bindings.append(expansionTimes)
         bindings.append(mentioned)
+        bindings.append(pushConfig)
         return bindings
     }
 }

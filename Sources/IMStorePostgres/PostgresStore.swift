@@ -17,8 +17,9 @@ import PostgresNIO
 ///   reader that sees seq N sees every seq below it (a sequence would hand out numbers that commit
 ///   out of order). Read receipts take their seqs the same way.
 /// - a limit is checked under a transaction-scoped advisory lock on what owns it (the group, the
-///   user, the app's word list) or a row lock (the message of `updateExpansion`), so concurrent
-///   callers that each stay under it never pass it together.
+///   user, the app's word list or push templates) or a row lock (the message of `updateExpansion`),
+///   so concurrent callers that each stay under it never pass it together; a push token is taken
+///   under a lock on it, so it ends with one holder.
 ///
 /// Reads of more than one statement run in a REPEATABLE READ READ ONLY transaction: one snapshot,
 /// as SQLite's read transactions.
@@ -263,4 +264,8 @@ enum LockKey {
     static func conversationState(_ appId: Int64, _ userId: String) -> String { "state|\(appId)|\(ConversationKey.escape(userId))" }
     static func ultraGroup(_ appId: Int64, _ groupId: String) -> String { "ultra-group|\(appId)|\(ConversationKey.escape(groupId))" }
     static func ultraGroupUser(_ appId: Int64, _ userId: String) -> String { "ultra-group-user|\(appId)|\(ConversationKey.escape(userId))" }
+    static func pushTemplates(_ appId: Int64) -> String { "push-templates|\(appId)" }
+    static func pushToken(_ appId: Int64, _ kind: PushTokenKind, _ token: String) -> String {
+        "push-token|\(appId)|\(kind.rawValue)|\(ConversationKey.escape(token))"
+    }
 }

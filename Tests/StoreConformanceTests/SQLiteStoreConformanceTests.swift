@@ -19,6 +19,7 @@ struct SQLiteStoreConformanceTests {
     @Test func conversationStateStore() async throws { try await withSQLiteStores { try await $0.conversationStateStore() } }
     @Test func chatroomStore() async throws { try await withSQLiteStores { try await $0.chatroomStore() } }
     @Test func ultraGroupStore() async throws { try await withSQLiteStores { try await $0.ultraGroupStore() } }
+    @Test func pushStore() async throws { try await withSQLiteStores { try await $0.pushStore() } }
     @Test func conversationKeys() async throws { try await withSQLiteStores { try await $0.conversationKeys() } }
     @Test func tenantIsolation() async throws { try await withSQLiteStores { try await $0.tenantIsolation() } }
     @Test func concurrency() async throws { try await withSQLiteStores { try await $0.concurrency() } }

@@ -38,7 +38,8 @@ struct StoreMigrationTests {
                           "chatroom_settings", "chatroom_messages", "ultra_groups", "ultra_group_members", "ultra_group_channels",
                           "ultra_group_channel_members", "ultra_group_user_groups", "ultra_group_user_group_members",
                           "ultra_group_channel_bindings", "ultra_group_mutes", "ultra_group_muted_channels", "ultra_group_mute_whitelist",
-                          "ultra_group_reads", "ultra_group_unpush_levels"] {
+                          "ultra_group_reads", "ultra_group_unpush_levels", "push_devices", "push_profiles", "push_templates",
+                          "user_remarks", "push_settings", "push_records", "push_cursors"] {
                 #expect((rows[table] ?? 0) > 0, "the seed wrote \(table) and the copy copied it")
             }
             let store = try await PostgresStore.connect(url: url, logger: Self.logger, poolSize: 2)
@@ -60,6 +61,11 @@ struct StoreMigrationTests {
             #expect(read.count == 1 && read[0].seq > 3, "read receipt seqs go on after the copied ones")
             let newApp = try await store.upsertApp(appKey: "new-app", appSecret: "s", name: "new", now: Self.now)
             #expect(newApp.id > seeded.apps.max()!, "app ids go on after the copied ones")
+            let sqliteRecords = try await sqlite.pushRecords(appId: seeded.apps[1], messageUid: nil, userId: nil, limit: 100)
+            try await store.recordPushDecisions([PushRecord(appId: app, messageUid: "after", userId: "alice", status: .suppressed, code: "P16",
+                                                            createdAt: Self.now)], badges: [], node: "node-0", cursor: nil)
+            let newRecord = try #require(try await store.pushRecords(appId: app, messageUid: "after", userId: nil, limit: 1).first)
+            #expect(newRecord.id > sqliteRecords.map(\.id).max()! + 1, "push record ids go on after the copied ones and the swept one")
 
             // Into a database that holds data: refused, nothing changes.
             do {
@@ -145,6 +151,9 @@ struct StoreMigrationTests {
                 message.canIncludeExpansion = type == .private
                 message.expansion = type == .private ? ["k": text] : [:]
                 message.mentions = mentions
+                if type != .system && !text.hasPrefix("command") {
+                    message.pushConfig = Data(#"{"pushTitle":"\#(text)","forceShowDetailContent":true}"#.utf8)
+                }
                 return message
             }
             _ = try await store.createUltraGroup(appId: app, groupId: "ug", name: "Ultra", ownerId: "alice", now: now, maxGroupsPerUser: 10)
@@ -223,6 +232,36 @@ struct StoreMigrationTests {
                                      targetId: "lobby", senderId: "carol", objectName: "RC:TxtMsg", content: Data(#"{"content":"room \#(round)"}"#.utf8),
                                      uid: uids.next(milliseconds: sent), sentTime: sent, flags: .persistedAndCounted, clientMessageId: "r\(round)")
             })
+
+            for (user, device, kind) in [("alice", "d1", PushTokenKind.apns), ("alice", "d1", .fcm), ("bob", "d2", .fcm)] {
+                try await store.setPushDevice(PushDeviceRecord(appId: app, userId: user, deviceId: device, platform: "ios", kind: kind,
+                                                               token: "\(kind.rawValue)-\(user)-\(index)",
+                                                               environment: kind == .apns ? "sandbox" : "", updatedAt: stamp()))
+            }
+            try await store.setPushProfile(appId: app, userId: "alice", profile: PushProfileRecord(language: "en_US", showContent: false))
+            try await store.setPushProfile(appId: app, userId: "bob", profile: PushProfileRecord(receiveWhileWebOnline: false))
+            for id in ["welcome", "alert"] {
+                try await store.upsertPushTemplate(appId: app, template: PushTemplateRecord(
+                    templateId: id, name: "\(id) \(index)", entries: ["zh_CN": .init(title: "标题", content: id), "en_US": .init(content: id)],
+                    updatedAt: stamp()), maxTemplates: 100)
+            }
+            try await store.setRemarks(appId: app, userId: "alice", remarks: ["bob": "Bobby \(index)", "carol": "C"])
+            try await store.setPushSettings(appId: app, settings: Data(#"{"app":\#(index)}"#.utf8))
+            let pushed = stored[0]
+            func decision(_ user: String, _ device: String, _ status: PushStatus, code: String = "", created: Int64? = nil) -> PushRecord {
+                PushRecord(appId: app, messageUid: pushed.uid, userId: user, deviceId: device, kind: device.isEmpty ? nil : .fcm,
+                           token: device.isEmpty ? "" : "fcm-\(user)-\(index)", notification: device.isEmpty ? Data() : Data(#"{"body":"hi"}"#.utf8),
+                           status: status, code: code, nextAttemptAt: now + 1_000, createdAt: created ?? stamp())
+            }
+            try await store.recordPushDecisions([decision("bob", "d2", .pending), decision("alice", "d1", .pending),
+                                                 decision("carol", "", .suppressed, code: "P16"),
+                                                 decision("dave", "d3", .sent, created: 1_000)],
+                                                badges: [PushBadge(appId: app, userId: "bob", deviceId: "d2", badge: 3)],
+                                                node: "node-\(index)", cursor: stored.last!.seq)
+            let attempted = try await store.pushRecords(appId: app, messageUid: pushed.uid, userId: "alice", limit: 1)
+            try await store.recordPushAttempts(attempted.map { PushAttempt(id: $0.id, status: .failed, code: "401", attempts: 1, now: stamp()) })
+            // The newest record is swept: its id is not given again after the copy either.
+            #expect(try await store.deletePushRecords(createdBefore: 2_000) == 1)
         }
         let keys = Set(messages.map(\.conversationKey)).sorted()
         return Seeded(apps: apps, messages: messages, groupMessage: groupMessage!, users: users, conversationKeys: keys)
@@ -314,7 +353,43 @@ struct StoreMigrationTests {
             #expect(try await b.isMessageLogDeleted(appId: app, hour: "2023111422"))
             #expect(try await a.conversationUnpushLevel(appId: app, userId: "alice", type: .private, targetId: "bob", channelId: "")
                     == b.conversationUnpushLevel(appId: app, userId: "alice", type: .private, targetId: "bob", channelId: ""))
+
+            func devices(_ store: some PushStore) async throws -> [PushDeviceRecord] {
+                try await store.pushDevices(appId: app, userIds: seeded.users).sorted { ($0.userId, $0.kind.rawValue) < ($1.userId, $1.kind.rawValue) }
+            }
+            let devicesA = try await devices(a)
+            #expect(devicesA.count == 3 && devicesA.contains { $0.badge == 3 })
+            #expect(try await devicesA == devices(b), "devices, tokens and badges")
+            let profiles = try await a.pushProfiles(appId: app, userIds: seeded.users)
+            #expect(profiles.count == 2)
+            #expect(try await profiles == b.pushProfiles(appId: app, userIds: seeded.users))
+            let templates = try await a.pushTemplates(appId: app)
+            #expect(templates.count == 2)
+            #expect(try await templates == b.pushTemplates(appId: app))
+            let remarksA = try await a.remarks(appId: app, userId: "alice", afterUserId: "", limit: 10)
+            let remarksB = try await b.remarks(appId: app, userId: "alice", afterUserId: "", limit: 10)
+            #expect(remarksA.count == 2 && remarksA.map { "\($0.userId)=\($0.remark)" } == remarksB.map { "\($0.userId)=\($0.remark)" })
+            #expect(try await a.remarks(appId: app, owners: ["alice"], for: "bob") == b.remarks(appId: app, owners: ["alice"], for: "bob"))
+            let settings = try await a.pushSettings(appId: app)
+            #expect(settings != nil)
+            #expect(try await settings == b.pushSettings(appId: app))
+            #expect(try await a.pushPreferences(appId: app, userIds: seeded.users, type: .private, targetId: "bob", channelId: "")
+                    == b.pushPreferences(appId: app, userIds: seeded.users, type: .private, targetId: "bob", channelId: ""))
+            let recordsA = try await a.pushRecords(appId: app, messageUid: nil, userId: nil, limit: 100)
+            #expect(recordsA.count == 3 && recordsA.map(\.status).contains(.failed))
+            #expect(try await recordsA == b.pushRecords(appId: app, messageUid: nil, userId: nil, limit: 100), "push records, ids included")
         }
+        for node in ["node-0", "node-1"] {
+            let cursor = try await a.pushCursor(node: node)
+            #expect(cursor != nil)
+            #expect(try await cursor == b.pushCursor(node: node))
+        }
+        #expect(try await a.lastCommittedSeq() == b.lastCommittedSeq())
+        let committed = try await a.committedMessages(afterSeq: 0, limit: 1_000)
+        #expect(committed.count == seeded.messages.count && committed.contains { !$0.pushConfig.isEmpty })
+        #expect(try await committed == b.committedMessages(afterSeq: 0, limit: 1_000), "the message log with pushConfig")
+        #expect(try await a.duePushes(now: now + 1_000, limit: 100) == b.duePushes(now: now + 1_000, limit: 100))
+        #expect(try await a.duePushes(now: now + 1_000, limit: 100).count == 2)
     }
 
     static func syncAll(_ store: some SyncStore, app: Int64, user: String) async throws -> [StoredMessage] {
