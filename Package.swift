@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: [
         .target(name: "IMCore", swiftSettings: strict),
@@ -142,7 +145,17 @@ let package = Package(
             swiftSettings: strict
         ),
         // Push providers: APNs, FCM and webhooks (IMServer/Push decides who gets what).
-        .target(name: "IMPush", swiftSettings: strict),
+        .target(
+            name: "IMPush",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strict
+        ),
         // Child processes without Foundation's Process (see ChildProcess.swift): tests and imbench.
         .target(name: "IMProcess", swiftSettings: strict),
         .target(
