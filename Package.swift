@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
@@ -144,7 +145,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Push providers: APNs, FCM and webhooks (IMServer/Push decides who gets what).
+        // Push providers: APNs, FCM and webhooks (IMServer/Push decides who gets what). IMPush has
+        // the types and the credential checks; IMPushProviders the HTTP client that sends, apart so
+        // that AsyncHTTPClient's dependencies (swift-algorithms' uniqued() among them) stay out of IMServer.
         .target(
             name: "IMPush",
             dependencies: [
@@ -153,6 +156,19 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "IMPushProviders",
+            dependencies: [
+                "IMPush",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strict
         ),
