@@ -195,6 +195,18 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
+        // The push providers against local APNs, FCM and webhook servers (IMServerTesting).
+        .testTarget(
+            name: "PushProviderTests",
+            dependencies: [
+                "IMPush", "IMPushProviders", "IMServerTesting",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "StoreConformanceTests",
             dependencies: [
