@@ -29,6 +29,11 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: [
         .target(name: "IMCore", swiftSettings: strict),
@@ -141,8 +146,33 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Push providers: APNs, FCM and webhooks (IMServer/Push decides who gets what).
-        .target(name: "IMPush", swiftSettings: strict),
+        // Push providers: APNs, FCM and webhooks (IMServer/Push decides who gets what). IMPush has
+        // the types and the credential checks; IMPushProviders the HTTP client that sends, apart so
+        // that AsyncHTTPClient's dependencies (swift-algorithms' uniqued() among them) stay out of IMServer.
+        .target(
+            name: "IMPush",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "IMPushProviders",
+            dependencies: [
+                "IMPush",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strict
+        ),
         // Child processes without Foundation's Process (see ChildProcess.swift): tests and imbench.
         .target(name: "IMProcess", swiftSettings: strict),
         .target(
@@ -151,12 +181,32 @@ let package = Package(
                 "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMProcess",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             swiftSettings: strict
         ),
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
+        // The push providers against local APNs, FCM and webhook servers (IMServerTesting).
+        .testTarget(
+            name: "PushProviderTests",
+            dependencies: [
+                "IMPush", "IMPushProviders", "IMServerTesting",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "StoreConformanceTests",
             dependencies: [

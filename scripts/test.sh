@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 if ! [ -f /usr/include/sqlite3.h ]; then
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq libsqlite3-dev; else sudo apt-get install -y libsqlite3-dev; fi
 fi
+# The push provider tests pack client certificates as PKCS#12 with the openssl command.
+if ! [ -x /usr/bin/openssl ]; then
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq openssl; else sudo apt-get install -y openssl; fi
+fi
 # RongCloud's official Python server SDK, which the compatibility tests drive imserver with.
 IMSERVER_TEST_PYTHON="$(scripts/python-sdk.sh)"
 export IMSERVER_TEST_PYTHON

@@ -100,12 +100,15 @@ public struct FCMCredentials: Sendable, Hashable, Codable {
     public var privateKey: String
     /// Where the signed assertion is exchanged for an access token (the file's `token_uri`).
     public var tokenURI: String
+    /// The key's id (the file's `private_key_id`): the assertion's `kid` when known.
+    public var privateKeyId: String?
 
-    public init(projectId: String, clientEmail: String, privateKey: String, tokenURI: String) {
+    public init(projectId: String, clientEmail: String, privateKey: String, tokenURI: String, privateKeyId: String? = nil) {
         self.projectId = projectId
         self.clientEmail = clientEmail
         self.privateKey = privateKey
         self.tokenURI = tokenURI
+        self.privateKeyId = privateKeyId
     }
 }
 

@@ -1,0 +1,485 @@
+import AsyncHTTPClient
+import Crypto
+import _CryptoExtras
+import Foundation
+import IMPush
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Synchronization
+
+/// Sends to APNs (HTTP/2), FCM HTTP v1 and webhook relays over one shared `HTTPClient`, plus one
+/// client per APNs p12 certificate (the certificate is the TLS client identity).
+///
+/// APNs provider tokens are cached per (team, key) and renewed after 50 minutes; FCM access
+/// tokens per service account until 5 minutes before they expire. Times come from `now`.
+///
+/// Outcome codes (`PushOutcome`'s `code`):
+///
+/// | provider | answer | outcome | code |
+/// |---|---|---|---|
+/// | any | target malformed (APNs token not hex, empty FCM token, webhook URL not http(s)) | invalidToken | `Rong_DeviceToken_Invalid` |
+/// | APNs | no APNs credentials, or a p8/p12 that does not load | failed | `PUSH_I9` |
+/// | APNs | p12 certificate expired | failed | `APNS_4_4_null` |
+/// | APNs | 200 | delivered(apns-id) | |
+/// | APNs | 400 BadDeviceToken | invalidToken | `APNS_A2_2400{"reason":"BadDeviceToken"}` |
+/// | APNs | 400 DeviceTokenNotForTopic | invalidToken | `APNs_400{"reason":"DeviceTokenNotForTopic"}` |
+/// | APNs | 410 (Unregistered, ExpiredToken) | invalidToken | `APNs_410{"reason":"Unregistered"}` |
+/// | APNs | 403 ExpiredProviderToken (cached token dropped) | retry | `APNs_403{"reason":"ExpiredProviderToken"}` |
+/// | APNs | 429, 5xx | retry(Retry-After) | `APNs_<status>{"reason":…}` |
+/// | APNs | other 4xx (403 InvalidProviderToken, 413…) | failed | `APNs_<status>{"reason":…}` |
+/// | FCM | no FCM credentials | failed | `FCM_NO_CREDENTIALS` |
+/// | FCM | private key does not load | failed | `FCM_BAD_CREDENTIALS` |
+/// | FCM | token endpoint 4xx | failed | `FCM_AUTH_<status>_<error>` |
+/// | FCM | token endpoint 429, 5xx | retry(Retry-After) | `FCM_AUTH_<status>` |
+/// | FCM | 200 | delivered(message name) | |
+/// | FCM | UNREGISTERED | invalidToken | `FCM_UNREGISTERED` |
+/// | FCM | 400 INVALID_ARGUMENT about `message.token` | invalidToken | `FCM_INVALID_ARGUMENT` |
+/// | FCM | 401 (cached access token dropped) | retry | `FCM_401_<errorCode>` |
+/// | FCM | 429, 5xx | retry(Retry-After) | `FCM_<status>_<errorCode>` |
+/// | FCM | other | failed | `FCM_<status>_<errorCode>` |
+/// | webhook | no secret | failed | `WEBHOOK_NO_SECRET` |
+/// | webhook | 2xx | delivered(nil) | |
+/// | webhook | 404, 410 | invalidToken | `WEBHOOK_404`, `WEBHOOK_410` |
+/// | webhook | 429, 5xx | retry(Retry-After) | `WEBHOOK_<status>` |
+/// | webhook | other | failed | `WEBHOOK_<status>` |
+/// | any | no answer within `requestTimeoutSeconds` | retry | `APNs_timeout`, `FCM_timeout`, `FCM_AUTH_timeout`, `WEBHOOK_timeout` |
+/// | any | connection refused, reset or closed | retry | `APNs_connection`, `FCM_connection`, `FCM_AUTH_connection`, `WEBHOOK_connection` |
+/// | any | TLS handshake refused (untrusted server, certificate rejected) | failed | `APNs_TLS`, `FCM_TLS`, `FCM_AUTH_TLS`, `WEBHOOK_TLS` |
+///
+/// A connection that cannot be made fails at once (not retried inside the transport). Under TLS 1.3
+/// a client certificate the server rejects shows as a closed connection (`APNs_connection`).
+public final class ProviderPushTransport: PushTransport {
+    public let endpoints: PushEndpoints
+    private let now: @Sendable () -> Date
+    private let client: HTTPClient
+    private let configuration: HTTPClient.Configuration
+    private let eventLoopGroup: any EventLoopGroup
+    private let certificateClients = Mutex<CertificateClients>(CertificateClients())
+    private let apnsTokens = Mutex<[String: APNsProviderToken]>([:])
+    private let fcmTokens = Mutex<[String: FCMTokenState]>([:])
+
+    /// How long an APNs provider token is used (APNs refuses one older than an hour).
+    public static let apnsTokenLifetime: TimeInterval = 50 * 60
+    /// How long before its expiry an FCM access token is replaced.
+    public static let fcmTokenMargin: TimeInterval = 5 * 60
+
+    /// `now` gives the time for provider tokens, `apns-expiration` and webhook timestamps;
+    /// `eventLoopGroup` nil: AsyncHTTPClient's shared one. Throws when
+    /// `endpoints.extraTrustRootsPEM` holds no PEM certificate.
+    public init(endpoints: PushEndpoints = PushEndpoints(), now: @escaping @Sendable () -> Date = { Date() },
+                eventLoopGroup: (any EventLoopGroup)? = nil) throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let pem = endpoints.extraTrustRootsPEM {
+            let roots = (try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8))) ?? []
+            guard !roots.isEmpty else {
+                throw PushCredentialError("extraTrustRootsPEM holds no PEM certificate (-----BEGIN CERTIFICATE----- … -----END CERTIFICATE-----)")
+            }
+            tls.additionalTrustRoots = [.certificates(roots)]
+        }
+        let timeout = TimeAmount.seconds(Int64(max(1, endpoints.requestTimeoutSeconds)))
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow,
+                                                     timeout: .init(connect: timeout, read: timeout))
+        configuration.httpVersion = .automatic
+        // A connection that cannot be made fails its requests at once (retry outcomes: the caller
+        // owns retries) instead of holding them until the deadline while AHC tries again.
+        configuration.connectionPool.retryConnectionEstablishment = false
+        self.endpoints = endpoints
+        self.now = now
+        self.configuration = configuration
+        self.eventLoopGroup = eventLoopGroup ?? HTTPClient.defaultEventLoopGroup
+        self.client = HTTPClient(eventLoopGroup: self.eventLoopGroup, configuration: configuration)
+    }
+
+    public func send(_ notification: PushNotification, to target: PushTarget, credentials: PushCredentials) async -> PushOutcome {
+        switch target {
+        case .apns(let token, let environment, let voip):
+            guard let apns = credentials.apns else { return .failed(code: "PUSH_I9") }
+            return await sendAPNs(notification, token: token, environment: environment, voip: voip, credentials: apns)
+        case .fcm(let token):
+            guard let fcm = credentials.fcm else { return .failed(code: "FCM_NO_CREDENTIALS") }
+            return await sendFCM(notification, token: token, credentials: fcm)
+        case .webhook(let url):
+            guard let webhook = credentials.webhook, !webhook.secret.isEmpty else { return .failed(code: "WEBHOOK_NO_SECRET") }
+            return await sendWebhook(notification, url: url, credentials: webhook)
+        }
+    }
+
+    /// Closes every connection. Call it before the transport is released (HTTPClient requires it).
+    public func shutdown() async {
+        let clients = certificateClients.withLock { state in
+            state.closed = true
+            defer { state.clients = [:] }
+            return Array(state.clients.values)
+        }
+        for client in clients + [client] {
+            try? await client.shutdown()
+        }
+    }
+
+    // MARK: APNs
+
+    /// The `apns-id` for a notification id: the first 16 bytes of its SHA-256 as a UUID (version
+    /// 8, RFC 9562), lowercase. The same notification id always gives the same apns-id.
+    public static func apnsId(for notificationId: String) -> String {
+        var bytes = Array(SHA256.hash(data: Data(notificationId.utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x80
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let hex = hexString(bytes)
+        let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
+        return parts.joined(separator: "-")
+    }
+
+    private func sendAPNs(_ notification: PushNotification, token: String, environment: PushEnvironment, voip: Bool,
+                          credentials: APNsCredentials) async -> PushOutcome {
+        guard Self.isAPNsDeviceToken(token) else { return .invalidToken(code: "Rong_DeviceToken_Invalid") }
+        guard (try? APNsCredentials.checkBundleId(credentials.bundleId)) != nil else { return .failed(code: "PUSH_I9") }
+        var headers = HTTPHeaders()
+        let client: HTTPClient
+        var providerToken: (key: String, token: String)?
+        switch credentials.authentication {
+        case .token(let p8, let keyId, let teamId):
+            guard let token = apnsProviderToken(p8: p8, keyId: keyId, teamId: teamId) else { return .failed(code: "PUSH_I9") }
+            providerToken = token
+            headers.add(name: "authorization", value: "bearer \(token.token)")
+            client = self.client
+        case .certificate(let p12, let password):
+            switch certificateClient(p12: p12, password: password) {
+            case .success(let certificateClient): client = certificateClient
+            case .failure(let failure): return failure.outcome
+            }
+        }
+        headers.add(name: "apns-topic", value: voip ? credentials.bundleId + ".voip" : credentials.bundleId)
+        headers.add(name: "apns-push-type", value: voip ? "voip" : "alert")
+        headers.add(name: "apns-priority", value: "10")
+        headers.add(name: "apns-id", value: Self.apnsId(for: notification.id))
+        if let collapseId = notification.collapseId { headers.add(name: "apns-collapse-id", value: collapseId) }
+        if let ttl = notification.timeToLiveSeconds {
+            let expiration = ttl <= 0 ? 0 : Int(now().timeIntervalSince1970) + ttl
+            headers.add(name: "apns-expiration", value: String(expiration))
+        }
+        headers.add(name: "content-type", value: "application/json")
+        guard let body = try? APNsPayload(notification).encoded() else { return .failed(code: "APNs_PAYLOAD") }
+        let base = environment == .production ? endpoints.apnsProduction : endpoints.apnsSandbox
+        let response: Response
+        do {
+            response = try await post(client, url: Self.trimmed(base) + "/3/device/" + token, headers: headers, body: body)
+        } catch {
+            return Self.transportOutcome(error, prefix: "APNs")
+        }
+        if response.status == 200 {
+            return .delivered(providerId: response.headers.first(name: "apns-id") ?? Self.apnsId(for: notification.id))
+        }
+        let reason = Self.jsonObject(response.body)?["reason"] as? String
+        if response.status == 403, reason == "ExpiredProviderToken", let providerToken {
+            apnsTokens.withLock { tokens in
+                if tokens[providerToken.key]?.token == providerToken.token { tokens[providerToken.key] = nil }
+            }
+        }
+        return Self.apnsOutcome(status: response.status, reason: reason, retryAfter: retryAfter(response.headers))
+    }
+
+    /// APNs' answer other than 200 as an outcome (see the table on the type).
+    static func apnsOutcome(status: Int, reason: String?, retryAfter: Int?) -> PushOutcome {
+        let reasonJSON = reason.map { "{\"reason\":\"\($0.filter { $0.isLetter || $0.isNumber })\"}" } ?? ""
+        let code = "APNs_\(status)\(reasonJSON)"
+        switch (status, reason) {
+        case (400, "BadDeviceToken"): return .invalidToken(code: "APNS_A2_2400\(reasonJSON)")
+        case (400, "DeviceTokenNotForTopic"), (410, _): return .invalidToken(code: code)
+        case (403, "ExpiredProviderToken"): return .retry(code: code, afterSeconds: retryAfter)
+        case (429, _), (500..., _): return .retry(code: code, afterSeconds: retryAfter)
+        default: return .failed(code: code)
+        }
+    }
+
+    /// APNs device tokens are hex (64 characters today; Apple says they may grow).
+    static func isAPNsDeviceToken(_ token: String) -> Bool {
+        !token.isEmpty && token.utf8.count <= 400 && token.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102) }
+    }
+
+    /// The cached provider token for (team, key, p8), or a new one when there is none or it is
+    /// `apnsTokenLifetime` old. Nil when the p8 does not load.
+    private func apnsProviderToken(p8: String, keyId: String, teamId: String) -> (key: String, token: String)? {
+        let cacheKey = "\(teamId)|\(keyId)|\(p8)"
+        let now = now()
+        return apnsTokens.withLock { tokens -> (key: String, token: String)? in
+            if let cached = tokens[cacheKey], now.timeIntervalSince(cached.issuedAt) < Self.apnsTokenLifetime,
+               now.timeIntervalSince(cached.issuedAt) >= -60 {
+                return (cacheKey, cached.token)
+            }
+            guard let key = try? P256.Signing.PrivateKey(pemRepresentation: APNsCredentials.normalizedPEM(p8)),
+                  let token = try? JSONWebToken.apnsProviderToken(key: key, keyId: keyId, teamId: teamId, issuedAt: now) else {
+                return nil
+            }
+            tokens[cacheKey] = APNsProviderToken(token: token, issuedAt: now)
+            return (cacheKey, token)
+        }
+    }
+
+    private struct CertificateClients {
+        var clients: [String: HTTPClient] = [:]
+        var closed = false
+    }
+
+    private struct OutcomeFailure: Error {
+        var outcome: PushOutcome
+    }
+
+    /// The client whose TLS identity is this p12, made on first use and kept per p12 and password.
+    private func certificateClient(p12: Data, password: String) -> Result<HTTPClient, OutcomeFailure> {
+        let fingerprint = APNsCredentials.fingerprint(p12 + Data([0]) + Data(password.utf8))
+        let now = now()
+        return certificateClients.withLock { state -> Result<HTTPClient, OutcomeFailure> in
+            if let client = state.clients[fingerprint] { return .success(client) }
+            guard !state.closed else { return .failure(OutcomeFailure(outcome: .retry(code: "APNs_connection", afterSeconds: nil))) }
+            guard let opened = try? APNsCredentials.openP12(p12, password: password) else {
+                return .failure(OutcomeFailure(outcome: .failed(code: "PUSH_I9")))
+            }
+            if let expiry = opened.certificate.notValidAfter, expiry < now {
+                return .failure(OutcomeFailure(outcome: .failed(code: "APNS_4_4_null")))
+            }
+            var configuration = self.configuration
+            configuration.tlsConfiguration?.certificateChain = opened.bundle.certificateChain.map { .certificate($0) }
+            configuration.tlsConfiguration?.privateKey = .privateKey(opened.bundle.privateKey)
+            let client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)
+            state.clients[fingerprint] = client
+            return .success(client)
+        }
+    }
+
+    // MARK: FCM
+
+    private func sendFCM(_ notification: PushNotification, token: String, credentials: FCMCredentials) async -> PushOutcome {
+        guard !token.isEmpty, !token.contains(where: \.isWhitespace) else { return .invalidToken(code: "Rong_DeviceToken_Invalid") }
+        let accessToken: FCMAccessToken
+        do {
+            accessToken = try await fcmAccessToken(credentials)
+        } catch let failure as OutcomeFailure {
+            return failure.outcome
+        } catch {
+            return .retry(code: "FCM_AUTH_connection", afterSeconds: nil)
+        }
+        guard let body = try? FCMMessageBody(notification, token: token).encoded() else { return .failed(code: "FCM_PAYLOAD") }
+        var headers = HTTPHeaders()
+        headers.add(name: "authorization", value: "Bearer \(accessToken.token)")
+        headers.add(name: "content-type", value: "application/json; charset=UTF-8")
+        let project = credentials.projectId.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? credentials.projectId
+        let response: Response
+        do {
+            response = try await post(client, url: Self.trimmed(endpoints.fcm) + "/v1/projects/\(project)/messages:send",
+                                      headers: headers, body: body)
+        } catch {
+            return Self.transportOutcome(error, prefix: "FCM")
+        }
+        if response.status == 200 {
+            return .delivered(providerId: Self.jsonObject(response.body)?["name"] as? String)
+        }
+        if response.status == 401 {
+            fcmTokens.withLock { states in
+                if case .ready(let cached) = states[accessToken.cacheKey], cached.token == accessToken.token {
+                    states[accessToken.cacheKey] = nil
+                }
+            }
+        }
+        return Self.fcmOutcome(status: response.status, body: response.body, retryAfter: retryAfter(response.headers))
+    }
+
+    /// FCM's answer other than 200 as an outcome (see the table on the type).
+    static func fcmOutcome(status: Int, body: ByteBuffer, retryAfter: Int?) -> PushOutcome {
+        let error = jsonObject(body)?["error"] as? [String: Any]
+        let details = error?["details"] as? [[String: Any]] ?? []
+        let errorCode = details.lazy.compactMap { $0["errorCode"] as? String }.first ?? error?["status"] as? String
+        let code = "FCM_\(status)" + (errorCode.map { "_" + $0.filter { $0.isLetter || $0.isNumber || $0 == "_" } } ?? "")
+        if errorCode == "UNREGISTERED" { return .invalidToken(code: "FCM_UNREGISTERED") }
+        if errorCode == "INVALID_ARGUMENT" {
+            let fields = details.flatMap { ($0["fieldViolations"] as? [[String: Any]]) ?? [] }.compactMap { $0["field"] as? String }
+            let message = (error?["message"] as? String ?? "").lowercased()
+            if fields.contains("message.token") || message.contains("registration token") {
+                return .invalidToken(code: "FCM_INVALID_ARGUMENT")
+            }
+            return .failed(code: code)
+        }
+        switch status {
+        case 401 where errorCode != "THIRD_PARTY_AUTH_ERROR", 429, 500...: return .retry(code: code, afterSeconds: retryAfter)
+        default: return .failed(code: code)
+        }
+    }
+
+    private struct FCMAccessToken: Sendable {
+        var cacheKey: String
+        var token: String
+        var refreshAt: Date
+    }
+
+    private enum FCMTokenState {
+        case ready(FCMAccessToken)
+        case pending(Task<FCMAccessToken, any Error>)
+    }
+
+    /// The cached access token, or one exchange shared by every send that needs it meanwhile.
+    private func fcmAccessToken(_ credentials: FCMCredentials) async throws -> FCMAccessToken {
+        let cacheKey = "\(credentials.clientEmail)|\(credentials.tokenURI)|\(credentials.privateKey)"
+        let now = now()
+        let state = fcmTokens.withLock { states -> FCMTokenState in
+            switch states[cacheKey] {
+            case .ready(let token) where now < token.refreshAt:
+                return .ready(token)
+            case .pending(let task):
+                return .pending(task)
+            default:
+                let task = Task { try await self.exchangeAssertion(credentials, cacheKey: cacheKey) }
+                states[cacheKey] = .pending(task)
+                return .pending(task)
+            }
+        }
+        let task: Task<FCMAccessToken, any Error>
+        switch state {
+        case .ready(let token): return token
+        case .pending(let pending): task = pending
+        }
+        do {
+            let token = try await task.value
+            fcmTokens.withLock { states in
+                if case .pending(let pending) = states[cacheKey], pending == task { states[cacheKey] = .ready(token) }
+            }
+            return token
+        } catch {
+            fcmTokens.withLock { states in
+                if case .pending(let pending) = states[cacheKey], pending == task { states[cacheKey] = nil }
+            }
+            throw error
+        }
+    }
+
+    /// Signs the service account's assertion and exchanges it at the token URI (RFC 7523).
+    private func exchangeAssertion(_ credentials: FCMCredentials, cacheKey: String) async throws -> FCMAccessToken {
+        let issuedAt = now()
+        guard let key = try? _RSA.Signing.PrivateKey(pemRepresentation: credentials.privateKey),
+              let assertion = try? JSONWebToken.googleAssertion(key: key, keyId: credentials.privateKeyId,
+                                                               clientEmail: credentials.clientEmail,
+                                                               audience: credentials.tokenURI, issuedAt: issuedAt) else {
+            throw OutcomeFailure(outcome: .failed(code: "FCM_BAD_CREDENTIALS"))
+        }
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
+        let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"
+        let response: Response
+        do {
+            response = try await post(client, url: credentials.tokenURI, headers: headers, body: Data(form.utf8))
+        } catch {
+            throw OutcomeFailure(outcome: Self.transportOutcome(error, prefix: "FCM_AUTH"))
+        }
+        let json = Self.jsonObject(response.body)
+        guard response.status == 200 else {
+            let error = (json?["error"] as? String).map { "_" + $0.filter { $0.isLetter || $0.isNumber || $0 == "_" } } ?? ""
+            if response.status == 429 || response.status >= 500 {
+                throw OutcomeFailure(outcome: .retry(code: "FCM_AUTH_\(response.status)", afterSeconds: retryAfter(response.headers)))
+            }
+            throw OutcomeFailure(outcome: .failed(code: "FCM_AUTH_\(response.status)\(error)"))
+        }
+        guard let token = json?["access_token"] as? String, !token.isEmpty else {
+            throw OutcomeFailure(outcome: .retry(code: "FCM_AUTH_BAD_ANSWER", afterSeconds: nil))
+        }
+        let lifetime = (json?["expires_in"] as? NSNumber)?.doubleValue ?? 3600
+        return FCMAccessToken(cacheKey: cacheKey, token: token,
+                              refreshAt: issuedAt.addingTimeInterval(max(0, lifetime - Self.fcmTokenMargin)))
+    }
+
+    // MARK: Webhooks
+
+    private func sendWebhook(_ notification: PushNotification, url: String, credentials: WebhookCredentials) async -> PushOutcome {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "https" || scheme == "http",
+              let host = parsed.host, !host.isEmpty else {
+            return .invalidToken(code: "Rong_DeviceToken_Invalid")
+        }
+        guard let body = try? WebhookBody(notification, url: url).encoded() else { return .failed(code: "WEBHOOK_PAYLOAD") }
+        let timestamp = String(Int(now().timeIntervalSince1970))
+        var headers = HTTPHeaders()
+        headers.add(name: "content-type", value: "application/json")
+        headers.add(name: "x-imserver-push-id", value: notification.id)
+        headers.add(name: "x-imserver-timestamp", value: timestamp)
+        headers.add(name: "x-imserver-signature", value: "sha256=" + Self.webhookSignature(secret: credentials.secret, timestamp: timestamp, body: body))
+        let response: Response
+        do {
+            response = try await post(client, url: url, headers: headers, body: body)
+        } catch {
+            return Self.transportOutcome(error, prefix: "WEBHOOK")
+        }
+        switch response.status {
+        case 200..<300: return .delivered(providerId: nil)
+        case 404, 410: return .invalidToken(code: "WEBHOOK_\(response.status)")
+        case 429, 500...: return .retry(code: "WEBHOOK_\(response.status)", afterSeconds: retryAfter(response.headers))
+        default: return .failed(code: "WEBHOOK_\(response.status)")
+        }
+    }
+
+    /// The hex HMAC-SHA256, under the app's secret, of `timestamp + "." + body`: what a relay
+    /// recomputes to check `X-IMServer-Signature` (after `sha256=`).
+    public static func webhookSignature(secret: String, timestamp: String, body: Data) -> String {
+        var signed = Data(timestamp.utf8)
+        signed.append(UInt8(ascii: "."))
+        signed.append(body)
+        let code = HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: Data(secret.utf8)))
+        return hexString(code)
+    }
+
+    // MARK: HTTP
+
+    private struct Response {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: ByteBuffer
+    }
+
+    private func post(_ client: HTTPClient, url: String, headers: HTTPHeaders, body: Data) async throws -> Response {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers = headers
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let timeout = TimeAmount.seconds(Int64(max(1, endpoints.requestTimeoutSeconds)))
+        let deadline = NIODeadline.now() + timeout
+        let response = try await client.execute(request, deadline: deadline)
+        let responseBody = try await response.body.collect(upTo: 1 << 20)
+        return Response(status: Int(response.status.code), headers: response.headers, body: responseBody)
+    }
+
+    /// A request that got no HTTP answer: timeouts and dropped connections are worth a retry, a
+    /// refused TLS handshake (an untrusted server, a rejected client certificate) is not.
+    static func transportOutcome(_ error: any Error, prefix: String) -> PushOutcome {
+        if let error = error as? HTTPClientError {
+            let timeouts: [HTTPClientError] = [.deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout,
+                                               .tlsHandshakeTimeout, .getConnectionFromPoolTimeout]
+            if timeouts.contains(error) { return .retry(code: "\(prefix)_timeout", afterSeconds: nil) }
+        }
+        if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+            return .failed(code: "\(prefix)_TLS")
+        }
+        return .retry(code: "\(prefix)_connection", afterSeconds: nil)
+    }
+
+    /// Retry-After in seconds, given as seconds or as an HTTP date.
+    private func retryAfter(_ headers: HTTPHeaders) -> Int? {
+        guard let value = headers.first(name: "retry-after")?.trimmingCharacters(in: .whitespaces) else { return nil }
+        if let seconds = Int(value) { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return max(0, Int(date.timeIntervalSince(now()).rounded(.up)))
+    }
+
+    private static func jsonObject(_ body: ByteBuffer) -> [String: Any]? {
+        guard body.readableBytes > 0 else { return nil }
+        return (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))) as? [String: Any]
+    }
+
+    private static func trimmed(_ base: String) -> String {
+        base.hasSuffix("/") ? String(base.dropLast()) : base
+    }
+}
+
+private struct APNsProviderToken {
+    var token: String
+    var issuedAt: Date
+}
