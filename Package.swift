@@ -107,7 +107,7 @@ let package = Package(
         .executableTarget(
             name: "imserver",
             dependencies: [
-                "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreMigration", "IMClusterPostgres",
+                "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreMigration", "IMClusterPostgres", "IMPush", "IMPushProviders",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -178,7 +178,7 @@ let package = Package(
         .target(
             name: "IMServerTesting",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMProcess",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMProcess", "IMPush", "IMPushProviders",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
@@ -219,7 +219,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMServerTesting", "IMClusterPostgres", "IMProcess",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMServerTesting", "IMClusterPostgres", "IMProcess", "IMPush", "IMPushProviders",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -200,6 +200,11 @@ public enum PushLanguage {
     public static let arabic = "ar_SA"
     public static let builtIn: [String] = [chinese, english, arabic]
 
+    /// A language id as push profiles and templates name them: letters, '_' and '-', 2 to 16 (zh_CN, en_US, ar_SA).
+    public static func isLanguageId(_ text: String) -> Bool {
+        (2...16).contains(text.count) && text.allSatisfy { $0.isASCII && ($0.isLetter || $0 == "_" || $0 == "-") }
+    }
+
     /// 「您收到了一条通知」: the body of a push whose recipient hides details.
     public static func hiddenDetail(_ language: String) -> String {
         switch language {

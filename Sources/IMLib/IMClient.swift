@@ -564,7 +564,9 @@ public actor IMClient {
             sentTime: wire.sentTime, receivedTime: receivedAt, messageUId: wire.messageUid,
             clientMessageId: wire.clientMessageID, pushContent: wire.pushContent, pushData: wire.pushData,
             readReceiptInfo: ReadReceiptInfo(isReceiptRequestMessage: wire.receiptRequested),
-            canIncludeExpansion: wire.canIncludeExpansion, expansion: wire.expansion)
+            canIncludeExpansion: wire.canIncludeExpansion, expansion: wire.expansion,
+            pushConfig: wire.pushConfig.isEmpty ? nil : (try? MessagePushConfig.decode(wire.pushConfig)) ?? nil,
+            disableNotification: wire.disableNotification)
     }
 
     // MARK: sending
@@ -580,15 +582,19 @@ public actor IMClient {
     /// - Parameters:
     ///   - canIncludeExpansion: the message may carry extensions (fixed once sent).
     ///   - expansion: extensions sent with the message (at most 20; needs `canIncludeExpansion`).
+    ///   - pushConfig: how offline devices are pushed (title, content, data, per-platform fields,
+    ///     template); checked before anything is stored: `IMError` 26001 names the invalid field.
+    ///   - disableNotification: a silent message: delivered, never pushed.
     public func sendMessage(
         _ conversationType: ConversationType, targetId: String, channelId: String = "", content: some MessageContent,
         pushContent: String? = nil, pushData: String? = nil,
         canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
+        pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false,
         attached: @Sendable (Message) -> Void = { _ in }
     ) async throws -> Message {
         try await send(conversationType, targetId: targetId, channelId: channelId, directedUserIds: [], content: content,
                        pushContent: pushContent, pushData: pushData, canIncludeExpansion: canIncludeExpansion,
-                       expansion: expansion, attached: attached)
+                       expansion: expansion, pushConfig: pushConfig, disableNotification: disableNotification, attached: attached)
     }
 
     /// Sends a directional group message: only the listed members (and this user's other devices)
@@ -615,10 +621,12 @@ public actor IMClient {
     func send(
         _ conversationType: ConversationType, targetId: String, channelId: String = "", directedUserIds: [String], content: some MessageContent,
         pushContent: String?, pushData: String?, canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
+        pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false,
         attached: @Sendable (Message) -> Void
     ) async throws -> Message {
         let store = try openStore()
         try requireRegistered(content)
+        try pushConfig?.validate()
         if !expansion.isEmpty {
             guard canIncludeExpansion else {
                 throw IMError(.messageNotExpandable, "the message carries extensions but canIncludeExpansion is off: set it to send extensions")
@@ -642,7 +650,8 @@ public actor IMClient {
             content: content, flags: type(of: content).persistentFlag, sentStatus: .sending, isRead: true,
             sentTime: now, receivedTime: now, messageUId: "", clientMessageId: UUID().uuidString,
             pushContent: pushContent ?? "", pushData: pushData ?? "", directedUserIds: directedUserIds,
-            canIncludeExpansion: canIncludeExpansion, expansion: expansion)
+            canIncludeExpansion: canIncludeExpansion, expansion: expansion,
+            pushConfig: pushConfig.flatMap { $0.isEmpty ? nil : $0 }, disableNotification: disableNotification)
         message = try store.insertOutgoing(message)
         attached(message)
         return try await transmit(message, store: store)
@@ -687,6 +696,8 @@ public actor IMClient {
         request.directedUserIds = message.directedUserIds
         request.canIncludeExpansion = message.canIncludeExpansion
         request.expansion = message.expansion
+        request.pushConfig = message.pushConfig?.encoded() ?? Data()
+        request.disableNotification = message.disableNotification
         do {
             let reply = try await connection.request(.sendMessage, request, timeout: options.requestTimeout)
                 .body(Im_SendMessageReply.self)

@@ -93,6 +93,12 @@ final class LocalStore: Sendable {
                     WHERE direction = 1 AND sent_status = 30;
                 """)
         }
+        migrator.registerMigration("v7-push") { db in
+            try db.execute(sql: """
+                ALTER TABLE messages ADD COLUMN push_config BLOB;
+                ALTER TABLE messages ADD COLUMN disable_notification INTEGER NOT NULL DEFAULT 0;
+                """)
+        }
         return migrator
     }
 
@@ -245,8 +251,8 @@ final class LocalStore: Sendable {
         try db.execute(sql: """
             INSERT INTO messages (conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags,
                 uid, client_msg_id, sent_time, received_time, sent_status, is_read, push_content, push_data,
-                directed_user_ids, receipt_requested, can_include_expansion, expansion)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                directed_user_ids, receipt_requested, can_include_expansion, expansion, push_config, disable_notification)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [
                 message.conversationType.rawValue, message.targetId, message.channelId, message.senderUserId,
                 message.direction.rawValue, message.objectName, message.contentData, Int64(message.flags.rawValue),
@@ -254,6 +260,7 @@ final class LocalStore: Sendable {
                 message.receivedTime, message.sentStatus.rawValue, message.isRead, message.pushContent, message.pushData,
                 message.directedUserIds.joined(separator: "\n"), message.readReceiptInfo.isReceiptRequestMessage,
                 message.canIncludeExpansion, Self.encodeExpansion(message.expansion),
+                message.pushConfig.map { $0.encoded() }, message.disableNotification,
             ])
     }
 
@@ -346,7 +353,7 @@ final class LocalStore: Sendable {
         id, conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags, uid, client_msg_id,
         sent_time, received_time, sent_status, is_read, push_content, push_data, directed_user_ids, receipt_requested,
         receipt_responded, (SELECT COUNT(*) FROM message_readers r WHERE r.uid = messages.uid) AS reader_count,
-        can_include_expansion, expansion
+        can_include_expansion, expansion, push_config, disable_notification
         """
 
     /// Up to `count` messages older than `oldestMessageId` (-1 or 0: from the newest), newest first.
@@ -393,6 +400,8 @@ final class LocalStore: Sendable {
             directedUserIds: (row["directed_user_ids"] as String).split(separator: "\n").map(String.init),
             readReceiptInfo: ReadReceiptInfo(isReceiptRequestMessage: row["receipt_requested"], hasRespond: row["receipt_responded"],
                                              readerCount: row["reader_count"]),
-            canIncludeExpansion: row["can_include_expansion"], expansion: Self.decodeExpansion(row["expansion"]))
+            canIncludeExpansion: row["can_include_expansion"], expansion: Self.decodeExpansion(row["expansion"]),
+            pushConfig: (row["push_config"] as Data?).flatMap { try? MessagePushConfig.decode($0) },
+            disableNotification: row["disable_notification"])
     }
 }

@@ -54,6 +54,10 @@ public struct Message: Sendable, Identifiable {
     public var canIncludeExpansion = false
     /// The message's extensions (key-value pairs) as this device knows them.
     public var expansion: [String: String] = [:]
+    /// How the message is pushed to offline devices (RongCloud's `RCMessagePushConfig`).
+    public var pushConfig: MessagePushConfig?
+    /// A silent message: no push for it (RongCloud's `RCMessageConfig.disableNotification`).
+    public var disableNotification = false
 
     public var id: Int64 { messageId }
 

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import IMCore
 import IMLib
+import IMPush
 import IMServer
 import IMStore
 import IMStoreSQLite
@@ -43,6 +44,13 @@ public final class TestServer: Sendable {
         try await start(store: nil, clock: clock, configure: configure)
     }
 
+    /// Starts a server that sends its pushes through `push` (e.g. a `ProviderPushTransport` aimed
+    /// at `TestAPNsServer`, `TestFCMServer` and `TestWebhookReceiver`; the server shuts it down).
+    public static func start(push: any PushTransport, pushOptions: PushService.Options? = nil, store: (any IMStore)? = nil,
+                             clock: any WallClock = SystemClock(), configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
+        try await start(store: store, clock: clock, pushTransport: push, pushOptions: pushOptions, configure: configure)
+    }
+
     /// Starts a server on `store`, which the caller owns and closes: stopping the server leaves the
     /// store open, so several servers on one store are the nodes of a cluster, and one can stop while
     /// the others serve.
@@ -55,6 +63,7 @@ public final class TestServer: Sendable {
     /// each with its own `cluster` transport, are the nodes of a cluster. With no store, a SQLite
     /// store of its own in a fresh data directory (closed when the server stops).
     public static func start(store given: (any IMStore)?, cluster: (any ClusterTransport)? = nil, clock: any WallClock = SystemClock(),
+                             pushTransport: (any PushTransport)? = nil, pushOptions: PushService.Options? = nil,
                              configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
         var config = ServerConfig()
@@ -76,7 +85,8 @@ public final class TestServer: Sendable {
             store = own
             closeStore = { try own.close() }
         }
-        let core = ServerCore(config: config, store: store, clock: clock, logger: logger, cluster: cluster)
+        let core = ServerCore(config: config, store: store, clock: clock, logger: logger, cluster: cluster,
+                              pushTransport: pushTransport, pushOptions: pushOptions)
         let app = try await core.prepare()
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, sweepsIdleSessions: !(clock is ManualClock), closeStore: closeStore) { port in

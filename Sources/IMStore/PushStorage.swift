@@ -196,6 +196,9 @@ public protocol PushStore: Sendable {
     func removePushToken(appId: Int64, kind: PushTokenKind, token: String) async throws
     /// The devices of these users.
     func pushDevices(appId: Int64, userIds: [String]) async throws -> [PushDeviceRecord]
+    /// The users of the app with at least one device, in id order, after `afterUserId` (broadcast
+    /// pushes page through them).
+    func pushDeviceUsers(appId: Int64, afterUserId: String, limit: Int) async throws -> [String]
     /// Sets the device's badge back to 0 (it came online).
     func resetPushBadge(appId: Int64, userId: String, deviceId: String) async throws
 

@@ -71,6 +71,11 @@ extension StoreConformance {
             #expect(try await devices(f, ["carol"]) == ["carol/d8/apns=T3"], "another app's device with the same token takes nothing")
             #expect(try await devices(f, ["erin", "carol"], app: b) == ["erin/d1/apns=T3"])
             #expect(try await f.store.pushDevices(appId: b, userIds: ["alice", "bob"]).isEmpty)
+
+            #expect(try await f.store.pushDeviceUsers(appId: f.appId, afterUserId: "", limit: 10) == ["alice", "bob", "carol", "dave"],
+                    "the users with a device, each once, in order")
+            #expect(try await f.store.pushDeviceUsers(appId: f.appId, afterUserId: "alice", limit: 2) == ["bob", "carol"], "paged after a user")
+            #expect(try await f.store.pushDeviceUsers(appId: b, afterUserId: "", limit: 10) == ["erin"], "of that app only")
         }
 
         await check(area, "removePushDevice removes one kind or every kind of one device; removePushToken removes a token whoever holds it") { f in

@@ -59,6 +59,17 @@ extension PostgresStore {
         return devices
     }
 
+    public func pushDeviceUsers(appId: Int64, afterUserId: String, limit: Int) async throws -> [String] {
+        var users: [String] = []
+        for row in try await rows("""
+            SELECT DISTINCT user_id FROM push_devices WHERE app_id = \(appId) AND user_id > \(afterUserId) ORDER BY user_id LIMIT \(Int64(limit))
+            """) {
+            var cells = Cells(row)
+            users.append(try cells.string())
+        }
+        return users
+    }
+
     public func resetPushBadge(appId: Int64, userId: String, deviceId: String) async throws {
         _ = try await rows("""
             UPDATE push_devices SET badge = 0 WHERE app_id = \(appId) AND user_id = \(userId) AND device_id = \(deviceId) AND badge <> 0

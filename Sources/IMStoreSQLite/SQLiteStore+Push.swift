@@ -107,6 +107,14 @@ extension SQLiteStore {
         }
     }
 
+    public func pushDeviceUsers(appId: Int64, afterUserId: String, limit: Int) async throws -> [String] {
+        try await pool.read { db in
+            try String.fetchAll(db, sql: """
+                SELECT DISTINCT user_id FROM push_devices WHERE app_id = ? AND user_id > ? ORDER BY user_id LIMIT ?
+                """, arguments: [appId, afterUserId, limit])
+        }
+    }
+
     public func resetPushBadge(appId: Int64, userId: String, deviceId: String) async throws {
         try await pool.write { db in
             try db.execute(sql: "UPDATE push_devices SET badge = 0 WHERE app_id = ? AND user_id = ? AND device_id = ? AND badge <> 0",

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import IMCore
 import IMClusterPostgres
+import IMPush
+import IMPushProviders
 import IMServer
 import IMStore
 import IMStoreMigration
@@ -55,7 +57,9 @@ struct Serve: AsyncParsableCommand {
         let store = opened.store
         // Every server on PostgreSQL is a node of the cluster of the servers on that database.
         let cluster = try opened.clusterTransport(config, logger: logger)
-        let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster)
+        // One transport for every app: its HTTP/2 connections to APNs and FCM are shared.
+        let pushTransport = config.push.enabled ? try ProviderPushTransport(endpoints: PushEndpoints(config.push)) : nil
+        let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster, pushTransport: pushTransport)
         let app = try await core.prepare()
         if config.serverAPI.timestampWindowSeconds == 0 {
             logger.notice("Server API signatures are accepted at any age (apiTimestampWindowSeconds is 0, as RongCloud's SDKs expect): a captured request can be replayed. Set apiTimestampWindowSeconds (e.g. 300) if every caller's clock is right.")
@@ -147,7 +151,7 @@ struct OpenedStore: Sendable, CustomStringConvertible {
 
 struct App: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Manage the apps hosted by this server.", subcommands: [Create.self, List.self])
+        abstract: "Manage the apps hosted by this server.", subcommands: [Create.self, List.self, Push.self])
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create an app (or set the secret of an existing key).")
@@ -185,6 +189,77 @@ struct App: AsyncParsableCommand {
                 for app in try await opened.store.loadApps() {
                     print("\(app.appKey)\t\(app.appSecret)\t\(app.name)")
                 }
+            } catch {
+                try? await opened.close()
+                throw error
+            }
+            try await opened.close()
+        }
+    }
+}
+
+extension App {
+    /// Sets an app's push credentials and switches in the store (a running server takes them within
+    /// 5 seconds), as `/push/settings/set.json` does; prints the settings without key material.
+    struct Push: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Set or show an app's push credentials (APNs, FCM, webhook) and switches.",
+            discussion: "Credentials are checked before they are kept, and never printed: the output shows key ids, team, bundle id and fingerprints only.")
+
+        @OptionGroup var options: ConfigOptions
+        @Option(help: "The app's key.") var appKey: String
+        @Option(help: ArgumentHelp("APNs bundle id (the apns-topic).", valueName: "id")) var bundleId: String?
+        @Option(help: ArgumentHelp("APNs .p8 signing key file (token authentication; with --key-id and --team-id).", valueName: "file")) var apnsP8: String?
+        @Option(help: "The p8 key's Key ID.") var keyId: String?
+        @Option(help: "The Apple Developer Team ID.") var teamId: String?
+        @Option(help: ArgumentHelp("APNs .p12 certificate file (certificate authentication; with --p12-password).", valueName: "file")) var apnsP12: String?
+        @Option(help: "The p12's password.") var p12Password: String = ""
+        @Option(help: ArgumentHelp("FCM service-account JSON file (Firebase console › Project settings › Service accounts).", valueName: "file")) var fcmServiceAccount: String?
+        @Option(help: "Secret the webhook pushes are signed with (16 characters or more).") var webhookSecret: String?
+        @Option(help: ArgumentHelp("Drop a provider's credentials: apns, fcm or webhook (repeatable).", valueName: "provider")) var remove: [String] = []
+        @Option(help: ArgumentHelp("More settings as a JSON object, as /push/settings/set.json takes them (e.g. '{\"userSettingsEnabled\": true}').", valueName: "json")) var settings: String?
+
+        func run() async throws {
+            var change: [String: Any] = [:]
+            if let settings {
+                guard let object = try? JSONSerialization.jsonObject(with: Data(settings.utf8)) as? [String: Any] else {
+                    throw ValidationError("--settings must be a JSON object, e.g. '{\"userSettingsEnabled\": true}'")
+                }
+                change = object
+            }
+            let read = { (path: String) throws -> Data in
+                guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
+                return data
+            }
+            if let apnsP8 {
+                change["apns"] = ["bundleId": bundleId ?? "", "keyId": keyId ?? "", "teamId": teamId ?? "",
+                                  "p8": String(decoding: try read(apnsP8), as: UTF8.self)]
+            } else if let apnsP12 {
+                change["apns"] = ["bundleId": bundleId ?? "", "p12": try read(apnsP12).base64EncodedString(), "password": p12Password]
+            }
+            if let fcmServiceAccount { change["fcm"] = ["serviceAccount": String(decoding: try read(fcmServiceAccount), as: UTF8.self)] }
+            if let webhookSecret { change["webhook"] = ["secret": webhookSecret] }
+            if !remove.isEmpty { change["remove"] = remove }
+
+            let opened = try await OpenedStore(try options.resolve(), logger: Logger(label: "imserver"))
+            do {
+                guard let app = try await opened.store.loadApps().first(where: { $0.appKey == appKey }) else {
+                    throw ValidationError("no app has the key \(appKey): imserver app list shows the apps")
+                }
+                var current = try await opened.store.pushSettings(appId: app.id)
+                    .map { try JSONDecoder().decode(PushAppSettings.self, from: $0) } ?? PushAppSettings()
+                if !change.isEmpty {
+                    do {
+                        try PushSettingsChange.apply(change, to: &current)
+                    } catch let error as PushCredentialError {
+                        throw ValidationError(error.message)
+                    }
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = .sortedKeys
+                    try await opened.store.setPushSettings(appId: app.id, settings: try encoder.encode(current))
+                }
+                let view = try JSONSerialization.data(withJSONObject: current.redactedView, options: [.prettyPrinted, .sortedKeys])
+                print(String(decoding: view, as: UTF8.self))
             } catch {
                 try? await opened.close()
                 throw error

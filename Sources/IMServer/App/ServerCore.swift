@@ -48,10 +48,12 @@ public final class ServerCore: Sendable {
 
     /// - Parameter cluster: the transport to the other nodes when this server is a node of a
     ///   cluster (`ClusterNode` runs it as one of the server's services).
-    ///   - pushTransport: how pushes reach APNs, FCM and webhooks; none: no pushes are made.
+    ///   - pushTransport: how pushes reach APNs, FCM and webhooks; none (or `pushEnabled` off): no
+    ///     pushes are made. The server owns it: it is shut down when the server stops.
+    ///   - pushOptions: the push service's timing; nil: from the `push` settings.
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger,
                 cluster: (any ClusterTransport)? = nil, pushTransport: (any PushTransport)? = nil,
-                pushOptions: PushService.Options = PushService.Options()) {
+                pushOptions: PushService.Options? = nil) {
         self.config = config
         self.store = store
         self.clock = clock
@@ -102,14 +104,22 @@ public final class ServerCore: Sendable {
         self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: ultraRosters, messages: messages,
                                               words: sensitiveWords)
         self.conversationState = ConversationStateService(store: store, clock: clock, bus: bus, events: events, logger: logger)
-        if let pushTransport, let pushes = store as? any PushStore {
-            self.push = PushService(store: store, pushes: pushes, transport: pushTransport, registry: registry, cluster: cluster,
+        if let pushTransport, config.push.enabled {
+            self.push = PushService(store: store, transport: pushTransport, registry: registry, cluster: cluster,
                                     groups: rosters, ultraGroups: ultraRosters, clock: clock, logger: logger,
-                                    node: cluster?.nodeId ?? "single", options: pushOptions)
+                                    node: cluster?.nodeId ?? "single", options: pushOptions ?? PushService.Options(config.push))
             self.pushEvents = events.pushStream()
         } else {
             self.push = nil
             self.pushEvents = nil
+        }
+    }
+
+    /// 26001 when a message's push config names a template the app does not have.
+    func checkPushTemplate(_ encodedConfig: Data, appId: Int64) async throws {
+        guard let templateId = (try? MessagePushConfig.decode(encodedConfig))??.templateId else { return }
+        guard try await store.pushTemplates(appId: appId).contains(where: { $0.templateId == templateId }) else {
+            throw IMError(.invalidPushParameter, "invalid push config: the app has no push template '\(templateId.prefix(64))': create it with /push/template/set.json, or send without templateId")
         }
     }
 

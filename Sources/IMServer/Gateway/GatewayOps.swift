@@ -79,7 +79,10 @@ enum GatewayOps {
         },
 
         // Messages, offline sync and history.
-        .sendMessage: .reply(Im_SendMessageRequest.self) { core, request, session in try await core.messages.send(request, from: session) },
+        .sendMessage: .reply(Im_SendMessageRequest.self) { core, request, session in
+            if !request.pushConfig.isEmpty { try await core.checkPushTemplate(request.pushConfig, appId: session.appId) }
+            return try await core.messages.send(request, from: session)
+        },
         .sync: GatewayOp { core, frame, session in
             let request = try GatewayOp.body(Im_SyncRequest.self, of: frame)
             async let reading = core.sync.page(request, for: session)

@@ -15,7 +15,7 @@ extension PushService {
             throw IMError(.invalidParameter, "this connection named no device id: connect with a device id to register a push token")
         }
         if request.token.isEmpty {
-            try await pushes.removePushDevice(appId: session.appId, userId: session.userId, deviceId: session.deviceId, kind: kind)
+            try await store.removePushDevice(appId: session.appId, userId: session.userId, deviceId: session.deviceId, kind: kind)
             return
         }
         guard request.token.utf8.count <= PushLimits.maxTokenLength, !request.token.contains(where: \.isWhitespace) else {
@@ -39,7 +39,7 @@ extension PushService {
         case .fcm:
             break
         }
-        try await pushes.setPushDevice(PushDeviceRecord(
+        try await store.setPushDevice(PushDeviceRecord(
             appId: session.appId, userId: session.userId, deviceId: session.deviceId, platform: "\(session.platform)",
             kind: kind, token: request.token, environment: environment, updatedAt: clock.nowMilliseconds()))
     }
@@ -48,7 +48,7 @@ extension PushService {
     func forgetDevice(of session: ClientSession) async {
         guard !session.deviceId.isEmpty else { return }
         do {
-            try await pushes.removePushDevice(appId: session.appId, userId: session.userId, deviceId: session.deviceId, kind: nil)
+            try await store.removePushDevice(appId: session.appId, userId: session.userId, deviceId: session.deviceId, kind: nil)
         } catch {
             logger.warning("push: a device's tokens could not be removed", metadata: ["error": "\(error)"])
         }
@@ -59,20 +59,28 @@ extension PushService {
         guard try await settings(appId: appId).userSettingsEnabled else {
             throw IMError(.userSettingsNotEnabled, "user-level push settings are not enabled for this app: the app's operator enables them (userSettingsEnabled in /push/settings/set.json)")
         }
-        return try await pushes.pushProfiles(appId: appId, userIds: [userId])[userId] ?? .default
+        return try await store.pushProfiles(appId: appId, userIds: [userId])[userId] ?? .default
     }
 
     func setProfile(_ request: Im_SetPushProfileRequest, appId: Int64, userId: String) async throws -> PushProfileRecord {
+        try await setProfile(appId: appId, userId: userId, language: request.hasLanguage_p ? request.language : nil,
+                             showContent: request.hasShowContent_p ? request.showContent : nil,
+                             receiveWhileWebOnline: request.hasReceiveWhileWebOnline_p ? request.receiveWhileWebOnline : nil)
+    }
+
+    /// Changes the given fields of the user's push profile (`language` empty: the app's default);
+    /// 34016 when the app has not enabled user-level settings.
+    func setProfile(appId: Int64, userId: String, language: String?, showContent: Bool?, receiveWhileWebOnline: Bool?) async throws -> PushProfileRecord {
         var profile = try await profile(appId: appId, userId: userId)
-        if request.hasLanguage_p {
-            guard request.language.isEmpty || (request.language.count <= 16 && request.language.allSatisfy { $0.isLetter || $0 == "_" || $0 == "-" }) else {
-                throw IMError(.invalidParameter, "a push language is an id such as zh_CN, en_US or ar_SA, got '\(request.language.prefix(40))'")
+        if let language {
+            guard language.isEmpty || PushLanguage.isLanguageId(language) else {
+                throw IMError(.invalidParameter, "a push language is an id such as zh_CN, en_US or ar_SA, got '\(language.prefix(40))'")
             }
-            profile.language = request.language.isEmpty ? nil : request.language
+            profile.language = language.isEmpty ? nil : language
         }
-        if request.hasShowContent_p { profile.showContent = request.showContent }
-        if request.hasReceiveWhileWebOnline_p { profile.receiveWhileWebOnline = request.receiveWhileWebOnline }
-        try await pushes.setPushProfile(appId: appId, userId: userId, profile: profile)
+        if let showContent { profile.showContent = showContent }
+        if let receiveWhileWebOnline { profile.receiveWhileWebOnline = receiveWhileWebOnline }
+        try await store.setPushProfile(appId: appId, userId: userId, profile: profile)
         return profile
     }
 

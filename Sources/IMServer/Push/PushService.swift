@@ -20,7 +20,6 @@ import Synchronization
 /// token is deleted. Nothing of this is on the message path: delivery never waits for a push.
 public final class PushService: Sendable {
     let store: any IMStore
-    let pushes: any PushStore
     let transport: any PushTransport
     let registry: SessionRegistry
     let cluster: (any ClusterTransport)?
@@ -51,13 +50,18 @@ public final class PushService: Sendable {
         /// Messages older than this are not decided again after a crash (their push is stale).
         public var recoveryWindowMilliseconds: Int64 = 3_600_000
         public init() {}
+
+        /// The options the `push` settings give.
+        public init(_ settings: ServerConfig.PushSettings) {
+            maxAttempts = settings.maxAttempts
+            retentionMilliseconds = Int64(settings.recordRetentionDays) * 86_400_000
+        }
     }
 
-    init(store: any IMStore, pushes: any PushStore, transport: any PushTransport, registry: SessionRegistry,
+    init(store: any IMStore, transport: any PushTransport, registry: SessionRegistry,
          cluster: (any ClusterTransport)?, groups: GroupRosters, ultraGroups: UltraGroupRosters, clock: any WallClock,
          logger: Logger, node: String, options: Options = Options()) {
         self.store = store
-        self.pushes = pushes
         self.transport = transport
         self.registry = registry
         self.cluster = cluster
@@ -75,7 +79,7 @@ public final class PushService: Sendable {
     public func settings(appId: Int64) async throws -> PushAppSettings {
         let now = clock.nowMilliseconds()
         if let cached = settingsCache.withLock({ $0[appId] }), now - cached.readAt < 5_000 { return cached.settings }
-        let settings = try await pushes.pushSettings(appId: appId).map { try JSONDecoder().decode(PushAppSettings.self, from: $0) }
+        let settings = try await store.pushSettings(appId: appId).map { try JSONDecoder().decode(PushAppSettings.self, from: $0) }
             ?? PushAppSettings()
         settingsCache.withLock { $0[appId] = (settings, now) }
         return settings
@@ -88,7 +92,7 @@ public final class PushService: Sendable {
         try change(&settings)
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
-        try await pushes.setPushSettings(appId: appId, settings: try encoder.encode(settings))
+        try await store.setPushSettings(appId: appId, settings: try encoder.encode(settings))
         settingsCache.withLock { $0[appId] = nil }
         return settings
     }
@@ -117,7 +121,7 @@ public final class PushService: Sendable {
             case .sessionOnline(let presence):
                 if let session = registry.sessions(appId: presence.appId, userId: presence.userId).first(where: { $0.id == presence.sessionId }),
                    !session.deviceId.isEmpty {
-                    try? await pushes.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: session.deviceId)
+                    try? await store.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: session.deviceId)
                 }
             default:
                 break
@@ -142,16 +146,16 @@ public final class PushService: Sendable {
 
     /// Decides the messages committed after this node's cursor (a crash cut their decision short).
     func recover() async throws {
-        guard let cursor = try await pushes.pushCursor(node: node) else {
+        guard let cursor = try await store.pushCursor(node: node) else {
             // A new node: nothing before now is its to decide.
-            let last = try await pushes.lastCommittedSeq()
-            try await pushes.recordPushDecisions([], badges: [], node: node, cursor: last)
+            let last = try await store.lastCommittedSeq()
+            try await store.recordPushDecisions([], badges: [], node: node, cursor: last)
             return
         }
         var after = cursor
         let oldest = clock.nowMilliseconds() - options.recoveryWindowMilliseconds
         while true {
-            let messages = try await pushes.committedMessages(afterSeq: after, limit: 200)
+            let messages = try await store.committedMessages(afterSeq: after, limit: 200)
             guard let last = messages.last else { return }
             try await decide(messages.filter { $0.sentTime >= oldest }, cursor: last.seq)
             after = last.seq
@@ -165,18 +169,38 @@ public final class PushService: Sendable {
         var records: [PushRecord] = []
         var badges: [PushBadge] = []
         for message in messages where PushDecision.isNotification(message) {
-            let (decided, newBadges) = try await decisions(for: message)
-            records += decided
-            badges += newBadges
+            if let users = try await audience(of: message) {
+                let (decided, newBadges) = try await decisions(for: message, users: users)
+                records += decided
+                badges += newBadges
+                continue
+            }
+            // A broadcast: every user with a device, a page at a time; long lists of decisions are
+            // recorded as they come (a crash re-decides the message, and keeps what was recorded).
+            var after = ""
+            while true {
+                let page = try await store.pushDeviceUsers(appId: message.appId, afterUserId: after, limit: Self.directPage)
+                guard let last = page.last else { break }
+                after = last
+                let (decided, newBadges) = try await decisions(for: message, users: page.filter { $0 != message.senderId })
+                records += decided
+                badges += newBadges
+                if records.count >= 5_000 {
+                    try await store.recordPushDecisions(records, badges: badges, node: node, cursor: nil)
+                    wake.signal()
+                    records = []
+                    badges = []
+                }
+            }
         }
         guard !records.isEmpty || writeCursorAlone else { return false }
-        try await pushes.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
+        try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
         if records.contains(where: { $0.status == .pending }) { wake.signal() }
         return true
     }
 
-    /// The users a message is for (its sender excluded).
-    func audience(of message: StoredMessage) async throws -> [String] {
+    /// The users a message is for (its sender excluded); nil for a broadcast to every user.
+    func audience(of message: StoredMessage) async throws -> [String]? {
         var users: [String]
         switch message.conversationType {
         case .group:
@@ -199,15 +223,13 @@ public final class PushService: Sendable {
         case .chatroom:
             return []
         default:
-            // Broadcasts (target "*") reach every user; their pushes are not made yet.
-            guard message.targetId != StoredMessage.everyone else { return [] }
+            guard message.targetId != StoredMessage.everyone else { return nil }
             users = [message.targetId]
         }
         return users.filter { $0 != message.senderId }.sorted()
     }
 
-    private func decisions(for message: StoredMessage) async throws -> ([PushRecord], [PushBadge]) {
-        let users = try await audience(of: message)
+    private func decisions(for message: StoredMessage, users: [String]) async throws -> ([PushRecord], [PushBadge]) {
         guard !users.isEmpty else { return ([], []) }
         let appId = message.appId
         // Who is online, on which platforms (every node).
@@ -225,20 +247,23 @@ public final class PushService: Sendable {
         // Only users with a device are decided: one without gets no push and no record (the
         // troubleshooting view reports P23 for a user with no device), so a message to users who
         // never registered a token costs one read and no write.
-        let devices = Dictionary(grouping: try await pushes.pushDevices(appId: appId, userIds: offline), by: \.userId)
+        let devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
         let away = offline.filter { devices[$0] != nil }
         guard !away.isEmpty else { return ([], []) }
 
         let settings = try await settings(appId: appId)
-        let preferences = try await pushes.pushPreferences(appId: appId, userIds: away, type: message.conversationType,
-                                                          targetId: message.targetId, channelId: message.channelId)
-        let profiles = settings.userSettingsEnabled ? try await pushes.pushProfiles(appId: appId, userIds: away) : [:]
+        // A recipient's private or system conversation is named after the sender.
+        let conversationTarget = message.conversationType == .private || message.conversationType == .system
+            ? message.senderId : message.targetId
+        let preferences = try await store.pushPreferences(appId: appId, userIds: away, type: message.conversationType,
+                                                          targetId: conversationTarget, channelId: message.channelId)
+        let profiles = settings.userSettingsEnabled ? try await store.pushProfiles(appId: appId, userIds: away) : [:]
         let remarks = message.conversationType == .private || message.conversationType == .system
-            ? try await pushes.remarks(appId: appId, owners: away, for: message.senderId) : [:]
+            ? try await store.remarks(appId: appId, owners: away, for: message.senderId) : [:]
         let config = (try? MessagePushConfig.decode(message.pushConfig)) ?? nil
         let templates: [String: PushTemplateRecord]
         if config?.templateId != nil {
-            templates = Dictionary(uniqueKeysWithValues: try await pushes.pushTemplates(appId: appId).map { ($0.templateId, $0) })
+            templates = Dictionary(uniqueKeysWithValues: try await store.pushTemplates(appId: appId).map { ($0.templateId, $0) })
         } else {
             templates = [:]
         }
@@ -305,7 +330,7 @@ public final class PushService: Sendable {
             let now = clock.nowMilliseconds()
             let due: [PushRecord]
             do {
-                due = try await pushes.duePushes(now: now, limit: options.batch)
+                due = try await store.duePushes(now: now, limit: options.batch)
             } catch {
                 logger.error("push: pending pushes could not be read", metadata: ["error": "\(error)"])
                 due = []
@@ -313,7 +338,7 @@ public final class PushService: Sendable {
             if due.isEmpty {
                 if now - lastSweep > 3_600_000 {
                     lastSweep = now
-                    _ = try? await pushes.deletePushRecords(createdBefore: now - options.retentionMilliseconds)
+                    _ = try? await store.deletePushRecords(createdBefore: now - options.retentionMilliseconds)
                 }
                 await waitForWork()
                 continue
@@ -359,7 +384,7 @@ public final class PushService: Sendable {
                 attempts.append(PushAttempt(id: record.id, status: .invalidToken, code: code, attempts: tries, now: now))
                 if let kind = record.kind {
                     do {
-                        try await pushes.removePushToken(appId: record.appId, kind: kind, token: record.token)
+                        try await store.removePushToken(appId: record.appId, kind: kind, token: record.token)
                     } catch {
                         logger.warning("push: an invalid token could not be deleted", metadata: ["error": "\(error)"])
                     }
@@ -378,7 +403,7 @@ public final class PushService: Sendable {
             }
         }
         do {
-            try await pushes.recordPushAttempts(attempts)
+            try await store.recordPushAttempts(attempts)
         } catch {
             logger.error("push: answers could not be recorded (the pushes will be sent again)", metadata: ["error": "\(error)"])
         }
@@ -410,6 +435,7 @@ struct PushRunner: Service {
         try? await cancelWhenGracefulShutdown {
             await push.run(events: events)
         }
+        await push.transport.shutdown()
     }
 }
 

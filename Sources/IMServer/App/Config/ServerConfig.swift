@@ -16,6 +16,7 @@ public struct ServerConfig: Sendable, Equatable, Decodable {
     public var developmentApp = DevelopmentAppSettings()
     public var storage = StorageSettings()
     public var cluster = ClusterSettings()
+    public var push = PushSettings()
     public var logging = LoggingSettings()
 
     /// Every setting at its default.

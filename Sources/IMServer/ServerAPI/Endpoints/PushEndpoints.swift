@@ -1,15 +1,17 @@
 import Foundation
 import HTTPTypes
 import IMCore
+import IMPush
 import IMStore
 
-/// `/push.json`: a system message to an audience chosen by push tags, by user ids, or to every
-/// user of the app (RongCloud's 标签推送 / 广播推送 with a `message`).
+/// `/push.json`, `/push/user.json`, `/push/custom.json`: RongCloud's tag, broadcast and user pushes.
 ///
-/// The message is stored and delivered like `/message/system/publish.json` (tags, user ids) or like
-/// `/message/broadcast.json` (`is_to_all`, stored once and sharing its 2 per hour, 3 per day). This
-/// server has no push service (APNs, FCM, vendor channels), so a call without `message`, RongCloud's
-/// push-only notification (不落地通知), is refused with 1009 rather than answered as sent.
+/// With a `message`, `/push.json` stores and delivers it like `/message/system/publish.json` (tags,
+/// user ids) or like `/message/broadcast.json` (`is_to_all`, stored once, sharing its 2 per hour
+/// and 3 per day); the push service then pushes it as any message. Without one, and always for
+/// `/push/user.json` and `/push/custom.json`, the call is push-only (不落地通知): nothing is stored
+/// or delivered, and every device of the audience with a push token gets the notification,
+/// online or not (`PushService.pushDirect`).
 extension ServerAPI {
     /// Tags per condition and user ids per call (RongCloud's documented limits for `/push.json`).
     static let maxPushTags = 20
@@ -21,22 +23,59 @@ extension ServerAPI {
         [
             APIEndpoint(
                 path: "/push.json", tag: "push",
-                summary: "Sends `message` as a system message from `fromuserid` to the audience: users carrying every `tag` and any of `tag_or`, the listed `userid`s (which take precedence over tags), or every user with `is_to_all` (stored once; shares /message/broadcast.json's 2 per hour and 3 per day). Push-only notifications (no `message`) need a push service this server does not have: 1009.",
+                summary: "Pushes to an audience: users carrying every `tag` and any of `tag_or`, the listed `userid`s (which take precedence over tags), or every user with `is_to_all` (which shares /message/broadcast.json's 2 per hour and 3 per day). With `message` (and `fromuserid`) the message is stored and delivered as a system message and pushed to offline devices; without, a push-only notification goes to every device of the audience.",
                 body: .json,
                 params: [
-                    .list("platform", "ios and/or android: the push platforms (the message itself reaches every device)"),
+                    .list("platform", "ios and/or android: the devices pushed (empty: all); a message itself reaches every device"),
                     .string("fromuserid", "the system account sending `message` (required with `message`)"),
                     .json("audience", required: true, "{tag[] (AND, up to 20), tag_or[] (OR, up to 20), userid[] (up to 1000), is_to_all}"),
                     .json("message", "{content (the message content, a JSON object or its text), objectName, disableUpdateLastMsg}"),
-                    .json("notification", "{alert, ios{...}, android{...}}: `alert` is kept as the message's push text"),
+                    .json("notification", "{alert, ios{title, alert, badge, sound, thread-id, apns-collapse-id, interruption-level, extras}, android{alert, extras, fcm{collapse_key, channelId, imageUrl}}}: `alert` is the push text"),
                 ],
                 response: [
-                    APIField("id", "string", "the call's id: the broadcast's uid with is_to_all"),
-                    APIField("messageUID", "string", "with is_to_all: the broadcast's uid"),
-                    APIField("messageUIDs", "array", items: "object", "for tags and user ids: {userId, messageUID} per recipient"),
+                    APIField("id", "string", "the call's id (push records are kept under it for a push-only call)"),
+                    APIField("messageUID", "string", "with message and is_to_all: the broadcast's uid"),
+                    APIField("messageUIDs", "array", items: "object", "with message, for tags and user ids: {userId, messageUID} per recipient"),
                 ],
-                failures: [430: "a push-only call (no `message`): this server has no push service yet (1009)"],
                 handler: push),
+            APIEndpoint(
+                path: "/push/user.json", tag: "push",
+                summary: "A push-only notification to up to 100 users: every device of theirs with a push token gets it, online or not. Nothing is stored or delivered as a message.",
+                body: .json,
+                params: [
+                    .list("userIds", required: true, max: 100, "the users"),
+                    .json("notification", required: true, "{title?, pushContent, ios{badge, sound, thread-id, apns-collapse-id, interruption-level, extras}, android{extras, fcm{...}}}"),
+                ],
+                response: [APIField("id", "string", "the call's id: /push/records/query.json?messageUID=id shows what became of it")]) { call in
+                let object = try Self.jsonBody(call)
+                let userIds = try Self.strings(object["userIds"], "userIds", max: 100)
+                guard !userIds.isEmpty else { throw APIError.badParameter("userIds must list at least one user") }
+                for id in userIds where !UserID.isValid(id) { throw APIError.badParameter("userIds: '\(id.prefix(80))' is not a valid user id") }
+                let direct = try Self.directPush(object, platforms: [], bodyKey: "pushContent")
+                let id = Self.pushIds.next(milliseconds: core.clock.nowMilliseconds())
+                try await core.requirePush().pushDirect(direct, appId: call.app.id, userIds: Array(Set(userIds)), id: id)
+                return ["id": id]
+            },
+            APIEndpoint(
+                path: "/push/custom.json", tag: "push",
+                summary: "A push-only notification to the devices of the users carrying every `tag` and any of `tag_or`, or to every device with `is_to_all` (2 per hour, 3 per day, shared with broadcasts). Nothing is stored or delivered as a message.",
+                body: .json,
+                params: [
+                    .list("platform", "ios and/or android (empty: all)"),
+                    .json("audience", required: true, "{tag[], tag_or[], is_to_all, packageName}"),
+                    .json("notification", required: true, "{title, alert, ios{...}, android{...}} as /push.json"),
+                ],
+                response: [APIField("id", "string", "the call's id")]) { call in
+                let object = try Self.jsonBody(call)
+                guard let audience = Self.object(object["audience"]) else {
+                    throw APIError.badParameter("audience must be an object: {tag[], tag_or[], is_to_all}")
+                }
+                if audience["tagItems"] != nil {
+                    throw APIError.badParameter("audience.tagItems is not supported by this server: use tag (all of) and tag_or (any of)")
+                }
+                let direct = try Self.directPush(object, platforms: Self.platforms(object), bodyKey: "alert")
+                return ["id": try await pushOnly(call, direct: direct, audience: audience)]
+            },
         ]
     }
 
@@ -49,8 +88,8 @@ extension ServerAPI {
             throw APIError.badParameter("audience must be an object: {tag[], tag_or[], userid[], is_to_all}")
         }
         guard let message = Self.object(object["message"]) else {
-            throw APIError(.apiServiceNotEnabled, HTTPResponse.Status(code: 430),
-                           "push-only notifications are not available: this server has no push service (APNs/FCM) yet. Add message{content, objectName} and fromuserid to send a stored system message instead")
+            let direct = try Self.directPush(object, platforms: Self.platforms(object), bodyKey: "alert")
+            return ["id": try await pushOnly(call, direct: direct, audience: audience)]
         }
         let stored = try pushMessage(call, object: object, message: message)
         let isToAll = try Self.flag(audience["is_to_all"], "audience.is_to_all") ?? false
@@ -87,6 +126,109 @@ extension ServerAPI {
         let sent = try await core.messages.publish(stored, to: recipients, verifyBlacklist: false)
         return ["id": Self.pushIds.next(milliseconds: core.clock.nowMilliseconds()),
                 "messageUIDs": sent.map { ["userId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]
+    }
+
+    /// Sends a push-only notification to an audience {tag, tag_or, userid, is_to_all}; returns its id.
+    private func pushOnly(_ call: APICall, direct: DirectPush, audience: [String: Any]) async throws -> String {
+        let push = try core.requirePush()
+        let id = Self.pushIds.next(milliseconds: core.clock.nowMilliseconds())
+        if try Self.flag(audience["is_to_all"], "audience.is_to_all") ?? false {
+            try core.apiLimits.admit(appId: call.app.id, cost: 1, rules: broadcastRules)
+            try await push.pushDirectToAll(direct, appId: call.app.id, id: id)
+            return id
+        }
+        let tags = try Self.strings(audience["tag"], "audience.tag", max: Self.maxPushTags)
+        let anyTags = try Self.strings(audience["tag_or"], "audience.tag_or", max: Self.maxPushTags)
+        let userIds = try Self.strings(audience["userid"], "audience.userid", max: Self.maxPushUserIds)
+        guard !tags.isEmpty || !anyTags.isEmpty || !userIds.isEmpty else {
+            throw APIError.badParameter("audience names nobody: give tag, tag_or or userid, or set is_to_all to true")
+        }
+        if let bad = userIds.first(where: { !UserID.isValid($0) }) {
+            throw APIError.badParameter("audience.userid '\(bad.prefix(80))' is invalid: use \(UserID.rule)")
+        }
+        let users = !userIds.isEmpty ? Array(Set(userIds))
+            : try await core.directory.users(appId: call.app.id, withAllTags: tags, anyTag: anyTags)
+        for chunk in stride(from: 0, to: users.count, by: PushService.directPage) {
+            try await push.pushDirect(direct, appId: call.app.id, userIds: Array(users[chunk..<min(chunk + PushService.directPage, users.count)]), id: id)
+        }
+        return id
+    }
+
+    /// The body of a JSON call, as an object.
+    static func jsonBody(_ call: APICall) throws -> [String: Any] {
+        guard let body = call.parameters.json, let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any] else {
+            throw APIError.badParameter("the body must be a JSON object")
+        }
+        return object
+    }
+
+    /// `platform`: ios and/or android.
+    static func platforms(_ object: [String: Any]) throws -> Set<String> {
+        let platforms = Set(try strings(object["platform"], "platform", max: 2).map { $0.lowercased() })
+        if let bad = platforms.first(where: { $0 != "ios" && $0 != "android" }) {
+            throw APIError.badParameter("platform lists '\(bad.prefix(40))': give ios and/or android")
+        }
+        return platforms
+    }
+
+    /// The notification of a push-only call: `notification{title, <bodyKey>, ios{...}, android{...}}`
+    /// (RongCloud's field names); 1002 without a text, 26001 for an invalid iOS field.
+    static func directPush(_ object: [String: Any], platforms: Set<String>, bodyKey: String) throws -> DirectPush {
+        guard let notification = Self.object(object["notification"]) else {
+            throw APIError.badParameter("notification must be an object: {\(bodyKey), title?, ios{...}, android{...}}")
+        }
+        let ios = Self.object(notification["ios"]) ?? [:]
+        let android = Self.object(notification["android"]) ?? [:]
+        let fcm = Self.object(android["fcm"]) ?? [:]
+        let text = { (value: Any?) -> String? in (value as? String).flatMap { $0.isEmpty ? nil : $0 } }
+        let body = text(notification[bodyKey]) ?? text(notification["alert"]) ?? text(notification["pushContent"])
+        let iosBody = text(ios["alert"]), androidBody = text(android["alert"])
+        guard let body = body ?? iosBody ?? androidBody else {
+            throw APIError.badParameter("notification.\(bodyKey) is required: the text the push shows")
+        }
+        var direct = DirectPush(title: text(notification["title"]) ?? text(ios["title"]), body: body)
+        direct.iosBody = iosBody
+        direct.androidBody = androidBody
+        direct.platforms = platforms
+        for (name, value) in [("title", direct.title), (bodyKey, body), ("ios.alert", iosBody), ("android.alert", androidBody)] {
+            if let value, value.utf8.count > PushLimits.maxFieldBytes {
+                throw APIError(.apiParameterTooLong, .badRequest, "notification.\(name) is \(value.utf8.count) bytes; at most \(PushLimits.maxFieldBytes)")
+            }
+        }
+        if let badge = ios["badge"] {
+            guard let number = badge as? Int, (0...99_999).contains(number) else {
+                throw APIError(.invalidPushParameter, .badRequest, "notification.ios.badge must be a whole number from 0 to 99999")
+            }
+            direct.badge = number
+        }
+        direct.sound = text(ios["sound"])
+        direct.threadId = text(ios["thread-id"])
+        if let collapse = text(ios["apns-collapse-id"]) {
+            guard collapse.utf8.count <= PushLimits.maxCollapseIdBytes else {
+                throw APIError(.invalidPushParameter, .badRequest,
+                               "notification.ios.apns-collapse-id is \(collapse.utf8.count) bytes; APNs takes at most \(PushLimits.maxCollapseIdBytes)")
+            }
+            direct.collapseId = collapse
+        }
+        if let level = text(ios["interruption-level"]) {
+            guard PushLimits.interruptionLevels.contains(level) else {
+                throw APIError(.invalidPushParameter, .badRequest,
+                               "notification.ios.interruption-level must be one of \(PushLimits.interruptionLevels.sorted().joined(separator: ", "))")
+            }
+            direct.interruptionLevel = level
+        }
+        if let extras = ios["extras"] ?? android["extras"] {
+            guard JSONSerialization.isValidJSONObject(extras),
+                  let data = try? JSONSerialization.data(withJSONObject: extras, options: [.sortedKeys]),
+                  data.count <= PushLimits.maxFieldBytes else {
+                throw APIError.badParameter("notification extras must be a JSON object of at most \(PushLimits.maxFieldBytes) bytes")
+            }
+            direct.appData = String(decoding: data, as: UTF8.self)
+        }
+        direct.fcmCollapseKey = text(fcm["collapse_key"])
+        direct.fcmChannelId = text(fcm["channelId"])
+        direct.imageURL = text(fcm["imageUrl"]) ?? text(ios["richMediaUri"])
+        return direct
     }
 
     /// The broadcast limits `/message/broadcast.json` and `/push.json` with `is_to_all` share.

@@ -16,7 +16,7 @@ struct ServerAPI: Sendable {
     /// Every endpoint this server answers, in documentation order.
     var endpoints: [APIEndpoint] {
         userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + chatroomEndpoints + moderationEndpoints
-            + conversationEndpoints + pushEndpoints + ultraGroupEndpoints
+            + conversationEndpoints + pushEndpoints + pushSettingsEndpoints + ultraGroupEndpoints
     }
 
     func register(on router: Router<Context>) {
@@ -44,8 +44,6 @@ struct ServerAPI: Sendable {
     static let laterEndpoints: [(String, String)] = [
         ("/message/discussion/publish.json", "discussions were retired by RongCloud; use groups"),
         ("/message/online/broadcast.json", "online broadcast arrives with push"),
-        ("/push/user.json", "push notifications need a push service (APNs/FCM), which arrives in a later release"),
-        ("/push/custom.json", "push notifications need a push service (APNs/FCM), which arrives in a later release"),
     ]
 
     private func call(_ request: Request, _ endpoint: APIEndpoint) async -> Response {

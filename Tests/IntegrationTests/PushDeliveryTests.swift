@@ -1,0 +1,518 @@
+import Foundation
+import IMCore
+import IMLib
+import IMPush
+import IMServer
+import IMServerTesting
+import IMStore
+import IMStoreSQLite
+import Testing
+
+/// Push notifications end to end: a real server decides, records and sends pushes through the
+/// provider transport to local APNs (HTTP/2 + TLS, JWT checked), FCM (OAuth2 + HTTP v1) and webhook
+/// servers; clients are real IMLib clients; settings and troubleshooting go through the Server API.
+@Suite("Push delivery", .serialized)
+struct PushDeliveryTests {
+    /// The push service polls for due retries every 20 ms in these tests, and retries after 1 s of
+    /// the (manual) clock.
+    static var options: PushService.Options {
+        var options = PushService.Options()
+        options.pollMilliseconds = 20
+        options.retryDelayMilliseconds = 1_000
+        options.maxAttempts = 4
+        return options
+    }
+
+    /// A server with push credentials for the local providers (and `settings` on top).
+    static func withPushServer(clock: any WallClock = SystemClock(), store: (any IMStore)? = nil, settings: [String: Any] = [:],
+                               providers given: TestPushProviders? = nil,
+                               _ body: (TestServer, TestPushProviders) async throws -> Void) async throws {
+        let providers: TestPushProviders
+        if let given { providers = given } else { providers = try await TestPushProviders.start() }
+        do {
+            let server = try await TestServer.start(push: try providers.transport(timeoutSeconds: 5), pushOptions: options, store: store, clock: clock)
+            try await withTestServer(server) { server in
+                let change = providers.credentialSettings.merging(settings) { $1 }
+                let (status, reply) = try await server.api.post("/push/settings/set.json", json: change)
+                try #require(status == 200, "push settings: \(reply)")
+                try await body(server, providers)
+            }
+            if given == nil { await providers.stop() }
+        } catch {
+            if given == nil { await providers.stop() }
+            throw error
+        }
+    }
+
+    /// A device of `user` that registered `token` and then went offline (receiving pushes).
+    @discardableResult
+    static func offlineDevice(_ server: TestServer, _ user: String, token: String, kind: PushTokenKind = .apns,
+                              platform: Platform = .iOS) async throws -> IMClient {
+        let client = try await server.connectedClient(user, platform: platform)
+        try await client.setPushToken(token, kind: kind, environment: "production")
+        await client.disconnect()
+        try await waitOffline(server, user)
+        return client
+    }
+
+    static func waitOffline(_ server: TestServer, _ user: String) async throws {
+        try await waitUntil("\(user) is offline") {
+            let (_, body) = try await server.api.post("/user/checkOnline.json", form: ["userId": user])
+            return body["status"] as? String == "0"
+        }
+    }
+
+    /// The push records of a message (or a user), oldest first.
+    static func records(_ server: TestServer, messageUID: String? = nil, userId: String? = nil) async throws -> [[String: Any]] {
+        var form: [String: String] = [:]
+        if let messageUID { form["messageUID"] = messageUID }
+        if let userId { form["userId"] = userId }
+        let (status, body) = try await server.api.post("/push/records/query.json", form: form)
+        #expect(status == 200, "records: \(body)")
+        return ((body["records"] as? [[String: Any]]) ?? []).sorted { ($0["createdAt"] as? Int ?? 0) < ($1["createdAt"] as? Int ?? 0) }
+    }
+
+    /// Waits until the message's records are all settled (none pending) and returns them.
+    static func settledRecords(_ server: TestServer, messageUID: String, count: Int = 1) async throws -> [[String: Any]] {
+        try await waitUntil("\(count) settled push records of \(messageUID)") {
+            let records = try await records(server, messageUID: messageUID)
+            return records.count == count && records.allSatisfy { $0["status"] as? String != "pending" }
+        }
+        return try await records(server, messageUID: messageUID)
+    }
+
+    static func aps(_ request: TestAPNsServer.Request) -> [String: Any] { request.json?["aps"] as? [String: Any] ?? [:] }
+    static func alert(_ request: TestAPNsServer.Request) -> [String: Any] { aps(request)["alert"] as? [String: Any] ?? [:] }
+    static func requests(_ providers: TestPushProviders, to token: String) -> [TestAPNsServer.Request] {
+        providers.apns.requests.filter { $0.deviceToken == token }
+    }
+
+    @Test("a private message to an offline iPhone: RongCloud's APNs payload with the push config, a sent record, badges counting up and reset by a connect; no push while online")
+    func privateMessageToOfflineIPhone() async throws {
+        try await Self.withPushServer { server, providers in
+            let token = TestPushProviders.apnsToken("bob")
+            let phone = try await Self.offlineDevice(server, "bob", token: token)
+            let alice = try await server.connectedClient("alice")
+            var config = MessagePushConfig(pushTitle: "Alice S.", pushData: #"{"order":7}"#)
+            config.iOSConfig = MessagePushConfig.IOSPushConfig(threadId: "orders", apnsCollapseId: "order-7", interruptionLevel: "time-sensitive")
+            let first = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "hello bob"), pushConfig: config)
+            #expect(try await Self.settledRecords(server, messageUID: first.messageUId).first?["status"] as? String == "sent")
+            let request = try #require(Self.requests(providers, to: token).first)
+            #expect(request.header("apns-topic") == TestPushProviders.bundleId)
+            #expect(request.header("apns-push-type") == "alert")
+            #expect(request.header("apns-collapse-id") == "order-7")
+            #expect(request.httpVersion.contains("2"), "APNs is spoken over HTTP/2")
+            #expect(Self.alert(request)["title"] as? String == "Alice S." && Self.alert(request)["body"] as? String == "hello bob")
+            let aps = Self.aps(request)
+            #expect(aps["badge"] as? Int == 1 && aps["sound"] as? String == "default")
+            #expect(aps["thread-id"] as? String == "orders" && aps["interruption-level"] as? String == "time-sensitive")
+            let rc = request.json?["rc"] as? [String: String] ?? [:]
+            #expect(rc["id"] == first.messageUId && rc["cType"] == "PR" && rc["fId"] == "alice" && rc["oName"] == "RC:TxtMsg" && rc["tId"] == "bob")
+            #expect(request.json?["appData"] as? String == #"{"order":7}"#)
+            // The local copy keeps the push config, for a resend.
+            #expect(try await alice.getMessage(messageId: first.messageId)?.pushConfig == config)
+
+            // Without a push config: the sender's name as the title; the badge counts up.
+            let second = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "are you there?"))
+            _ = try await Self.settledRecords(server, messageUID: second.messageUId)
+            let again = try #require(Self.requests(providers, to: token).last)
+            #expect(Self.alert(again)["title"] as? String == "alice" && Self.alert(again)["body"] as? String == "are you there?")
+            #expect(Self.aps(again)["badge"] as? Int == 2)
+
+            // Bob's phone comes online: no push while it is, and its badge starts again afterwards.
+            let synced = EventRecorder(phone.offlineMessageSyncCompleted())
+            try await phone.connect(token: try await server.token("bob"))
+            #expect(await synced.wait(for: 1).count == 1)
+            let online = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "online now"))
+            await phone.disconnect()
+            try await Self.waitOffline(server, "bob")
+            let third = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "gone again"))
+            _ = try await Self.settledRecords(server, messageUID: third.messageUId)
+            #expect(try await Self.records(server, messageUID: online.messageUId).isEmpty, "no push, and no record, for an online user")
+            #expect(Self.requests(providers, to: token).count == 3)
+            #expect(Self.aps(try #require(Self.requests(providers, to: token).last))["badge"] as? Int == 1, "the connect reset the badge")
+        }
+    }
+
+    @Test("FCM devices get an FCM v1 message through an OAuth2 token; webhook devices a signed POST")
+    func fcmAndWebhook() async throws {
+        try await Self.withPushServer { server, providers in
+            try await Self.offlineDevice(server, "carol", token: "fcm-token-carol", kind: .fcm, platform: .android)
+            let hook = providers.webhook.url("/devices/dave")
+            try await Self.offlineDevice(server, "dave", token: hook, kind: .webhook, platform: .android)
+            let alice = try await server.connectedClient("alice")
+            let toCarol = try await alice.sendMessage(.private, targetId: "carol", content: TextMessage(content: "hi carol"), pushData: "carol-data")
+            let toDave = try await alice.sendMessage(.private, targetId: "dave", content: TextMessage(content: "hi dave"))
+            #expect(try await Self.settledRecords(server, messageUID: toCarol.messageUId).first?["status"] as? String == "sent")
+            #expect(try await Self.settledRecords(server, messageUID: toDave.messageUId).first?["status"] as? String == "sent")
+
+            let message = try #require(providers.fcm.messages.first { $0.token == "fcm-token-carol" })
+            let fcmNotification = message.message?["notification"] as? [String: Any]
+            #expect(fcmNotification?["title"] as? String == "alice" && fcmNotification?["body"] as? String == "hi carol")
+            let data = message.message?["data"] as? [String: String] ?? [:]
+            #expect(data["appData"] == "carol-data")
+            #expect(data["rc"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] }?["id"] == toCarol.messageUId)
+            #expect(!providers.fcm.tokenExchanges.isEmpty && providers.fcm.tokenExchanges.allSatisfy { $0.error == nil })
+
+            let delivery = try #require(providers.webhook.deliveries.first { $0.path == "/devices/dave" })
+            #expect(delivery.signatureValid, "the webhook request is signed with the app's secret")
+            #expect((delivery.json?["notification"] as? [String: Any])?["body"] as? String == "hi dave"
+                    || delivery.json?["body"] as? String == "hi dave")
+        }
+    }
+
+    @Test("each rule that holds a push back leaves its code: SILENT, P19, P17 (and @ through it), P16, P23, WEB_ONLINE")
+    func suppressionCodes() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000) // 2027-01-15T08:00:00Z
+        try await Self.withPushServer(clock: clock) { server, providers in
+            let token = TestPushProviders.apnsToken("bob")
+            try await Self.offlineDevice(server, "bob", token: token)
+            let alice = try await server.connectedClient("alice")
+
+            let silent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "psst"), disableNotification: true)
+            #expect(try await Self.settledRecords(server, messageUID: silent.messageUId).first?["code"] as? String == PushCode.silent)
+
+            // Do-not-disturb on the conversation with alice.
+            _ = try await server.api.post("/conversation/notification/set.json",
+                                          form: ["conversationType": "1", "requestId": "bob", "targetId": "alice", "isMuted": "1"])
+            let muted = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "muted"))
+            #expect(try await Self.settledRecords(server, messageUID: muted.messageUId).first?["code"] as? String == PushCode.doNotDisturb)
+            _ = try await server.api.post("/conversation/notification/set.json",
+                                          form: ["conversationType": "1", "requestId": "bob", "targetId": "alice", "isMuted": "0"])
+
+            // Quiet hours 07:00 UTC for two hours cover 08:00; level 5: nothing, not even @ ... but @ passes all DND.
+            let (status, reply) = try await server.api.post("/user/blockPushPeriod/set.json",
+                                                            form: ["userId": "bob", "startTime": "07:00:00", "period": "120", "level": "5"])
+            #expect(status == 200, "\(reply)")
+            let (_, period) = try await server.api.post("/user/blockPushPeriod/get.json", form: ["userId": "bob"])
+            #expect((period["data"] as? [String: Any])?["period"] as? Int == 120)
+            let quiet = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "at 8"))
+            #expect(try await Self.settledRecords(server, messageUID: quiet.messageUId).first?["code"] as? String == PushCode.quietHours)
+            _ = try await server.api.post("/group/create.json", rawForm: "userId=alice&userId=bob&groupId=g1&groupName=Team")
+            let mention = TextMessage(content: "@bob look", mentionedInfo: MentionedInfo(type: .users, userIdList: ["bob"], mentionedContent: "Alice mentioned you"))
+            let mentioned = try await alice.sendMessage(.group, targetId: "g1", content: mention)
+            let pushed = try await Self.settledRecords(server, messageUID: mentioned.messageUId)
+            #expect(pushed.first?["status"] as? String == "sent" && pushed.first?["body"] as? String == "Alice mentioned you",
+                    "an @ passes quiet hours, even at level 5, with its mentionedContent")
+            #expect(Self.alert(try #require(Self.requests(providers, to: token).last))["title"] as? String == "Team", "a group push is titled with the group")
+            // Two hours later the quiet hours are over.
+            clock.advance(milliseconds: 2 * 3_600_000)
+            let later = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "at 10"))
+            #expect(try await Self.settledRecords(server, messageUID: later.messageUId).first?["status"] as? String == "sent")
+            _ = try await server.api.post("/user/blockPushPeriod/delete.json", form: ["userId": "bob"])
+
+            // A custom type without push content: nothing to show.
+            let (_, published) = try await server.api.post("/message/private/publish.json", form: [
+                "fromUserId": "alice", "toUserId": "bob", "objectName": "App:Order", "content": #"{"id":1}"#])
+            let customUID = try #require((published["messageUIDs"] as? [[String: Any]])?.first?["messageUID"] as? String)
+            #expect(try await Self.settledRecords(server, messageUID: customUID).first?["code"] as? String == PushCode.noContent)
+
+            // A user whose only token is a VoIP token gets no alert push: P23.
+            try await Self.offlineDevice(server, "erin", token: TestPushProviders.apnsToken("erin-voip"), kind: .apnsVoIP)
+            let toErin = try await alice.sendMessage(.private, targetId: "erin", content: TextMessage(content: "hi"))
+            #expect(try await Self.settledRecords(server, messageUID: toErin.messageUId).first?["code"] as? String == PushCode.noDevice)
+            // A user with no device at all: no record, and the view says P23.
+            let (_, nobody) = try await server.api.post("/push/records/query.json", form: ["userId": "frank"])
+            #expect(nobody["reason"] as? String == PushCode.noDevice && (nobody["devices"] as? [Any])?.isEmpty == true)
+
+            // Online on the web: the phone is not pushed unless the app allows it.
+            let web = try await server.connectedClient("bob", platform: .web)
+            let whileWeb = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "on the web"))
+            #expect(try await Self.settledRecords(server, messageUID: whileWeb.messageUId).first?["code"] as? String == PushCode.webOnline)
+            _ = try await server.api.post("/push/settings/set.json", json: ["webOnlinePushEnabled": true])
+            let allowed = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "allowed"))
+            #expect(try await Self.settledRecords(server, messageUID: allowed.messageUId).first?["status"] as? String == "sent")
+            await web.disconnect()
+        }
+    }
+
+    @Test("templates: the entry in the recipient's profile language, else the app's default; an unknown template is refused with 26001 and nothing is sent")
+    func templatesByLanguage() async throws {
+        try await Self.withPushServer(settings: ["userSettingsEnabled": true]) { server, providers in
+            let (status, reply) = try await server.api.post("/push/template/set.json", json: [
+                "templateId": "order", "name": "Orders",
+                "languages": ["zh_CN": ["title": "新订单", "content": "您有一个新订单"], "en_US": ["title": "New order", "content": "You have a new order"]],
+            ])
+            #expect(status == 200, "\(reply)")
+            let (_, listed) = try await server.api.post("/push/template/query.json", form: [:])
+            #expect((listed["templates"] as? [[String: Any]])?.first?["templateId"] as? String == "order")
+
+            let bob = try await server.connectedClient("bob", platform: .iOS)
+            #expect(try await bob.setPushProfile(language: "en_US").language == "en_US")
+            try await bob.setPushToken(TestPushProviders.apnsToken("bob"), kind: .apns)
+            await bob.disconnect()
+            try await Self.waitOffline(server, "bob")
+            try await Self.offlineDevice(server, "carol", token: TestPushProviders.apnsToken("carol"))
+            _ = try await server.api.post("/group/create.json", rawForm: "userId=alice&userId=bob&userId=carol&groupId=shop&groupName=Shop")
+
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.sendMessage(.group, targetId: "shop", content: TextMessage(content: "order #7"),
+                                                   pushConfig: MessagePushConfig(templateId: "order"))
+            let records = try await Self.settledRecords(server, messageUID: sent.messageUId, count: 2)
+            let byUser = Dictionary(uniqueKeysWithValues: records.map { ($0["userId"] as? String ?? "", $0) })
+            #expect(byUser["bob"]?["title"] as? String == "New order" && byUser["bob"]?["body"] as? String == "You have a new order")
+            #expect(byUser["carol"]?["title"] as? String == "新订单" && byUser["carol"]?["body"] as? String == "您有一个新订单")
+
+            let before = providers.apns.requests.count
+            await #expect {
+                try await alice.sendMessage(.group, targetId: "shop", content: TextMessage(content: "x"),
+                                            pushConfig: MessagePushConfig(templateId: "no-such-template"))
+            } throws: { error in
+                (error as? SendMessageError)?.error.code == .invalidPushParameter
+            }
+            var oversized = MessagePushConfig()
+            oversized.iOSConfig = MessagePushConfig.IOSPushConfig(apnsCollapseId: String(repeating: "c", count: 65))
+            await #expect {
+                try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "x"), pushConfig: oversized)
+            } throws: { error in
+                (error as? IMError)?.code == .invalidPushParameter
+            }
+            #expect(try await alice.getHistoryMessages(.private, targetId: "bob").isEmpty, "the refused message was never stored")
+            #expect(providers.apns.requests.count == before)
+
+            let (removed, _) = try await server.api.post("/push/template/del.json", form: ["templateId": "order"])
+            #expect(removed == 200)
+        }
+    }
+
+    @Test("dead tokens are deleted: APNs 410 Unregistered and 400 BadDeviceToken, FCM UNREGISTERED")
+    func tokenInvalidation() async throws {
+        try await Self.withPushServer { server, providers in
+            let gone = TestPushProviders.apnsToken("gone"), bad = TestPushProviders.apnsToken("bad")
+            providers.apns.answer(.unregistered, forToken: gone)
+            providers.apns.answer(.badDeviceToken, forToken: bad)
+            providers.fcm.answer(.unregistered, forToken: "fcm-dead")
+            try await Self.offlineDevice(server, "u1", token: gone)
+            try await Self.offlineDevice(server, "u2", token: bad)
+            try await Self.offlineDevice(server, "u3", token: "fcm-dead", kind: .fcm, platform: .android)
+            let alice = try await server.connectedClient("alice")
+            for user in ["u1", "u2", "u3"] {
+                let sent = try await alice.sendMessage(.private, targetId: user, content: TextMessage(content: "hi"))
+                let record = try #require(try await Self.settledRecords(server, messageUID: sent.messageUId).first)
+                #expect(record["status"] as? String == "invalidToken", "\(user): \(record)")
+                let (_, view) = try await server.api.post("/push/records/query.json", form: ["userId": user])
+                #expect((view["devices"] as? [Any])?.isEmpty == true, "\(user)'s token was deleted")
+                #expect(view["reason"] as? String == PushCode.noDevice)
+            }
+            // The next message to them makes no push at all.
+            let after = try await alice.sendMessage(.private, targetId: "u1", content: TextMessage(content: "again"))
+            #expect(try await Self.records(server, messageUID: after.messageUId).isEmpty)
+        }
+    }
+
+    @Test("a 503 is tried again after the backoff on the manual clock, with the same apns-id; a 429's Retry-After is honoured")
+    func retryAfterServiceUnavailable() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await Self.withPushServer(clock: clock) { server, providers in
+            let token = TestPushProviders.apnsToken("bob")
+            providers.apns.answer(.serviceUnavailable(retryAfter: nil), forToken: token)
+            try await Self.offlineDevice(server, "bob", token: token)
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "retry me"))
+            try await waitUntil("the first attempt") {
+                try await Self.records(server, messageUID: sent.messageUId).first?["attempts"] as? Int == 1
+            }
+            let pending = try #require(try await Self.records(server, messageUID: sent.messageUId).first)
+            #expect(pending["status"] as? String == "pending" && (pending["code"] as? String ?? "").contains("503"))
+            #expect(pending["nextAttemptAt"] as? Int == Int(clock.nowMilliseconds()) + 1_000, "the first retry 1 s later")
+            providers.apns.answer(.success, forToken: token)
+            clock.advance(milliseconds: 1_000)
+            #expect(try await Self.settledRecords(server, messageUID: sent.messageUId).first?["status"] as? String == "sent")
+            let attempts = Self.requests(providers, to: token)
+            #expect(attempts.count == 2)
+            #expect(attempts[0].header("apns-id") != nil && attempts[0].header("apns-id") == attempts[1].header("apns-id"),
+                    "the same apns-id on every attempt: APNs and devices can drop a duplicate")
+
+            // 429 with Retry-After: 30 waits 30 s, not the 2 s backoff of a second attempt.
+            providers.apns.answer(.tooManyRequests(retryAfter: 30), forToken: token)
+            let throttled = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "throttled"))
+            try await waitUntil("the throttled attempt") {
+                try await Self.records(server, messageUID: throttled.messageUId).first?["attempts"] as? Int == 1
+            }
+            let waiting = try #require(try await Self.records(server, messageUID: throttled.messageUId).first)
+            #expect(waiting["nextAttemptAt"] as? Int == Int(clock.nowMilliseconds()) + 30_000)
+            providers.apns.answer(.success, forToken: token)
+            clock.advance(milliseconds: 30_000)
+            #expect(try await Self.settledRecords(server, messageUID: throttled.messageUId).first?["status"] as? String == "sent")
+            #expect(Self.requests(providers, to: token).count == 4)
+        }
+    }
+
+    @Test("a restart with a push pending sends it once: the record survives in the store and the new server takes it up")
+    func restartWithPendingPush() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-restart-\(UUID().uuidString)")
+        let store = try SQLiteStore(directory: directory.path)
+        let providers = try await TestPushProviders.start()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let token = TestPushProviders.apnsToken("bob")
+        providers.apns.answer(.serviceUnavailable(retryAfter: nil), forToken: token)
+        var uid = ""
+        try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
+            try await Self.offlineDevice(server, "bob", token: token)
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "survive")).messageUId
+            uid = sent
+            try await waitUntil("the first attempt") {
+                try await Self.records(server, messageUID: sent).first?["attempts"] as? Int == 1
+            }
+        }
+        providers.apns.answer(.success, forToken: token)
+        clock.advance(milliseconds: 1_000)
+        let pendingUID = uid
+        try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
+            let records = try await Self.settledRecords(server, messageUID: pendingUID)
+            #expect(records.count == 1 && records[0]["status"] as? String == "sent" && records[0]["attempts"] as? Int == 2)
+        }
+        #expect(Self.requests(providers, to: token).count == 2, "one failed attempt before the restart, one after: none lost, none doubled")
+        try store.close()
+        await providers.stop()
+    }
+
+    @Test("ultra group push frequency: at most the limit per user in each window, the rest ULTRA_GROUP_FREQUENCY; the next window pushes again")
+    func ultraGroupFrequency() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await Self.withPushServer(clock: clock, settings: ["ultraGroupPushLimit": 2, "ultraGroupPushWindowSeconds": 60]) { server, _ in
+            _ = try await server.api.post("/ultragroup/create.json", form: ["userId": "alice", "groupId": "ug1", "groupName": "Fans"])
+            _ = try await server.api.post("/ultragroup/join.json", form: ["userId": "bob", "groupId": "ug1"])
+            try await Self.offlineDevice(server, "bob", token: TestPushProviders.apnsToken("bob"))
+            let alice = try await server.connectedClient("alice")
+            var outcomes: [String] = []
+            for n in 1...3 {
+                let sent = try await alice.sendMessage(.ultraGroup, targetId: "ug1", content: TextMessage(content: "post \(n)"))
+                let record = try #require(try await Self.settledRecords(server, messageUID: sent.messageUId).first)
+                outcomes.append(record["status"] as? String == "sent" ? "sent" : record["code"] as? String ?? "?")
+            }
+            #expect(outcomes == ["sent", "sent", PushCode.frequency])
+            clock.advance(milliseconds: 60_000)
+            let next = try await alice.sendMessage(.ultraGroup, targetId: "ug1", content: TextMessage(content: "post 4"))
+            #expect(try await Self.settledRecords(server, messageUID: next.messageUId).first?["status"] as? String == "sent")
+        }
+    }
+
+    @Test("a recall is pushed with rc-dlt-identifier naming the recalled message, so the device can take its notification down")
+    func recallPush() async throws {
+        try await Self.withPushServer { server, providers in
+            let token = TestPushProviders.apnsToken("bob")
+            try await Self.offlineDevice(server, "bob", token: token)
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "oops"))
+            _ = try await Self.settledRecords(server, messageUID: sent.messageUId)
+            _ = try await alice.recallMessage(sent)
+            try await waitUntil("the recall push") { Self.requests(providers, to: token).count == 2 }
+            let recall = try #require(Self.requests(providers, to: token).last)
+            let rc = recall.json?["rc"] as? [String: String] ?? [:]
+            #expect(rc["rc-dlt-identifier"] == sent.messageUId && rc["oName"] == RecallCommandMessage.objectName)
+        }
+    }
+
+    @Test("push-only calls: /push/user.json, /push.json without a message and /push/custom.json reach devices online or not, store no message; bad input is refused")
+    func pushOnlyServerAPI() async throws {
+        try await Self.withPushServer { server, providers in
+            let bobToken = TestPushProviders.apnsToken("bob")
+            try await Self.offlineDevice(server, "bob", token: bobToken)
+            try await Self.offlineDevice(server, "carol", token: "fcm-carol", kind: .fcm, platform: .android)
+            _ = try await server.api.post("/user/tag/set.json", json: ["userId": "carol", "tags": ["vip"]])
+
+            let (status, reply) = try await server.api.post("/push/user.json", json: [
+                "userIds": ["bob", "carol"],
+                "notification": ["title": "Maintenance", "pushContent": "Tonight 2-3 am", "ios": ["thread-id": "ops", "extras": ["k": "v"]]],
+            ])
+            #expect(status == 200, "\(reply)")
+            let id = try #require(reply["id"] as? String)
+            let records = try await Self.settledRecords(server, messageUID: id, count: 2)
+            #expect(records.allSatisfy { $0["status"] as? String == "sent" })
+            let request = try #require(Self.requests(providers, to: bobToken).last)
+            #expect(Self.alert(request)["title"] as? String == "Maintenance" && Self.alert(request)["body"] as? String == "Tonight 2-3 am")
+            #expect(Self.aps(request)["thread-id"] as? String == "ops" && request.json?["appData"] as? String == #"{"k":"v"}"#)
+            #expect(providers.fcm.messages.contains { $0.token == "fcm-carol" })
+
+            // /push.json without a message, to ios only: bob, not carol.
+            let fcmBefore = providers.fcm.messages.count
+            let (_, broadcast) = try await server.api.post("/push.json", json: [
+                "platform": ["ios"], "audience": ["is_to_all": true], "notification": ["alert": "Hello everyone"],
+            ])
+            let broadcastId = try #require(broadcast["id"] as? String)
+            #expect(try await Self.settledRecords(server, messageUID: broadcastId).first?["userId"] as? String == "bob")
+            #expect(providers.fcm.messages.count == fcmBefore)
+
+            // /push/custom.json by tag.
+            let (_, custom) = try await server.api.post("/push/custom.json", json: [
+                "audience": ["tag": ["vip"]], "notification": ["title": "VIP", "alert": "A gift for you"],
+            ])
+            let customId = try #require(custom["id"] as? String)
+            #expect(try await Self.settledRecords(server, messageUID: customId).first?["userId"] as? String == "carol")
+
+            // Nothing was stored as a message.
+            let bob = try await server.connectedClient("bob", platform: .iOS)
+            #expect(try await bob.getConversationList(types: [.private, .group, .system]).isEmpty)
+            await bob.disconnect()
+
+            // Bad input: the documented code, and no push.
+            let before = providers.apns.requests.count
+            let (longStatus, long) = try await server.api.post("/push/user.json", json: [
+                "userIds": ["bob"], "notification": ["pushContent": "x", "ios": ["apns-collapse-id": String(repeating: "c", count: 65)]],
+            ])
+            #expect(longStatus == 400 && long["code"] as? Int == ErrorCode.invalidPushParameter.rawValue)
+            let (emptyStatus, empty) = try await server.api.post("/push/user.json", json: ["userIds": ["bob"], "notification": ["title": "no text"]])
+            #expect(emptyStatus == 400 && empty["code"] as? Int == ErrorCode.apiBadParameter.rawValue)
+            let (manyStatus, _) = try await server.api.post("/push/user.json", json: [
+                "userIds": (0...100).map { "u\($0)" }, "notification": ["pushContent": "x"],
+            ])
+            #expect(manyStatus == 400)
+            #expect(providers.apns.requests.count == before)
+        }
+    }
+
+    @Test("settings: malformed credentials are refused and change nothing; no answer carries key material; profiles need userSettingsEnabled (34016); remarks title private pushes")
+    func settingsProfilesAndRemarks() async throws {
+        try await Self.withPushServer { server, providers in
+            let (_, before) = try await server.api.post("/push/settings/get.json", form: [:])
+            let shown = String(decoding: try JSONSerialization.data(withJSONObject: before), as: UTF8.self)
+            #expect(!shown.contains("PRIVATE KEY") && shown.contains(TestPushProviders.keyId))
+
+            for bad: [String: Any] in [
+                ["apns": ["bundleId": "com.example.app", "keyId": "KEY1234567", "teamId": "TEAM123456", "p8": "not a key"]],
+                ["apns": ["bundleId": "com.example.*", "keyId": "KEY1234567", "teamId": "TEAM123456", "p8": providers.p8]],
+                ["fcm": ["serviceAccount": #"{"type": "authorized_user"}"#]],
+                ["webhook": ["secret": "short"]],
+                ["ultraGroupPushLimit": -1],
+            ] {
+                let (status, reply) = try await server.api.post("/push/settings/set.json", json: bad)
+                #expect(status == 400 && reply["code"] as? Int == ErrorCode.apiBadParameter.rawValue, "\(bad.keys): \(reply)")
+            }
+            let (_, after) = try await server.api.post("/push/settings/get.json", form: [:])
+            #expect(NSDictionary(dictionary: after) == NSDictionary(dictionary: before), "a refused change changed nothing")
+
+            // User-level settings are off: 34016 from IMLib and from the Server API.
+            let bob = try await server.connectedClient("bob", platform: .iOS)
+            await #expect { try await bob.pushProfile() } throws: { ($0 as? IMError)?.code == .userSettingsNotEnabled }
+            let (_, off) = try await server.api.post("/user/push/profile/get.json", form: ["userId": "bob"])
+            #expect(off["code"] as? Int == ErrorCode.userSettingsNotEnabled.rawValue)
+            _ = try await server.api.post("/push/settings/set.json", json: ["userSettingsEnabled": true])
+            let (_, set) = try await server.api.post("/user/push/profile/set.json", form: ["userId": "bob", "showContent": "false"])
+            #expect(set["showContent"] as? Bool == false)
+            #expect(try await bob.pushProfile().showContent == false)
+
+            // Bob names alice "Mum": private pushes from alice are titled so; he hides content.
+            let token = TestPushProviders.apnsToken("bob")
+            try await bob.setPushToken(token, kind: .apns)
+            await bob.disconnect()
+            try await Self.waitOffline(server, "bob")
+            let (remarkStatus, remarkReply) = try await server.api.post("/user/remarks/set.json", form: [
+                "userId": "bob", "remarks": #"[{"id": "alice", "remark": "Mum"}, {"id": "carol", "remark": "C"}]"#])
+            #expect(remarkStatus == 200, "\(remarkReply)")
+            let (_, listed) = try await server.api.post("/user/remarks/get.json", form: ["userId": "bob", "size": "1"])
+            #expect(listed["total"] as? Int == 2 && (listed["users"] as? [[String: Any]])?.first?["remark"] as? String == "Mum")
+            let alice = try await server.connectedClient("alice")
+            let sent = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "dinner?"))
+            _ = try await Self.settledRecords(server, messageUID: sent.messageUId)
+            let request = try #require(Self.requests(providers, to: token).last)
+            #expect(Self.alert(request)["title"] as? String == "Mum")
+            #expect(Self.alert(request)["body"] as? String == PushLanguage.hiddenDetail(PushLanguage.chinese), "show content off hides the text")
+            _ = try await server.api.post("/user/remarks/del.json", form: ["userId": "bob", "targetId": "alice"])
+            let (_, remaining) = try await server.api.post("/user/remarks/get.json", form: ["userId": "bob"])
+            #expect(remaining["total"] as? Int == 1)
+        }
+    }
+}
