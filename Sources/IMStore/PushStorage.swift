@@ -239,6 +239,11 @@ public protocol PushStore: Sendable {
     func lastCommittedSeq() async throws -> UInt64
     /// Pending pushes due at `now`, oldest first.
     func duePushes(now: Int64, limit: Int) async throws -> [PushRecord]
+    /// Takes these pending pushes for sending: each that is still pending and due at `now` gets
+    /// `leaseUntil` as its next attempt time, atomically, and its id is returned. Of several nodes
+    /// that read the same due pushes only one takes each; a push whose sender dies is due again
+    /// when the lease ends.
+    func claimPushes(ids: [Int64], now: Int64, leaseUntil: Int64) async throws -> [Int64]
     /// Records attempts; a pending record is updated only while still pending.
     func recordPushAttempts(_ attempts: [PushAttempt]) async throws
     /// The records of an app, newest first: of one message, one user, or both.

@@ -348,6 +348,37 @@ extension StoreConformance {
             #expect(withoutIds(full) == [record(f, "m1", "carol", "d1", next: f.now - 20)], "read back whole")
         }
 
+        await check(area, "claimPushes: takes pending, due records once, pushing their next attempt to the lease's end") { f in
+            try await f.store.recordPushDecisions([
+                record(f, "m1", "due1", "d1", next: f.now - 10), record(f, "m1", "due2", "d1", next: f.now),
+                record(f, "m1", "later", "d1", next: f.now + 50), record(f, "m1", "sent", "d1", status: .sent, next: f.now - 10),
+            ], badges: [], node: node(), cursor: nil)
+            func id(_ user: String) async throws -> Int64 {
+                try #require(try await f.store.pushRecords(appId: f.appId, messageUid: "m1", userId: user, limit: 1).first).id
+            }
+            let due1 = try await id("due1"), due2 = try await id("due2"), later = try await id("later"), sent = try await id("sent")
+            #expect(try await f.store.claimPushes(ids: [], now: f.now, leaseUntil: f.now + 1000).isEmpty)
+            #expect(Set(try await f.store.claimPushes(ids: [due1, due2, later, sent, 987_654_321], now: f.now, leaseUntil: f.now + 1000))
+                    == [due1, due2], "only pending records due at now")
+            #expect(try await f.store.claimPushes(ids: [due1, due2], now: f.now, leaseUntil: f.now + 1000).isEmpty, "a claimed record is not taken again")
+            #expect(try await f.store.pushRecords(appId: f.appId, messageUid: "m1", userId: "due1", limit: 1).first?.nextAttemptAt == f.now + 1000)
+            #expect(try await f.store.claimPushes(ids: [due1, later], now: f.now + 1000, leaseUntil: f.now + 2000).count == 2,
+                    "due again when the lease ends")
+        }
+
+        await check(area, "claimPushes: of concurrent claims of the same records each record goes to one") { f in
+            try await f.store.recordPushDecisions((0..<40).map { record(f, "m1", "u\($0)", "d1", next: f.now - 1) }, badges: [], node: node(), cursor: nil)
+            let ids = try await f.store.pushRecords(appId: f.appId, messageUid: "m1", userId: nil, limit: 100).map(\.id)
+            let claims = try await withThrowingTaskGroup(of: [Int64].self) { group in
+                for _ in 0..<4 { group.addTask { try await f.store.claimPushes(ids: ids.shuffled(), now: f.now, leaseUntil: f.now + 1000) } }
+                var all: [[Int64]] = []
+                for try await claim in group { all.append(claim) }
+                return all
+            }
+            let taken = claims.flatMap { $0 }
+            #expect(taken.count == 40 && Set(taken) == Set(ids), "every record claimed exactly once")
+        }
+
         await check(area, "recordPushAttempts: updates pending records only; a record named twice ends with the first attempt that ends it") { f in
             try await f.store.recordPushDecisions([
                 record(f, "m1", "p1", "d1"), record(f, "m1", "p2", "d1"), record(f, "m1", "s1", "d1", status: .sent),

@@ -342,6 +342,21 @@ extension PostgresStore {
         try await rows(DuePushes(now: now, limit: Int64(limit)))
     }
 
+    /// One statement: a row another node claimed first no longer matches when its lock is released.
+    public func claimPushes(ids: [Int64], now: Int64, leaseUntil: Int64) async throws -> [Int64] {
+        guard !ids.isEmpty else { return [] }
+        var claimed: [Int64] = []
+        for row in try await rows("""
+            UPDATE push_records SET next_attempt_at = \(leaseUntil)
+            WHERE id = ANY(\(ids)::bigint[]) AND status = 0 AND next_attempt_at <= \(now)
+            RETURNING id
+            """) {
+            var cells = Cells(row)
+            claimed.append(try cells.int())
+        }
+        return claimed
+    }
+
     /// In one statement; a record named twice takes the attempts in their order while it is
     /// pending: the first that ends it, or else the last.
     public func recordPushAttempts(_ attempts: [PushAttempt]) async throws {

@@ -361,6 +361,21 @@ extension SQLiteStore {
         }
     }
 
+    public func claimPushes(ids: [Int64], now: Int64, leaseUntil: Int64) async throws -> [Int64] {
+        guard !ids.isEmpty else { return [] }
+        return try await pool.write { db in
+            let claim = try db.cachedStatement(sql: """
+                UPDATE push_records SET next_attempt_at = ? WHERE id = ? AND status = 0 AND next_attempt_at <= ?
+                """)
+            var claimed: [Int64] = []
+            for id in ids {
+                try claim.execute(arguments: [leaseUntil, id, now])
+                if db.changesCount > 0 { claimed.append(id) }
+            }
+            return claimed
+        }
+    }
+
     public func recordPushAttempts(_ attempts: [PushAttempt]) async throws {
         guard !attempts.isEmpty else { return }
         try await pool.write { db in

@@ -45,6 +45,8 @@ public final class PushService: Sendable {
         /// The first retry's delay; each next one doubles, up to `maxRetryDelayMilliseconds`.
         public var retryDelayMilliseconds: Int64 = 1_000
         public var maxRetryDelayMilliseconds: Int64 = 300_000
+        /// How long a node holds the pushes it took for sending before another may take them.
+        public var leaseMilliseconds: Int64 = 120_000
         /// How long records are kept for the troubleshooting view.
         public var retentionMilliseconds: Int64 = 7 * 86_400_000
         /// Messages older than this are not decided again after a crash (their push is stale).
@@ -54,6 +56,7 @@ public final class PushService: Sendable {
         /// The options the `push` settings give.
         public init(_ settings: ServerConfig.PushSettings) {
             maxAttempts = settings.maxAttempts
+            leaseMilliseconds = Int64(max(60, 4 * settings.requestTimeoutSeconds)) * 1000
             retentionMilliseconds = Int64(settings.recordRetentionDays) * 86_400_000
         }
     }
@@ -328,9 +331,16 @@ public final class PushService: Sendable {
         var lastSweep: Int64 = 0
         while !Task.isCancelled {
             let now = clock.nowMilliseconds()
-            let due: [PushRecord]
+            var due: [PushRecord]
             do {
+                // Read, then claim: of several nodes that read the same pushes, one sends each. The
+                // lease outlasts a send's timeouts; a node that dies mid-send leaves them due after it.
                 due = try await store.duePushes(now: now, limit: options.batch)
+                if !due.isEmpty {
+                    let claimed = Set(try await store.claimPushes(ids: due.map(\.id), now: now, leaseUntil: now + options.leaseMilliseconds))
+                    due.removeAll { !claimed.contains($0.id) }
+                    if due.isEmpty { continue }
+                }
             } catch {
                 logger.error("push: pending pushes could not be read", metadata: ["error": "\(error)"])
                 due = []
