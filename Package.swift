@@ -134,7 +134,7 @@ let package = Package(
         .executableTarget(
             name: "imbench",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMProcess",
+                "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMProcess", "IMPush", "IMPushTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -175,10 +175,29 @@ let package = Package(
         ),
         // Child processes without Foundation's Process (see ChildProcess.swift): tests and imbench.
         .target(name: "IMProcess", swiftSettings: strict),
+        // Local APNs, FCM and webhook servers speaking the providers' protocols (HTTP/2, TLS from a
+        // test CA): for the tests (through IMServerTesting) and imbench's push scenario.
+        .target(
+            name: "IMPushTesting",
+            dependencies: [
+                "IMProcess", "IMPush", "IMPushProviders",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "IMServerTesting",
             dependencies: [
                 "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMProcess", "IMPush", "IMPushProviders",
+                "IMPushTesting",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),

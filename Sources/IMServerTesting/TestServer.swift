@@ -296,10 +296,3 @@ public func failureCode(_ body: () async throws -> Void) async -> Int? {
     }
 }
 
-/// A value shared between test tasks.
-public final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    public init(_ value: Value) { mutex = Mutex(value) }
-    public func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
-    public var value: Value { mutex.withLock { $0 } }
-}

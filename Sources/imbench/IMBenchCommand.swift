@@ -12,7 +12,7 @@ struct IMBenchCommand: AsyncParsableCommand {
             opens its connections in worker processes and prints and writes what it measured. \
             `imbench --quick` runs every scenario small, as a smoke check. See BENCHMARKS.md.
             """,
-        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, UltraGroup.self, Chatroom.self, BusProbe.self, Seed.self, Quick.self, WorkerCommandLine.self])
+        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Push.self, UltraGroup.self, Chatroom.self, BusProbe.self, Seed.self, Quick.self, WorkerCommandLine.self])
 
     @Flag(help: "Run every scenario small (a smoke check for CI; under a minute, no timing checks). Same as `imbench quick`.")
     var quick = false
@@ -126,6 +126,26 @@ struct Group: AsyncParsableCommand {
     }
 }
 
+struct Push: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The group scenario with push: the offline members have APNs tokens (SEEDED) and every message is pushed to them through a local APNs server: pushes per second, the server's CPU per push, and the online members' delivery latency beside it.")
+
+    @Option(help: "Members of the group.") var members = 3_000
+    @Option(help: "Share of the members that are online; the others are offline with an APNs token each.") var onlineFraction = 0.1
+    @Option(help: "Online members that send, sharing the rate (default: every online member).") var senders: Int?
+    @Option(help: "Group messages per second, all senders together.") var rate = 20.0
+    @Option(help: "Seconds of load before measuring.") var warmup = 5.0
+    @Option(help: "Seconds measured.") var duration = 30.0
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.group(
+            .init(members: members, onlineFraction: onlineFraction, senders: senders, rate: rate,
+                  warmup: warmup, duration: duration, push: true), options: options)
+        try report(result, options: options)
+    }
+}
+
 struct UltraGroup: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ultragroup",
@@ -233,6 +253,9 @@ struct Quick: AsyncParsableCommand {
         results.last?.printSummary()
         results.append(try await Scenarios.group(
             .init(members: 300, onlineFraction: 0.1, rate: 30, warmup: 1, duration: 3, quick: true), options: two))
+        results.last?.printSummary()
+        results.append(try await Scenarios.group(
+            .init(members: 300, onlineFraction: 0.1, rate: 10, warmup: 1, duration: 3, quick: true, push: true), options: two))
         results.last?.printSummary()
         results.append(try await Scenarios.chatroom(
             .init(members: 200, publishers: 20, rate: 10, warmup: 1, duration: 3, quick: true), options: two))

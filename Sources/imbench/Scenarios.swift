@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMPushTesting
 import IMServer
 import IMStore
 import IMStoreSQLite
@@ -340,6 +341,9 @@ enum Scenarios {
         /// An ultra group (messages to its default channel) instead of a group. Its membership is
         /// seeded into the store before the server starts, one transaction per 10,000 members.
         var ultra = false
+        /// The offline members have APNs device tokens (SEEDED), the app has credentials for a
+        /// local APNs server imbench runs, and every message is pushed to them.
+        var push = false
     }
 
     static let groupId = "imbench-group"
@@ -369,14 +373,25 @@ enum Scenarios {
         if !p.ultra && p.members > GroupLimits.defaultMaxMembers { environment["IMSERVER_MAX_GROUP_MEMBERS"] = "\(p.members)" }
         let members = (0..<p.members).map { "g\($0)" }
         var seedSeconds = 0.0
-        let harness = try await Harness.start(p.ultra ? "ultragroup" : "group", options: options,
-                                              serverArguments: raiseSendLimit ? ["--client-sends-per-second", "1000000"] : [],
-                                              serverEnvironment: environment) { site in
-            guard p.ultra else { return }
-            let started = monotonicNanos()
-            try await seedUltraGroup(site: site, members: members, options: options)
-            seedSeconds = Double(monotonicNanos() - started) / 1e9
+        var serverArguments = raiseSendLimit ? ["--client-sends-per-second", "1000000"] : []
+        let pushTarget = p.push ? try await PushTarget.start(options: options) : nil
+        if let pushTarget { serverArguments += pushTarget.serverArguments }
+        let offlineUsers = Array(members.dropFirst(online))
+        let harness: Harness
+        do {
+            harness = try await Harness.start(p.push ? "push" : p.ultra ? "ultragroup" : "group", options: options,
+                                              serverArguments: serverArguments, serverEnvironment: environment) { site in
+                if let pushTarget { try await pushTarget.seed(site: site, users: offlineUsers, options: options) }
+                guard p.ultra else { return }
+                let started = monotonicNanos()
+                try await seedUltraGroup(site: site, members: members, options: options)
+                seedSeconds = Double(monotonicNanos() - started) / 1e9
+            }
+        } catch {
+            await pushTarget?.stop()
+            throw error
         }
+        if p.push { result.scenario = "push" }
         do {
             let onlineUsers = Array(members.prefix(online))
             note("\(result.scenario): registering \(online) online members (the other \(p.members - online) members are only listed in the group)")
@@ -401,9 +416,25 @@ enum Scenarios {
             let pool = try harness.launchWorkers(clients, template: harness.jobTemplate(chatRatePerClient: perSender), minimumWorkers: 2)
             let (connected, failed) = try await pool.waitReady()
             note("\(result.scenario): \(connected) members connected (\(failed) failed) in \(pool.count) worker(s); \(senders) of them send \(fmt(p.rate, 0)) msg/s together for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
-            let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
+            let pushesAtStart = Locked(0), pushesAtEnd = Locked(0)
+            let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness) { isStart in
+                let count = pushTarget?.apns.requestCount ?? 0
+                (isStart ? pushesAtStart : pushesAtEnd).withLock { $0 = count }
+            }
             await pool.exit()
+            var pushesDrained = 0
+            if let pushTarget {
+                // Every message sent is pushed to every offline member: wait (up to 60 s) for the
+                // pushes still being decided or sent when the load stopped.
+                let expected = stats[.sent] * offlineUsers.count
+                let deadline = monotonicNanos() + 60_000_000_000
+                while pushTarget.apns.requestCount < expected && monotonicNanos() < deadline {
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                pushesDrained = pushTarget.apns.requestCount
+            }
             await harness.finish()
+            await pushTarget?.stop()
 
             let receivers = max(0, connected - 1)
             let expected = stats[.sent] * receivers
@@ -424,6 +455,22 @@ enum Scenarios {
             }
             result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
             result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
+            if pushTarget != nil {
+                // The server's cost per push: its CPU in the window over the pushes APNs took in it
+                // (the online deliveries' cost is in the same CPU; `imbench group` with the same
+                // parameters and no push gives it alone).
+                let pushes = pushesAtEnd.value - pushesAtStart.value
+                let expectedPushes = stats[.sent] * offlineUsers.count
+                perUnitOfWork(&result, units: pushes, unit: "Push")
+                result.figures["offlineMembersWithTokens"] = Double(offlineUsers.count)
+                result.figures["pushesExpected"] = Double(expectedPushes)
+                result.figures["pushesSent"] = Double(pushesDrained)
+                result.figures["pushesMissing"] = Double(max(0, expectedPushes - pushesDrained))
+                if pushesDrained < expectedPushes {
+                    result.problems.append("\(pushesDrained) pushes reached APNs of \(expectedPushes) expected (\(stats[.sent]) messages × \(offlineUsers.count) offline members) within 60 s of the load's end")
+                }
+                result.notes.append("SEEDED: \(offlineUsers.count) offline members' APNs device tokens and the app's APNs credentials (p8) were written into the store before the server started; the local APNs server (HTTP/2, TLS, JWT checked) runs in imbench's process, so its CPU is the generator's")
+            }
             perUnitOfWork(&result, units: stats[.pushesArrivingInWindow], unit: "Delivery", connections: connected)
             result.figures["connected"] = Double(connected)
             result.figures["groupSetupSeconds"] = rounded(createSeconds, 2)
@@ -647,14 +694,18 @@ enum Scenarios {
     // MARK: shared
 
     /// Starts the load, samples the server at the window's ends, stops and collects.
-    static func measure(_ pool: WorkerPool, warmup: Double, duration: Double, harness: Harness) async throws
+    /// `mark` is told when the window starts (true) and ends (false), for counts of the scenario's own.
+    static func measure(_ pool: WorkerPool, warmup: Double, duration: Double, harness: Harness,
+                        mark: (Bool) -> Void = { _ in }) async throws
         -> (WorkerStats, ServerSample?, ServerSample?) {
         let from = monotonicNanos() + UInt64(warmup * 1e9)
         let until = from + UInt64(duration * 1e9)
         pool.send(.start(measureFrom: from, measureUntil: until))
         await Harness.sleep(until: from)
+        mark(true)
         let start = await harness.sampleServer()
         await Harness.sleep(until: until)
+        mark(false)
         let end = await harness.sampleServer()
         return (try await pool.stop(), start, end)
     }

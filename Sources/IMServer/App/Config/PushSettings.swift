@@ -14,15 +14,15 @@ extension ServerConfig {
                  doc: "Decide and send push notifications. Off: no pushes are made, and the device token and push profile calls answer 1009.")
         public var enabled = true
 
-        @Setting(key: "pushAPNsURL", allowed: Self.https,
+        @Setting(key: "pushApnsURL", allowed: Self.https,
                  doc: "APNs production endpoint (HTTP/2). Tests and relays point it elsewhere.")
         public var apnsProductionURL = "https://api.push.apple.com"
 
-        @Setting(key: "pushAPNsSandboxURL", allowed: Self.https,
+        @Setting(key: "pushApnsSandboxURL", allowed: Self.https,
                  doc: "APNs development (sandbox) endpoint, for device tokens registered with the sandbox environment.")
         public var apnsSandboxURL = "https://api.sandbox.push.apple.com"
 
-        @Setting(key: "pushFCMURL", allowed: Self.https,
+        @Setting(key: "pushFcmURL", allowed: Self.https,
                  doc: "FCM HTTP v1 endpoint (the OAuth2 token endpoint comes from each service account's token_uri).")
         public var fcmURL = "https://fcm.googleapis.com"
 
