@@ -426,7 +426,7 @@ enum Scenarios {
             if let pushTarget {
                 // Every message sent is pushed to every offline member: wait (up to 60 s) for the
                 // pushes still being decided or sent when the load stopped.
-                let expected = stats[.sent] * offlineUsers.count
+                let expected = pushesExpected(stats, receivers: max(0, connected - 1), offline: offlineUsers.count)
                 let deadline = monotonicNanos() + 60_000_000_000
                 while pushTarget.apns.requestCount < expected && monotonicNanos() < deadline {
                     try await Task.sleep(for: .milliseconds(200))
@@ -460,14 +460,14 @@ enum Scenarios {
                 // (the online deliveries' cost is in the same CPU; `imbench group` with the same
                 // parameters and no push gives it alone).
                 let pushes = pushesAtEnd.value - pushesAtStart.value
-                let expectedPushes = stats[.sent] * offlineUsers.count
+                let expectedPushes = pushesExpected(stats, receivers: receivers, offline: offlineUsers.count)
                 perUnitOfWork(&result, units: pushes, unit: "Push")
                 result.figures["offlineMembersWithTokens"] = Double(offlineUsers.count)
                 result.figures["pushesExpected"] = Double(expectedPushes)
                 result.figures["pushesSent"] = Double(pushesDrained)
                 result.figures["pushesMissing"] = Double(max(0, expectedPushes - pushesDrained))
                 if pushesDrained < expectedPushes {
-                    result.problems.append("\(pushesDrained) pushes reached APNs of \(expectedPushes) expected (\(stats[.sent]) messages × \(offlineUsers.count) offline members) within 60 s of the load's end")
+                    result.problems.append("\(pushesDrained) pushes reached APNs of \(expectedPushes) expected (\(expectedPushes / max(1, offlineUsers.count)) messages, warm-up included, × \(offlineUsers.count) offline members) within 60 s of the load's end")
                 }
                 result.notes.append("SEEDED: \(offlineUsers.count) offline members' APNs device tokens and the app's APNs credentials (p8) were written into the store before the server started; the local APNs server (HTTP/2, TLS, JWT checked) runs in imbench's process, so its CPU is the generator's")
             }
@@ -694,6 +694,12 @@ enum Scenarios {
     // MARK: shared
 
     /// Starts the load, samples the server at the window's ends, stops and collects.
+    /// The pushes every message of the run (warm-up included) should make: the messages, counted by
+    /// the deliveries the online members received of them, times the offline members.
+    static func pushesExpected(_ stats: WorkerStats, receivers: Int, offline: Int) -> Int {
+        (receivers > 0 ? stats[.pushes] / receivers : stats[.sent]) * offline
+    }
+
     /// `mark` is told when the window starts (true) and ends (false), for counts of the scenario's own.
     static func measure(_ pool: WorkerPool, warmup: Double, duration: Double, harness: Harness,
                         mark: (Bool) -> Void = { _ in }) async throws
