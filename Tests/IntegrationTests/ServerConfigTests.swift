@@ -200,7 +200,8 @@ struct ServerConfigTests {
             "groupPublishPerSecond", "chatroomMultipleRooms", "chatroomIdleDestroyMinutes", "chatroomHistoryEnabled",
             "chatroomHistoryRetentionDays", "chatroomEntriesEnabled", "chatroomMaxMembers", "chatroomSweepStep", "chatroomPublishPerSecond",
             "ultraGroupHistoryRetentionDays", "ultraGroupPreJoinHistory", "ultraGroupPublishPerSecond", "database",
-            "nodeId", "clusterNodeTimeoutSeconds",
+            "nodeId", "clusterNodeTimeoutSeconds", "pushEnabled", "pushApnsURL", "pushApnsSandboxURL", "pushFcmURL", "pushTrustRootsFile",
+            "pushRequestTimeoutSeconds", "pushMaxAttempts", "pushRecordRetentionDays",
         ]
         #expect(Set(keys) == Set(fileKeys))
         let existingVariables = [
@@ -231,7 +232,7 @@ struct ServerConfigTests {
         #expect(ServerConfig().storage.database.isEmpty, "the embedded database unless one is given")
         #expect(SettingNames.flag(forKey: "httpIdleTimeoutSeconds") == "--http-idle-timeout-seconds")
         #expect(Self.table.areas.map(\.name) == ["network", "session", "messaging", "groups", "chatrooms", "ultraGroups", "serverAPI",
-                                                 "moderation", "developmentApp", "storage", "cluster", "logging"])
+                                                 "moderation", "developmentApp", "storage", "cluster", "push", "logging"])
         #expect(Self.table.setting(key: "nodeId")?.flag == "--node-id")
         #expect(Self.table.setting(key: "nodeId")?.environmentVariable == "IMSERVER_NODE_ID")
     }
@@ -371,7 +372,7 @@ struct ServerConfigTests {
         case let setting as SettingDeclaration<Bool>:
             return ((!setting.defaultValue).settingText, .bool(!setting.defaultValue))
         case let setting as SettingDeclaration<String>:
-            return ["debug", "/tmp/imserver-sample", "127.0.0.1", "postgres://imserver@127.0.0.1:5432/imserver"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
+            return ["debug", "/tmp/imserver-sample", "127.0.0.1", "postgres://imserver@127.0.0.1:5432/imserver", "https://push.example.com"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
         case let setting as SettingDeclaration<String?>:
             return ["https://im.example.com", "sample-value"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
         default:

@@ -43,6 +43,11 @@ public final class ConversationStateService: Sendable {
 
     /// The do-not-disturb level a user set for a conversation (or, with an empty target, for a
     /// conversation type); 0 when none is set.
+    /// The user's quiet hours, if set.
+    public func quietHours(appId: Int64, userId: String) async throws -> QuietHours? {
+        try await store.quietHours(appId: appId, userId: userId)
+    }
+
     public func unpushLevel(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String) async throws -> Int {
         try await store.conversationUnpushLevel(appId: appId, userId: userId, type: type, targetId: targetId, channelId: channelId)
     }

@@ -57,13 +57,13 @@ extension ServerAPI {
                 path: "/push/template/del.json", tag: "push", summary: "Deletes a push template.",
                 params: [.string("templateId", required: true, "the template")],
                 response: [APIField("deleted", "boolean", "false when there was no such template")]) { call in
-                ["deleted": try await core.store.deletePushTemplate(appId: call.app.id, templateId: call.required("templateId"))]
+                ["deleted": try await core.requirePush().deleteTemplate(call.required("templateId"), appId: call.app.id)]
             },
             APIEndpoint(
                 path: "/push/template/query.json", tag: "push", summary: "The app's push templates.",
                 params: [],
                 response: [APIField("templates", "array", items: "object", "{templateId, name, languages{language: {title, content}}, updatedAt}")]) { call in
-                let templates = try await core.store.pushTemplates(appId: call.app.id)
+                let templates = try await core.requirePush().templates(appId: call.app.id)
                 return ["templates": templates.map { template -> [String: any Sendable] in
                     ["templateId": template.templateId, "name": template.name, "updatedAt": template.updatedAt,
                      "languages": template.entries.mapValues { entry -> [String: any Sendable] in
@@ -128,7 +128,7 @@ extension ServerAPI {
                 path: "/user/remarks/del.json", tag: "push", summary: "Removes the name a user gave another.",
                 params: [.string("userId", required: true, "the user"), .string("targetId", required: true, "the user named")]) { call in
                 let userId = try Self.validUser(call.required("userId"))
-                try await core.store.setRemarks(appId: call.app.id, userId: userId, remarks: [try Self.validUser(call.required("targetId")): ""])
+                try await core.requirePush().setRemarks([try Self.validUser(call.required("targetId")): ""], userId: userId, appId: call.app.id)
                 return [:]
             },
             APIEndpoint(
@@ -155,7 +155,7 @@ extension ServerAPI {
                 params: [.string("userId", required: true, "the user")],
                 response: [APIField("data", "object", "{startTime, period, unPushLevel}; absent when none are set")]) { call in
                 let userId = try Self.validUser(call.required("userId"))
-                guard let hours = try await core.store.quietHours(appId: call.app.id, userId: userId) else { return [:] }
+                guard let hours = try await core.conversationState.quietHours(appId: call.app.id, userId: userId) else { return [:] }
                 return ["data": ["startTime": hours.startTime, "period": hours.spanMinutes, "unPushLevel": hours.level.rawValue] as [String: any Sendable]]
             },
             APIEndpoint(
@@ -217,7 +217,7 @@ extension ServerAPI {
         let template = PushTemplateRecord(templateId: templateId, name: call.string("name") ?? "", entries: entries,
                                           updatedAt: core.clock.nowMilliseconds())
         do {
-            try await core.store.upsertPushTemplate(appId: call.app.id, template: template, maxTemplates: PushLimits.maxTemplatesPerApp)
+            try await core.requirePush().setTemplate(template, appId: call.app.id)
         } catch StoreRefusal.tooManyPushTemplates(_) {
             throw APIError(.invalidPushParameter, .badRequest,
                            "the app has \(PushLimits.maxTemplatesPerApp) push templates, the most it may have: delete one with /push/template/del.json first")
@@ -230,11 +230,10 @@ extension ServerAPI {
         let userId = call.string("userId")
         guard uid != nil || userId != nil else { throw APIError.badParameter("give messageUID, userId or both") }
         let limit = Int(try call.int("limit") ?? 100)
-        let records = try await core.store.pushRecords(appId: call.app.id, messageUid: uid, userId: userId, limit: limit)
+        let (records, devices) = try await core.requirePush().records(appId: call.app.id, messageUid: uid, userId: userId, limit: limit)
         var result: [String: any Sendable] = [:]
-        if let userId {
+        if let devices {
             // A user without a device is never decided (no record): P23 says why they get no push.
-            let devices = try await core.store.pushDevices(appId: call.app.id, userIds: [userId])
             result["devices"] = devices.map { ["deviceId": $0.deviceId, "kind": $0.kind.rawValue, "platform": $0.platform,
                                                "badge": $0.badge, "updatedAt": $0.updatedAt] as [String: any Sendable] }
             if devices.isEmpty { result["reason"] = PushCode.noDevice }
@@ -284,7 +283,7 @@ extension ServerAPI {
             }
             remarks[try Self.validUser(id)] = remark
         }
-        try await core.store.setRemarks(appId: call.app.id, userId: userId, remarks: remarks)
+        try await core.requirePush().setRemarks(remarks, userId: userId, appId: call.app.id)
         return [:]
     }
 
@@ -292,14 +291,7 @@ extension ServerAPI {
         let userId = try Self.validUser(call.required("userId"))
         let page = Int(try call.int("page") ?? 1)
         let size = Int(try call.int("size") ?? 50)
-        var all: [(userId: String, remark: String)] = []
-        var after = ""
-        while true {
-            let chunk = try await core.store.remarks(appId: call.app.id, userId: userId, afterUserId: after, limit: 1_000)
-            all += chunk
-            guard chunk.count == 1_000, let last = chunk.last else { break }
-            after = last.userId
-        }
+        let all = try await core.requirePush().remarks(userId: userId, appId: call.app.id)
         let start = min((page - 1) * size, all.count)
         let slice = all[start..<min(start + size, all.count)]
         return ["total": all.count, "users": slice.map { ["id": $0.userId, "remark": $0.remark] as [String: any Sendable] }]
