@@ -40,7 +40,7 @@ struct PushDecisionTests {
     static func notification(_ records: [PushRecord]) throws -> PushNotification {
         let record = try #require(records.first)
         #expect(record.status == .pending, "expected a push, got \(record.status) \(record.code)")
-        return try JSONDecoder().decode(PushNotification.self, from: record.notification)
+        return try #require(PushNotification(stored: record.notification))
     }
 
     static func code(_ records: [PushRecord]) -> String? {

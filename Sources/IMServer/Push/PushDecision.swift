@@ -155,11 +155,9 @@ enum PushDecision {
                 interruptionLevel: config?.iOSConfig?.interruptionLevel, rc: rc, appData: appData,
                 fcmCollapseKey: config?.androidConfig?.fcmCollapseKey, fcmChannelId: config?.androidConfig?.fcmChannelId,
                 fcmImageURL: config?.androidConfig?.fcmImageUrl)
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
             return PushRecord(appId: message.appId, messageUid: message.uid, userId: recipient.userId, deviceId: device.deviceId,
                               kind: device.kind, token: device.token, environment: device.environment,
-                              notification: (try? encoder.encode(notification)) ?? Data(), status: .pending,
+                              notification: notification.stored, status: .pending,
                               nextAttemptAt: context.now, createdAt: context.now)
         }
     }

@@ -54,8 +54,6 @@ extension PushService {
             .filter { $0.kind != .apnsVoIP && push.includes($0) }
         guard !devices.isEmpty else { return 0 }
         let now = clock.nowMilliseconds()
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
         let records = devices.map { device in
             let notification = PushNotification(
                 id: "\(id):\(device.userId):\(device.deviceId):\(device.kind.rawValue)", title: push.title,
@@ -65,7 +63,7 @@ extension PushService {
                 fcmCollapseKey: push.fcmCollapseKey, fcmChannelId: push.fcmChannelId, fcmImageURL: push.imageURL)
             return PushRecord(appId: appId, messageUid: id, userId: device.userId, deviceId: device.deviceId, kind: device.kind,
                               token: device.token, environment: device.environment,
-                              notification: (try? encoder.encode(notification)) ?? Data(), status: .pending,
+                              notification: notification.stored, status: .pending,
                               nextAttemptAt: now, createdAt: now)
         }
         try await store.recordPushDecisions(records, badges: [], node: node, cursor: nil)

@@ -373,7 +373,7 @@ public final class PushService: Sendable {
                 let appCredentials = credentials[record.appId] ?? PushCredentials()
                 group.addTask {
                     guard let target = Self.target(of: record),
-                          let notification = try? JSONDecoder().decode(PushNotification.self, from: record.notification) else {
+                          let notification = PushNotification(stored: record.notification) else {
                         return (record, .failed(code: "UNREADABLE_RECORD"))
                     }
                     return (record, await self.transport.send(notification, to: target, credentials: appCredentials))

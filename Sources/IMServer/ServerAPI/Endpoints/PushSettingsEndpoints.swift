@@ -245,7 +245,7 @@ extension ServerAPI {
                 "createdAt": record.createdAt, "updatedAt": record.updatedAt,
             ]
             if record.status == .pending { fields["nextAttemptAt"] = record.nextAttemptAt }
-            if let notification = try? JSONDecoder().decode(PushNotification.self, from: record.notification) {
+            if let notification = PushNotification(stored: record.notification) {
                 fields["title"] = notification.title ?? ""
                 fields["body"] = notification.body
             }
