@@ -4,6 +4,10 @@ import _CryptoExtras
 import Foundation
 import IMPush
 import NIOCore
+import NIOPosix
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOHTTP1
 import NIOSSL
 import Synchronization
@@ -55,6 +59,8 @@ public final class ProviderPushTransport: PushTransport {
     private let client: HTTPClient
     private let configuration: HTTPClient.Configuration
     private let eventLoopGroup: any EventLoopGroup
+    /// The event loop group this transport made (and shuts down), if it made one.
+    private let ownLoops: MultiThreadedEventLoopGroup?
     private let certificateClients = Mutex<CertificateClients>(CertificateClients())
     private let apnsTokens = Mutex<[String: APNsProviderToken]>([:])
     private let fcmTokens = Mutex<[String: FCMTokenState]>([:])
@@ -67,8 +73,13 @@ public final class ProviderPushTransport: PushTransport {
     /// `now` gives the time for provider tokens, `apns-expiration` and webhook timestamps;
     /// `eventLoopGroup` nil: AsyncHTTPClient's shared one. Throws when
     /// `endpoints.extraTrustRootsPEM` holds no PEM certificate.
-    public init(endpoints: PushEndpoints = PushEndpoints(), now: @escaping @Sendable () -> Date = { Date() },
-                eventLoopGroup: (any EventLoopGroup)? = nil) throws {
+    public convenience init(endpoints: PushEndpoints = PushEndpoints(), now: @escaping @Sendable () -> Date = { Date() },
+                            eventLoopGroup: (any EventLoopGroup)? = nil) throws {
+        try self.init(endpoints: endpoints, now: now, eventLoopGroup: eventLoopGroup, ownLoops: nil)
+    }
+
+    private init(endpoints: PushEndpoints, now: @escaping @Sendable () -> Date, eventLoopGroup: (any EventLoopGroup)?,
+                 ownLoops: MultiThreadedEventLoopGroup?) throws {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let pem = endpoints.extraTrustRootsPEM {
             let roots = (try? NIOSSLCertificate.fromPEMBytes(Array(pem.utf8))) ?? []
@@ -88,6 +99,7 @@ public final class ProviderPushTransport: PushTransport {
         self.now = now
         self.configuration = configuration
         self.eventLoopGroup = eventLoopGroup ?? HTTPClient.defaultEventLoopGroup
+        self.ownLoops = ownLoops
         self.client = HTTPClient(eventLoopGroup: self.eventLoopGroup, configuration: configuration)
     }
 
@@ -105,6 +117,19 @@ public final class ProviderPushTransport: PushTransport {
         }
     }
 
+    /// A transport on an event loop of its own whose thread runs at a lower scheduling priority
+    /// (nice `nice`): the server's background I/O, kept from the cores its gateway needs.
+    public convenience init(endpoints: PushEndpoints, backgroundThreadNice nice: Int32) throws {
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        _ = try? loops.next().submit {
+            #if canImport(Glibc)
+            // On Linux a nice value is per thread: PRIO_PROCESS with 0 is the calling thread.
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, nice)
+            #endif
+        }.wait()
+        try self.init(endpoints: endpoints, now: { Date() }, eventLoopGroup: loops, ownLoops: loops)
+    }
+
     /// Closes every connection. Call it before the transport is released (HTTPClient requires it).
     public func shutdown() async {
         let clients = certificateClients.withLock { state in
@@ -115,6 +140,7 @@ public final class ProviderPushTransport: PushTransport {
         for client in clients + [client] {
             try? await client.shutdown()
         }
+        try? await ownLoops?.shutdownGracefully()
     }
 
     // MARK: APNs

@@ -255,7 +255,7 @@ struct Quick: AsyncParsableCommand {
             .init(members: 300, onlineFraction: 0.1, rate: 30, warmup: 1, duration: 3, quick: true), options: two))
         results.last?.printSummary()
         results.append(try await Scenarios.group(
-            .init(members: 300, onlineFraction: 0.1, rate: 10, warmup: 1, duration: 3, quick: true, push: true), options: two))
+            .init(members: 300, onlineFraction: 0.1, rate: 3, warmup: 1, duration: 3, quick: true, push: true), options: two))
         results.last?.printSummary()
         results.append(try await Scenarios.chatroom(
             .init(members: 200, publishers: 20, rate: 10, warmup: 1, duration: 3, quick: true), options: two))

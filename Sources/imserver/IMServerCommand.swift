@@ -58,7 +58,9 @@ struct Serve: AsyncParsableCommand {
         // Every server on PostgreSQL is a node of the cluster of the servers on that database.
         let cluster = try opened.clusterTransport(config, logger: logger)
         // One transport for every app: its HTTP/2 connections to APNs and FCM are shared.
-        let pushTransport = config.push.enabled ? try ProviderPushTransport(endpoints: PushEndpoints(config.push)) : nil
+        // Its event loop thread runs at a lower priority: pushes take the cores delivery leaves.
+        let pushTransport = config.push.enabled
+            ? try ProviderPushTransport(endpoints: PushEndpoints(config.push), backgroundThreadNice: 10) : nil
         let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster, pushTransport: pushTransport)
         let app = try await core.prepare()
         if config.serverAPI.timestampWindowSeconds == 0 {

@@ -197,10 +197,27 @@ public final class PushService: Sendable {
             }
         }
         guard !records.isEmpty || writeCursorAlone else { return false }
-        try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
-        if records.contains(where: { $0.status == .pending }) { wake.signal() }
+        // In transactions of at most `writeChunk` records: the store's writer is the message log's
+        // too, and one long transaction for a large group's pushes would hold its commits up. The
+        // cursor goes with the last; a crash between them re-decides the message and keeps what
+        // was recorded.
+        var start = 0
+        repeat {
+            let end = min(records.count, start + Self.writeChunk)
+            let last = end == records.count
+            let chunk = Array(records[start..<end])
+            let chunkKeys = Set(chunk.map { "\($0.userId)|\($0.deviceId)" })
+            let chunkBadges = records.count <= Self.writeChunk ? badges
+                : badges.filter { chunkKeys.contains("\($0.userId)|\($0.deviceId)") }
+            try await store.recordPushDecisions(chunk, badges: chunkBadges, node: node, cursor: last ? cursor : nil)
+            if chunk.contains(where: { $0.status == .pending }) { wake.signal() }
+            start = end
+        } while start < records.count
         return true
     }
+
+    /// Push records written per transaction.
+    static let writeChunk = 500
 
     /// The users a message is for (its sender excluded); nil for a broadcast to every user.
     func audience(of message: StoredMessage) async throws -> [String]? {
@@ -442,9 +459,13 @@ struct PushRunner: Service {
     let events: AsyncStream<ServerEvent>
 
     func run() async throws {
-        try? await cancelWhenGracefulShutdown {
-            await push.run(events: events)
+        let executor = PushExecutor()
+        await withTaskExecutorPreference(executor) {
+            try? await cancelWhenGracefulShutdown {
+                await push.run(events: events)
+            }
         }
+        executor.stop()
         await push.transport.shutdown()
     }
 }
