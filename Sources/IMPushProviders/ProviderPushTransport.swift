@@ -12,8 +12,9 @@ import NIOHTTP1
 import NIOSSL
 import Synchronization
 
-/// Sends to APNs (HTTP/2), FCM HTTP v1 and webhook relays over one shared `HTTPClient`, plus one
-/// client per APNs p12 certificate (the certificate is the TLS client identity).
+/// Sends to APNs over its own HTTP/2 connections (`APNsHTTP2Client`: one per endpoint and TLS
+/// identity, a p12 certificate being one), and to FCM HTTP v1 and webhook relays over one shared
+/// `HTTPClient`.
 ///
 /// APNs provider tokens are cached per (team, key) and renewed after 50 minutes; FCM access
 /// tokens per service account until 5 minutes before they expire. Times come from `now`.
@@ -61,7 +62,8 @@ public final class ProviderPushTransport: PushTransport {
     private let eventLoopGroup: any EventLoopGroup
     /// The event loop group this transport made (and shuts down), if it made one.
     private let ownLoops: MultiThreadedEventLoopGroup?
-    private let certificateClients = Mutex<CertificateClients>(CertificateClients())
+    /// APNs connections by endpoint and TLS identity ("token", or the p12's fingerprint).
+    private let apnsClients = Mutex<APNsClients>(APNsClients())
     private let apnsTokens = Mutex<[String: APNsProviderToken]>([:])
     private let fcmTokens = Mutex<[String: FCMTokenState]>([:])
 
@@ -132,14 +134,13 @@ public final class ProviderPushTransport: PushTransport {
 
     /// Closes every connection. Call it before the transport is released (HTTPClient requires it).
     public func shutdown() async {
-        let clients = certificateClients.withLock { state in
+        let apns = apnsClients.withLock { state in
             state.closed = true
             defer { state.clients = [:] }
             return Array(state.clients.values)
         }
-        for client in clients + [client] {
-            try? await client.shutdown()
-        }
+        for client in apns { await client.close() }
+        try? await client.shutdown()
         try? await ownLoops?.shutdownGracefully()
     }
 
@@ -160,38 +161,44 @@ public final class ProviderPushTransport: PushTransport {
                           credentials: APNsCredentials) async -> PushOutcome {
         guard Self.isAPNsDeviceToken(token) else { return .invalidToken(code: "Rong_DeviceToken_Invalid") }
         guard (try? APNsCredentials.checkBundleId(credentials.bundleId)) != nil else { return .failed(code: "PUSH_I9") }
-        var headers = HTTPHeaders()
-        let client: HTTPClient
+        let base = Self.trimmed(environment == .production ? endpoints.apnsProduction : endpoints.apnsSandbox)
+        var headers: [(String, String)] = []
+        headers.reserveCapacity(9)
+        let client: APNsHTTP2Client
         var providerToken: (key: String, token: String)?
         switch credentials.authentication {
         case .token(let p8, let keyId, let teamId):
             guard let token = apnsProviderToken(p8: p8, keyId: keyId, teamId: teamId) else { return .failed(code: "PUSH_I9") }
             providerToken = token
-            headers.add(name: "authorization", value: "bearer \(token.token)")
-            client = self.client
+            headers.append(("authorization", "bearer \(token.token)"))
+            switch apnsClient(base: base, identity: nil) {
+            case .success(let tokenClient): client = tokenClient
+            case .failure(let failure): return failure.outcome
+            }
         case .certificate(let p12, let password):
-            switch certificateClient(p12: p12, password: password) {
+            switch apnsClient(base: base, identity: (p12, password)) {
             case .success(let certificateClient): client = certificateClient
             case .failure(let failure): return failure.outcome
             }
         }
-        headers.add(name: "apns-topic", value: voip ? credentials.bundleId + ".voip" : credentials.bundleId)
-        headers.add(name: "apns-push-type", value: voip ? "voip" : "alert")
-        headers.add(name: "apns-priority", value: "10")
-        headers.add(name: "apns-id", value: Self.apnsId(for: notification.id))
-        if let collapseId = notification.collapseId { headers.add(name: "apns-collapse-id", value: collapseId) }
+        headers.append(("apns-topic", voip ? credentials.bundleId + ".voip" : credentials.bundleId))
+        headers.append(("apns-push-type", voip ? "voip" : "alert"))
+        headers.append(("apns-priority", "10"))
+        headers.append(("apns-id", Self.apnsId(for: notification.id)))
+        if let collapseId = notification.collapseId { headers.append(("apns-collapse-id", collapseId)) }
         if let ttl = notification.timeToLiveSeconds {
             let expiration = ttl <= 0 ? 0 : Int(now().timeIntervalSince1970) + ttl
-            headers.add(name: "apns-expiration", value: String(expiration))
+            headers.append(("apns-expiration", String(expiration)))
         }
-        headers.add(name: "content-type", value: "application/json")
+        headers.append(("content-type", "application/json"))
         guard let body = try? APNsPayload(notification).encoded() else { return .failed(code: "APNs_PAYLOAD") }
-        let base = environment == .production ? endpoints.apnsProduction : endpoints.apnsSandbox
-        let response: Response
+        let timeout = TimeAmount.seconds(Int64(max(1, endpoints.requestTimeoutSeconds)))
+        let response: APNsHTTP2Client.Response
         do {
-            response = try await post(client, url: Self.trimmed(base) + "/3/device/" + token, headers: headers, body: body)
+            response = try await client.post(path: "/3/device/" + token, headers: headers, body: ByteBuffer(bytes: body),
+                                             deadline: .now() + timeout)
         } catch {
-            return Self.transportOutcome(error, prefix: "APNs")
+            return Self.apnsTransportOutcome(error)
         }
         if response.status == 200 {
             return .delivered(providerId: response.headers.first(name: "apns-id") ?? Self.apnsId(for: notification.id))
@@ -202,7 +209,56 @@ public final class ProviderPushTransport: PushTransport {
                 if tokens[providerToken.key]?.token == providerToken.token { tokens[providerToken.key] = nil }
             }
         }
-        return Self.apnsOutcome(status: response.status, reason: reason, retryAfter: retryAfter(response.headers))
+        var answerHeaders = HTTPHeaders()
+        if let retry = response.headers.first(name: "retry-after") { answerHeaders.add(name: "retry-after", value: retry) }
+        return Self.apnsOutcome(status: response.status, reason: reason, retryAfter: retryAfter(answerHeaders))
+    }
+
+    private struct APNsClients {
+        var clients: [String: APNsHTTP2Client] = [:]
+        var closed = false
+    }
+
+    /// The connection to `base` for this TLS identity (nil: token authentication), made on first use.
+    private func apnsClient(base: String, identity: (p12: Data, password: String)?) -> Result<APNsHTTP2Client, OutcomeFailure> {
+        var key = base
+        if let identity { key += "|" + APNsCredentials.fingerprint(identity.p12 + Data([0]) + Data(identity.password.utf8)) }
+        if let client = apnsClients.withLock({ $0.closed ? nil : $0.clients[key] }) { return .success(client) }
+        var tls = configuration.tlsConfiguration ?? .makeClientConfiguration()
+        if let identity {
+            guard let opened = try? APNsCredentials.openP12(identity.p12, password: identity.password) else {
+                return .failure(OutcomeFailure(outcome: .failed(code: "PUSH_I9")))
+            }
+            if let expiry = opened.certificate.notValidAfter, expiry < now() {
+                return .failure(OutcomeFailure(outcome: .failed(code: "APNS_4_4_null")))
+            }
+            tls.certificateChain = opened.bundle.certificateChain.map { .certificate($0) }
+            tls.privateKey = .privateKey(opened.bundle.privateKey)
+        }
+        let timeout = TimeAmount.seconds(Int64(max(1, endpoints.requestTimeoutSeconds)))
+        return apnsClients.withLock { state -> Result<APNsHTTP2Client, OutcomeFailure> in
+            guard !state.closed else { return .failure(OutcomeFailure(outcome: .retry(code: "APNs_connection", afterSeconds: nil))) }
+            if let client = state.clients[key] { return .success(client) }
+            guard let client = try? APNsHTTP2Client(baseURL: base, tls: tls, eventLoop: eventLoopGroup.next(), connectTimeout: timeout) else {
+                return .failure(OutcomeFailure(outcome: .failed(code: "APNs_TLS")))
+            }
+            state.clients[key] = client
+            return .success(client)
+        }
+    }
+
+    /// A request APNs gave no answer to.
+    static func apnsTransportOutcome(_ error: any Error) -> PushOutcome {
+        switch error {
+        case APNsClientError.timeout, ChannelError.connectTimeout:
+            return .retry(code: "APNs_timeout", afterSeconds: nil)
+        case APNsClientError.badURL:
+            return .failed(code: "APNs_URL")
+        case is NIOSSLError, is BoringSSLError, is NIOSSLExtraError:
+            return .failed(code: "APNs_TLS")
+        default:
+            return .retry(code: "APNs_connection", afterSeconds: nil)
+        }
     }
 
     /// APNs' answer other than 200 as an outcome (see the table on the type).
@@ -242,35 +298,8 @@ public final class ProviderPushTransport: PushTransport {
         }
     }
 
-    private struct CertificateClients {
-        var clients: [String: HTTPClient] = [:]
-        var closed = false
-    }
-
     private struct OutcomeFailure: Error {
         var outcome: PushOutcome
-    }
-
-    /// The client whose TLS identity is this p12, made on first use and kept per p12 and password.
-    private func certificateClient(p12: Data, password: String) -> Result<HTTPClient, OutcomeFailure> {
-        let fingerprint = APNsCredentials.fingerprint(p12 + Data([0]) + Data(password.utf8))
-        let now = now()
-        return certificateClients.withLock { state -> Result<HTTPClient, OutcomeFailure> in
-            if let client = state.clients[fingerprint] { return .success(client) }
-            guard !state.closed else { return .failure(OutcomeFailure(outcome: .retry(code: "APNs_connection", afterSeconds: nil))) }
-            guard let opened = try? APNsCredentials.openP12(p12, password: password) else {
-                return .failure(OutcomeFailure(outcome: .failed(code: "PUSH_I9")))
-            }
-            if let expiry = opened.certificate.notValidAfter, expiry < now {
-                return .failure(OutcomeFailure(outcome: .failed(code: "APNS_4_4_null")))
-            }
-            var configuration = self.configuration
-            configuration.tlsConfiguration?.certificateChain = opened.bundle.certificateChain.map { .certificate($0) }
-            configuration.tlsConfiguration?.privateKey = .privateKey(opened.bundle.privateKey)
-            let client = HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration)
-            state.clients[fingerprint] = client
-            return .success(client)
-        }
     }
 
     // MARK: FCM

@@ -31,6 +31,11 @@ public final class PushService: Sendable {
     let settingsCache = Mutex<[Int64: (settings: PushAppSettings, readAt: Int64)]>([:])
     let frequency = Mutex<[String: [Int64]]>([:])
     let wake = WakeSignal()
+    /// This node's sessions as the decide loop has seen them, by "appId|userId" and session id:
+    /// built from the same ordered event stream as the commits, so a message is judged against
+    /// the presence of its commit, not of the later moment it is decided (a phone that got the
+    /// message and went offline meanwhile is not pushed).
+    let presence = Mutex<[String: [String: Platform]]>([:])
     /// When the decide loop last wrote its cursor without a decision to go with it.
     let cursorWrittenAt = Mutex<Int64>(0)
     let options: Options
@@ -39,7 +44,7 @@ public final class PushService: Sendable {
         /// How often the sender looks for pushes that became due (retries).
         public var pollMilliseconds: Int64 = 250
         /// Pushes sent at once.
-        public var batch = 500
+        public var batch = 2_000
         /// Attempts before a retryable failure is final.
         public var maxAttempts = 6
         /// The first retry's delay; each next one doubles, up to `maxRetryDelayMilliseconds`.
@@ -122,9 +127,18 @@ public final class PushService: Sendable {
             case .messageCommitted(let committed):
                 await decideLogged(committed.message)
             case .sessionOnline(let presence):
+                if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }) {
+                    self.presence.withLock { $0["\(presence.appId)|\(presence.userId)", default: [:]][presence.sessionId] = platform }
+                }
                 if let session = registry.sessions(appId: presence.appId, userId: presence.userId).first(where: { $0.id == presence.sessionId }),
                    !session.deviceId.isEmpty {
                     try? await store.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: session.deviceId)
+                }
+            case .sessionOffline(let presence):
+                self.presence.withLock { table in
+                    let key = "\(presence.appId)|\(presence.userId)"
+                    table[key]?[presence.sessionId] = nil
+                    if table[key]?.isEmpty == true { table[key] = nil }
                 }
             default:
                 break
@@ -254,8 +268,10 @@ public final class PushService: Sendable {
         let appId = message.appId
         // Who is online, on which platforms (every node).
         var online: [String: [Platform]] = [:]
-        for (user, sessions) in registry.sessions(appId: appId, userIds: users) {
-            online[user, default: []] += sessions.map(\.platform)
+        presence.withLock { table in
+            for user in users {
+                if let sessions = table["\(appId)|\(user)"] { online[user] = Array(sessions.values) }
+            }
         }
         if let cluster {
             for entry in try await cluster.sessions(appId: appId, userIds: users) where entry.nodeId != cluster.nodeId {
