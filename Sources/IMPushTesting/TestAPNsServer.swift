@@ -109,6 +109,9 @@ public final class TestAPNsServer: Sendable {
     /// TCP connections accepted so far.
     public var connectionsAccepted: Int { server.connectionsAccepted }
 
+    /// Drops every open connection (clients must connect again).
+    public func dropConnections() async { await server.closeConnections() }
+
     public func stop() async { await server.stop() }
 
     private static func handle(_ request: TestHTTPRequest, state: Locked<State>, bundleId: String, teamId: String,

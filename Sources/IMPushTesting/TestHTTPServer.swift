@@ -118,6 +118,13 @@ public final class TestHTTPServer: Sendable {
     /// TCP connections accepted so far.
     public var connectionsAccepted: Int { connections.withLock { $0.accepted } }
 
+    /// Closes every open connection (the listener stays): a server restart or a dropped link as
+    /// the client sees it.
+    public func closeConnections() async {
+        let open = connections.withLock { Array($0.open.values) }
+        for connection in open { try? await connection.close() }
+    }
+
     /// Closes the listener and every open connection.
     public func stop() async {
         let open = connections.withLock { Array($0.open.values) }

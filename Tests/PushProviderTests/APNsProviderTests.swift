@@ -286,6 +286,28 @@ struct APNsProviderTests {
         }
     }
 
+    @Test("a dropped connection is replaced: the push after it is delivered over a new one, or retried (APNs_connection), never lost silently")
+    func droppedConnection() async throws {
+        try await Self.withAPNs { server, transport, credentials in
+            let token = deviceToken(1)
+            let target = PushTarget.apns(token: token, environment: .production, voip: false)
+            let notification = PushNotification(id: "before", body: "one", rc: sampleRC)
+            #expect(await warmUp(transport, notification, to: target, credentials: credentials) == .delivered(providerId: ProviderPushTransport.apnsId(for: "before")))
+            #expect(server.connectionsAccepted == 1)
+            await server.dropConnections()
+            var outcomes: [PushOutcome] = []
+            for n in 0..<3 {
+                let outcome = await transport.send(PushNotification(id: "after-\(n)", body: "two", rc: sampleRC), to: target, credentials: credentials)
+                outcomes.append(outcome)
+                if case .delivered = outcome { break }
+            }
+            #expect(outcomes.allSatisfy { $0 == .retry(code: "APNs_connection", afterSeconds: nil) || { if case .delivered = $0 { true } else { false } }($0) },
+                    "\(outcomes)")
+            #expect({ if case .delivered = outcomes.last { true } else { false } }(), "delivered again after the drop: \(outcomes)")
+            #expect(server.connectionsAccepted == 2, "over one new connection")
+        }
+    }
+
     @Test("2,000 pushes at once over one HTTP/2 connection are all delivered")
     func manyConcurrentSends() async throws {
         // Event loops of its own, so the burst does not queue ahead of the other tests' requests on
