@@ -364,13 +364,13 @@ extension SQLiteStore {
     public func claimPushes(ids: [Int64], now: Int64, leaseUntil: Int64) async throws -> [Int64] {
         guard !ids.isEmpty else { return [] }
         return try await pool.write { db in
-            let claim = try db.cachedStatement(sql: """
-                UPDATE push_records SET next_attempt_at = ? WHERE id = ? AND status = 0 AND next_attempt_at <= ?
-                """)
             var claimed: [Int64] = []
-            for id in ids {
-                try claim.execute(arguments: [leaseUntil, id, now])
-                if db.changesCount > 0 { claimed.append(id) }
+            for chunk in ids.uniqued().chunked(Self.maxBoundIds - 2) {
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                claimed += try Int64.fetchAll(db, sql: """
+                    UPDATE push_records SET next_attempt_at = ? WHERE id IN (\(marks)) AND status = 0 AND next_attempt_at <= ?
+                    RETURNING id
+                    """, arguments: StatementArguments([leaseUntil] + chunk.map { $0 as any DatabaseValueConvertible } + [now]))
             }
             return claimed
         }

@@ -43,8 +43,10 @@ public final class PushService: Sendable {
     public struct Options: Sendable {
         /// How often the sender looks for pushes that became due (retries).
         public var pollMilliseconds: Int64 = 250
-        /// Pushes sent at once.
+        /// Pushes taken for sending at a time.
         public var batch = 2_000
+        /// Batches sent at once (each waits for its answers while the next is read and claimed).
+        public var batchesInFlight = 3
         /// Attempts before a retryable failure is final.
         public var maxAttempts = 6
         /// The first retry's delay; each next one doubles, up to `maxRetryDelayMilliseconds`.
@@ -360,33 +362,44 @@ public final class PushService: Sendable {
 
     // MARK: sending
 
+    /// Takes due pushes a batch at a time and sends up to `batchesInFlight` batches at once: the
+    /// next batch is read and claimed while the last ones wait for their answers.
     private func sendLoop() async {
         var lastSweep: Int64 = 0
-        while !Task.isCancelled {
-            let now = clock.nowMilliseconds()
-            var due: [PushRecord]
-            do {
-                // Read, then claim: of several nodes that read the same pushes, one sends each. The
-                // lease outlasts a send's timeouts; a node that dies mid-send leaves them due after it.
-                due = try await store.duePushes(now: now, limit: options.batch)
-                if !due.isEmpty {
-                    let claimed = Set(try await store.claimPushes(ids: due.map(\.id), now: now, leaseUntil: now + options.leaseMilliseconds))
-                    due.removeAll { !claimed.contains($0.id) }
-                    if due.isEmpty { continue }
+        await withTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            while !Task.isCancelled {
+                let now = clock.nowMilliseconds()
+                var due: [PushRecord]
+                do {
+                    // Read, then claim: of several nodes that read the same pushes, one sends each. The
+                    // lease outlasts a send's timeouts; a node that dies mid-send leaves them due after it.
+                    due = try await store.duePushes(now: now, limit: options.batch)
+                    if !due.isEmpty {
+                        let claimed = Set(try await store.claimPushes(ids: due.map(\.id), now: now, leaseUntil: now + options.leaseMilliseconds))
+                        due.removeAll { !claimed.contains($0.id) }
+                        if due.isEmpty { continue }
+                    }
+                } catch {
+                    logger.error("push: pending pushes could not be read", metadata: ["error": "\(error)"])
+                    due = []
                 }
-            } catch {
-                logger.error("push: pending pushes could not be read", metadata: ["error": "\(error)"])
-                due = []
-            }
-            if due.isEmpty {
-                if now - lastSweep > 3_600_000 {
-                    lastSweep = now
-                    _ = try? await store.deletePushRecords(createdBefore: now - options.retentionMilliseconds)
+                if due.isEmpty {
+                    if now - lastSweep > 3_600_000 {
+                        lastSweep = now
+                        _ = try? await store.deletePushRecords(createdBefore: now - options.retentionMilliseconds)
+                    }
+                    await waitForWork()
+                    continue
                 }
-                await waitForWork()
-                continue
+                if inFlight >= options.batchesInFlight {
+                    await group.next()
+                    inFlight -= 1
+                }
+                let batch = due
+                group.addTask { await self.send(batch) }
+                inFlight += 1
             }
-            await send(due)
         }
     }
 
