@@ -390,6 +390,29 @@ struct PushDeliveryTests {
         }
     }
 
+    @Test("system messages and broadcasts are pushed like any message: a system publish to its target, a broadcast to every user with a device")
+    func systemAndBroadcast() async throws {
+        try await Self.withPushServer { server, providers in
+            let bobToken = TestPushProviders.apnsToken("bob")
+            try await Self.offlineDevice(server, "bob", token: bobToken)
+            try await Self.offlineDevice(server, "carol", token: "fcm-carol", kind: .fcm, platform: .android)
+            let (status, published) = try await server.api.post("/message/system/publish.json", form: [
+                "fromUserId": "notice", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": #"{"content":"your order shipped"}"#])
+            #expect(status == 200, "\(published)")
+            let systemUID = try #require((published["messageUIDs"] as? [[String: Any]])?.first?["messageUID"] as? String)
+            let system = try #require(try await Self.settledRecords(server, messageUID: systemUID).first)
+            #expect(system["status"] as? String == "sent" && system["body"] as? String == "your order shipped")
+            #expect((Self.requests(providers, to: bobToken).last?.json?["rc"] as? [String: String])?["cType"] == "SYS")
+
+            let (_, broadcast) = try await server.api.post("/message/broadcast.json", form: [
+                "fromUserId": "notice", "objectName": "RC:TxtMsg", "content": #"{"content":"maintenance tonight"}"#])
+            let broadcastUID = try #require((broadcast["messageUID"] ?? broadcast["id"]) as? String, "\(broadcast)")
+            let records = try await Self.settledRecords(server, messageUID: broadcastUID, count: 2)
+            #expect(Set(records.compactMap { $0["userId"] as? String }) == ["bob", "carol"])
+            #expect(records.allSatisfy { $0["status"] as? String == "sent" && $0["body"] as? String == "maintenance tonight" })
+        }
+    }
+
     @Test("a recall is pushed with rc-dlt-identifier naming the recalled message, so the device can take its notification down")
     func recallPush() async throws {
         try await Self.withPushServer { server, providers in
