@@ -77,7 +77,7 @@ final class APNsHTTP2Client: Sendable {
             return state.channel
         }
         guard let handler = try? await channel?.get() else { return }
-        try? await handler.close().get()
+        try? await handler.close(on: eventLoop).get()
     }
 
     /// The open connection, or a new one when there is none (or it closed, or ran out of stream ids).
@@ -106,24 +106,34 @@ final class APNsHTTP2Client: Sendable {
     private func connect() -> EventLoopFuture<APNsStreamHandler> {
         let tls = self.tls
         let host = self.host
-        let handler = APNsStreamHandler()
+        let handshakeTimeout = connectTimeout
+        var configuration = NIOHTTP2Handler.ConnectionConfiguration()
+        configuration.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            HTTP2Setting(parameter: .enablePush, value: 0),
+        ]
+        // A stream this side reset (its deadline passed) may still be answered: remember enough
+        // of them that such answers are dropped rather than taken for a protocol error.
+        configuration.maximumRecentlyResetStreams = 4_096
         return ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
+                // One handler per channel: a connect may try several addresses, each its own channel.
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: host.first?.isNumber == true ? nil : host))
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, initialSettings: [
-                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                        HTTP2Setting(parameter: .enablePush, value: 0),
-                    ]))
-                    try sync.addHandler(handler)
+                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: configuration))
+                    try sync.addHandler(APNsStreamHandler(handshakeTimeout: handshakeTimeout))
                 }
             }
             .connect(host: host, port: port)
-            .flatMap { _ in handler.ready }
+            .flatMap { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.handler(type: APNsStreamHandler.self)
+                }.flatMap { $0.ready }
+            }
     }
 }
 
@@ -175,6 +185,14 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
     private let closeCallback = Mutex<(@Sendable () -> Void)?>(nil)
     private let usable = Atomic<Bool>(true)
+    private let handshakeTimeout: TimeAmount
+    private var handshakeDeadline: Scheduled<Void>?
+    /// DATA bytes received since the connection's window was last given back.
+    private var unacknowledgedBytes = 0
+
+    init(handshakeTimeout: TimeAmount) {
+        self.handshakeTimeout = handshakeTimeout
+    }
 
     /// Whether new requests may go on this connection.
     var isUsable: Bool { usable.load(ordering: .relaxed) }
@@ -199,10 +217,17 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
         sweep = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { [weak self] _ in
             self?.expire()
         }
+        // TLS has no deadline of its own: a peer that accepts and says nothing is given up on.
+        handshakeDeadline = context.eventLoop.scheduleTask(in: handshakeTimeout) { [weak self] in
+            guard let self, let promise = takeReadyPromise() else { return }
+            promise.fail(APNsClientError.timeout)
+            self.context?.close(promise: nil)
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? TLSUserEvent, case .handshakeCompleted = event {
+            handshakeDeadline?.cancel()
             takeReadyPromise()?.succeed(self)
         }
         context.fireUserInboundEventTriggered(event)
@@ -225,12 +250,16 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
             context.write(wrapOutboundOut(HTTP2Frame(streamID: streamId, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))),
                           promise: nil)
         }
-        if !flushPending {
-            flushPending = true
-            context.eventLoop.execute { [self] in
-                flushPending = false
-                self.context?.flush()
-            }
+        scheduleFlush(context)
+    }
+
+    /// Flushes once at the end of this event loop tick, whatever was written in it.
+    private func scheduleFlush(_ context: ChannelHandlerContext) {
+        guard !flushPending else { return }
+        flushPending = true
+        context.eventLoop.execute { [self] in
+            flushPending = false
+            self.context?.flush()
         }
     }
 
@@ -247,6 +276,15 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
             open[id] = stream
             if headers.endStream { finish(id) }
         case .data(let data):
+            // Without a stream multiplexer nothing gives the connection's receive window back:
+            // this side does, or after 64 KB of answers the peer could send no more.
+            unacknowledgedBytes += data.data.readableBytes + (data.paddingBytes ?? 0)
+            if unacknowledgedBytes >= 32_768 {
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))),
+                              promise: nil)
+                unacknowledgedBytes = 0
+                scheduleFlush(context)
+            }
             guard var stream = open[id] else { return }
             if case .byteBuffer(var bytes) = data.data {
                 if stream.body == nil { stream.body = bytes } else { stream.body!.writeBuffer(&bytes) }
@@ -255,6 +293,7 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
             if data.endStream { finish(id) }
         case .rstStream:
             open.removeValue(forKey: id)?.promise.fail(APNsClientError.streamReset)
+            closeIfDrained()
         case .goAway(let lastStreamID, _, _):
             goingAway = true
             retire()
@@ -262,7 +301,7 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
             for streamId in open.keys where streamId > last {
                 open.removeValue(forKey: streamId)?.promise.fail(APNsClientError.connectionClosed)
             }
-            if open.isEmpty { context.close(promise: nil) }
+            closeIfDrained()
         default:
             break
         }
@@ -274,25 +313,33 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // One stream's error ends that stream, not the connection.
+        if let streamError = error as? NIOHTTP2Errors.StreamError {
+            open.removeValue(forKey: Int32(streamError.streamID))?.promise.fail(APNsClientError.streamReset)
+            closeIfDrained()
+            return
+        }
+        // The handshake's own error says what went wrong with it (e.g. an untrusted certificate);
+        // requests already on an established connection failed because it dropped.
+        handshakeDeadline?.cancel()
         takeReadyPromise()?.fail(error)
-        failAll(error)
+        failAll(APNsClientError.connectionClosed)
         context.close(promise: nil)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         sweep?.cancel()
+        handshakeDeadline?.cancel()
         takeReadyPromise()?.fail(APNsClientError.connectionClosed)
         failAll(APNsClientError.connectionClosed)
         self.context = nil
     }
 
-    func close() -> EventLoopFuture<Void> {
-        guard let context else { return MultiThreadedEventLoopGroup.singleton.any().makeSucceededVoidFuture() }
-        let promise = context.eventLoop.makePromise(of: Void.self)
-        context.eventLoop.execute { [self] in
+    func close(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
+        let promise = eventLoop.makePromise(of: Void.self)
+        eventLoop.execute { [self] in
             retire()
-            self.context?.close(promise: promise)
-            if self.context == nil { promise.succeed() }
+            if let context { context.close(promise: promise) } else { promise.succeed() }
         }
         return promise.futureResult
     }
@@ -301,7 +348,12 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
         guard let stream = open.removeValue(forKey: id) else { return }
         stream.promise.succeed(APNsHTTP2Client.Response(status: stream.status ?? 0, headers: stream.headers,
                                                        body: stream.body ?? ByteBuffer()))
-        if goingAway && open.isEmpty { context?.close(promise: nil) }
+        closeIfDrained()
+    }
+
+    /// A retired connection (GOAWAY, or out of stream ids) closes once its last request ends.
+    private func closeIfDrained() {
+        if !isUsable && open.isEmpty { context?.close(promise: nil) }
     }
 
     /// Fails the requests past their deadline and resets their streams.
@@ -314,7 +366,10 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
             context?.write(wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(id), payload: .rstStream(.cancel))), promise: nil)
             reset = true
         }
-        if reset { context?.flush() }
+        if reset {
+            context?.flush()
+            closeIfDrained()
+        }
     }
 
     private func retire() {

@@ -308,6 +308,33 @@ struct APNsProviderTests {
         }
     }
 
+    @Test("answers with bodies past the connection's first 64 KB window still arrive: the client gives the window back")
+    func connectionWindowRefilled() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        defer { group.shutdownGracefully { _ in } }
+        try await Self.withAPNs(timeoutSeconds: 120, eventLoopGroup: group) { server, transport, credentials in
+            // Each 400 carries {"reason":"BadDeviceToken"}: 3,000 of them are about 80 KB of DATA.
+            let count = 3_000
+            for n in 0..<count { server.answer(.badDeviceToken, forToken: deviceToken(10_000 + n)) }
+            var invalid = 0
+            for start in stride(from: 0, to: count, by: 500) {
+                invalid += await withTaskGroup(of: Bool.self) { tasks in
+                    for n in start..<(start + 500) {
+                        tasks.addTask {
+                            let outcome = await transport.send(Self.alert("dead-\(n)"), to: .apns(token: deviceToken(10_000 + n), environment: .production, voip: false),
+                                                               credentials: credentials)
+                            if case .invalidToken = outcome { return true }
+                            return false
+                        }
+                    }
+                    return await tasks.reduce(0) { $0 + ($1 ? 1 : 0) }
+                }
+            }
+            #expect(invalid == count, "every answer's body arrived and was read")
+            #expect(server.connectionsAccepted == 1)
+        }
+    }
+
     @Test("2,000 pushes at once over one HTTP/2 connection are all delivered")
     func manyConcurrentSends() async throws {
         // Event loops of its own, so the burst does not queue ahead of the other tests' requests on

@@ -36,6 +36,12 @@ public final class PushService: Sendable {
     /// the presence of its commit, not of the later moment it is decided (a phone that got the
     /// message and went offline meanwhile is not pushed).
     let presence = Mutex<[String: [String: Platform]]>([:])
+    /// Sessions whose end arrived before their start (kept until the start comes).
+    let endedSessions = Mutex<Set<String>>([])
+    /// When the presence view was last checked against the registry, and what that check found
+    /// there that the registry did not have.
+    let presenceCheckedAt = Mutex<Int64>(0)
+    let staleSessions = Mutex<Set<String>>([])
     /// When the decide loop last wrote its cursor without a decision to go with it.
     let cursorWrittenAt = Mutex<Int64>(0)
     let options: Options
@@ -129,23 +135,60 @@ public final class PushService: Sendable {
             case .messageCommitted(let committed):
                 await decideLogged(committed.message)
             case .sessionOnline(let presence):
-                if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }) {
+                // A session whose end was seen first (its events raced) stays out.
+                if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }),
+                   endedSessions.withLock({ $0.remove(presence.sessionId) == nil }) {
                     self.presence.withLock { $0["\(presence.appId)|\(presence.userId)", default: [:]][presence.sessionId] = platform }
                 }
+                reconcilePresence()
                 if let session = registry.sessions(appId: presence.appId, userId: presence.userId).first(where: { $0.id == presence.sessionId }),
                    !session.deviceId.isEmpty {
                     try? await store.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: session.deviceId)
                 }
             case .sessionOffline(let presence):
-                self.presence.withLock { table in
+                let known = self.presence.withLock { table -> Bool in
                     let key = "\(presence.appId)|\(presence.userId)"
-                    table[key]?[presence.sessionId] = nil
-                    if table[key]?.isEmpty == true { table[key] = nil }
+                    defer { if table[key]?.isEmpty == true { table[key] = nil } }
+                    return table[key]?.removeValue(forKey: presence.sessionId) != nil
                 }
+                if !known { endedSessions.withLock { _ = $0.insert(presence.sessionId) } }
             default:
                 break
             }
         }
+    }
+
+    /// Every 30 s, drops from the presence view the sessions the registry has not had at two
+    /// checks in a row (an end lost to an overflowing stream), and forgets the ends that never
+    /// met their start.
+    private func reconcilePresence() {
+        let now = clock.nowMilliseconds()
+        guard presenceCheckedAt.withLock({ checked in
+            guard now - checked >= 30_000 else { return false }
+            checked = now
+            return true
+        }) else { return }
+        let snapshot = presence.withLock { $0 }
+        var stale: [(String, String)] = []
+        for (key, sessions) in snapshot {
+            let parts = key.split(separator: "|", maxSplits: 1)
+            guard parts.count == 2, let appId = Int64(parts[0]) else { continue }
+            let live = Set(registry.sessions(appId: appId, userId: String(parts[1])).map(\.id))
+            for session in sessions.keys where !live.contains(session) { stale.append((key, session)) }
+        }
+        // Only what was already stale at the last check: a session whose end is still queued
+        // behind messages being decided counts as online for them.
+        let confirmed = staleSessions.withLock { suspects in
+            defer { suspects = Set(stale.map { "\($0.0)#\($0.1)" }) }
+            return stale.filter { suspects.contains("\($0.0)#\($0.1)") }
+        }
+        presence.withLock { table in
+            for (key, session) in confirmed {
+                table[key]?[session] = nil
+                if table[key]?.isEmpty == true { table[key] = nil }
+            }
+        }
+        endedSessions.withLock { $0.removeAll() }
     }
 
     /// Decides one message. The cursor goes with every recorded decision, and otherwise at most
@@ -154,12 +197,20 @@ public final class PushService: Sendable {
     private func decideLogged(_ message: StoredMessage) async {
         let now = clock.nowMilliseconds()
         let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
-        do {
-            if try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue) {
-                cursorWrittenAt.withLock { $0 = now }
+        // Tried until it is recorded: a later message's cursor must not pass one whose pushes were
+        // never written (the writes are idempotent, so a retry records nothing twice).
+        var delay = 100
+        while !Task.isCancelled {
+            do {
+                if try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue) {
+                    cursorWrittenAt.withLock { $0 = now }
+                }
+                return
+            } catch {
+                logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
+                try? await Task.sleep(for: .milliseconds(delay))
+                delay = min(delay * 2, 10_000)
             }
-        } catch {
-            logger.error("push: a decision could not be recorded", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
         }
     }
 
@@ -204,7 +255,7 @@ public final class PushService: Sendable {
                 let (decided, newBadges) = try await decisions(for: message, users: page.filter { $0 != message.senderId })
                 records += decided
                 badges += newBadges
-                if records.count >= 5_000 {
+                if records.count >= Self.writeChunk {
                     try await store.recordPushDecisions(records, badges: badges, node: node, cursor: nil)
                     wake.signal()
                     records = []
@@ -392,13 +443,15 @@ public final class PushService: Sendable {
                     await waitForWork()
                     continue
                 }
+                let batch = due
+                // Not cancelled with the loop: a batch taken is sent and its answers recorded, so a
+                // shutdown does not leave delivered pushes to be sent again when their lease ends.
+                group.addTask { await Task { await self.send(batch) }.value }
+                inFlight += 1
                 if inFlight >= options.batchesInFlight {
                     await group.next()
                     inFlight -= 1
                 }
-                let batch = due
-                group.addTask { await self.send(batch) }
-                inFlight += 1
             }
         }
     }
@@ -411,8 +464,24 @@ public final class PushService: Sendable {
     /// Sends one batch and records every answer.
     func send(_ records: [PushRecord]) async {
         var credentials: [Int64: PushCredentials] = [:]
+        var unreadable: Set<Int64> = []
         for appId in Set(records.map(\.appId)) {
-            credentials[appId] = (try? await settings(appId: appId))?.credentials ?? PushCredentials()
+            do {
+                credentials[appId] = try await settings(appId: appId).credentials
+            } catch {
+                unreadable.insert(appId)
+            }
+        }
+        var records = records
+        if !unreadable.isEmpty {
+            // Without the app's credentials nothing can be judged: its pushes wait, they do not fail.
+            let now = clock.nowMilliseconds()
+            let waiting = records.filter { unreadable.contains($0.appId) }
+            try? await store.recordPushAttempts(waiting.map {
+                PushAttempt(id: $0.id, status: .pending, code: "SETTINGS_UNREADABLE", attempts: $0.attempts,
+                            nextAttemptAt: now + options.retryDelayMilliseconds, now: now)
+            })
+            records.removeAll { unreadable.contains($0.appId) }
         }
         let outcomes = await withTaskGroup(of: (PushRecord, PushOutcome).self) { group in
             for record in records {
