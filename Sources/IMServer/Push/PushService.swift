@@ -117,10 +117,12 @@ public final class PushService: Sendable {
 
     /// Decides and sends until cancelled. `events` is the server's event stream (subscribed before
     /// the first message can commit).
-    func run(events: AsyncStream<ServerEvent>) async {
+    /// `executor`: where push work runs (`PushExecutor`); the batches the sender detaches from
+    /// cancellation run there too.
+    func run(events: AsyncStream<ServerEvent>, executor: (any TaskExecutor)? = nil) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.decideLoop(events) }
-            group.addTask { await self.sendLoop() }
+            group.addTask { await self.sendLoop(executor: executor) }
         }
     }
 
@@ -415,7 +417,7 @@ public final class PushService: Sendable {
 
     /// Takes due pushes a batch at a time and sends up to `batchesInFlight` batches at once: the
     /// next batch is read and claimed while the last ones wait for their answers.
-    private func sendLoop() async {
+    private func sendLoop(executor: (any TaskExecutor)?) async {
         var lastSweep: Int64 = 0
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
@@ -446,7 +448,7 @@ public final class PushService: Sendable {
                 let batch = due
                 // Not cancelled with the loop: a batch taken is sent and its answers recorded, so a
                 // shutdown does not leave delivered pushes to be sent again when their lease ends.
-                group.addTask { await Task { await self.send(batch) }.value }
+                group.addTask { await Task(executorPreference: executor) { await self.send(batch) }.value }
                 inFlight += 1
                 if inFlight >= options.batchesInFlight {
                     await group.next()
@@ -560,7 +562,7 @@ struct PushRunner: Service {
         let executor = PushExecutor()
         await withTaskExecutorPreference(executor) {
             try? await cancelWhenGracefulShutdown {
-                await push.run(events: events)
+                await push.run(events: events, executor: executor)
             }
         }
         executor.stop()
