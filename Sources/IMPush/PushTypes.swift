@@ -147,6 +147,9 @@ public struct PushEndpoints: Sendable, Hashable {
     public static let appleSandbox = "https://api.sandbox.push.apple.com"
     public static let google = "https://fcm.googleapis.com"
 
+    /// `requestTimeoutSeconds` within 1 s and an hour.
+    public var requestTimeout: Duration { .seconds(min(max(1, requestTimeoutSeconds), 3_600)) }
+
     public init(apnsProduction: String = PushEndpoints.apple, apnsSandbox: String = PushEndpoints.appleSandbox,
                 fcm: String = PushEndpoints.google, extraTrustRootsPEM: String? = nil, requestTimeoutSeconds: Int = 10) {
         self.apnsProduction = apnsProduction

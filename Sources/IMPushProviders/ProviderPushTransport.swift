@@ -90,7 +90,7 @@ public final class ProviderPushTransport: PushTransport {
             }
             tls.additionalTrustRoots = [.certificates(roots)]
         }
-        let timeout = TimeAmount.seconds(Int64(max(1, endpoints.requestTimeoutSeconds)))
+        let timeout = TimeAmount(endpoints.requestTimeout)
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls, redirectConfiguration: .disallow,
                                                      timeout: .init(connect: timeout, read: timeout))
         configuration.httpVersion = .automatic
@@ -192,7 +192,7 @@ public final class ProviderPushTransport: PushTransport {
         }
         headers.append(("content-type", "application/json"))
         guard let body = try? APNsPayload(notification).encoded() else { return .failed(code: "APNs_PAYLOAD") }
-        let timeout = TimeAmount.seconds(Int64(max(1, endpoints.requestTimeoutSeconds)))
+        let timeout = TimeAmount(endpoints.requestTimeout)
         let response: APNsHTTP2Client.Response
         do {
             response = try await client.post(path: "/3/device/" + token, headers: headers, body: ByteBuffer(bytes: body),
@@ -235,7 +235,7 @@ public final class ProviderPushTransport: PushTransport {
             tls.certificateChain = opened.bundle.certificateChain.map { .certificate($0) }
             tls.privateKey = .privateKey(opened.bundle.privateKey)
         }
-        let timeout = TimeAmount.seconds(Int64(max(1, endpoints.requestTimeoutSeconds)))
+        let timeout = TimeAmount(endpoints.requestTimeout)
         return apnsClients.withLock { state -> Result<APNsHTTP2Client, OutcomeFailure> in
             guard !state.closed else { return .failure(OutcomeFailure(outcome: .retry(code: "APNs_connection", afterSeconds: nil))) }
             if let client = state.clients[key] { return .success(client) }
@@ -491,7 +491,7 @@ public final class ProviderPushTransport: PushTransport {
         request.method = .POST
         request.headers = headers
         request.body = .bytes(ByteBuffer(bytes: body))
-        let timeout = TimeAmount.seconds(Int64(max(1, endpoints.requestTimeoutSeconds)))
+        let timeout = TimeAmount(endpoints.requestTimeout)
         let deadline = NIODeadline.now() + timeout
         let response = try await client.execute(request, deadline: deadline)
         let responseBody = try await response.body.collect(upTo: 1 << 20)

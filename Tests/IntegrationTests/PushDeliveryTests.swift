@@ -294,9 +294,32 @@ struct PushDeliveryTests {
                 #expect((view["devices"] as? [Any])?.isEmpty == true, "\(user)'s token was deleted")
                 #expect(view["reason"] as? String == PushCode.noDevice)
             }
-            // The next message to them makes no push at all.
+            // The next message to them makes no push at all. Decisions are made in commit order, so
+            // once a later message to a user with a device is recorded, this one was decided.
             let after = try await alice.sendMessage(.private, targetId: "u1", content: TextMessage(content: "again"))
+            try await Self.offlineDevice(server, "probe", token: TestPushProviders.apnsToken("probe"))
+            let probe = try await alice.sendMessage(.private, targetId: "probe", content: TextMessage(content: "probe"))
+            _ = try await Self.settledRecords(server, messageUID: probe.messageUId)
             #expect(try await Self.records(server, messageUID: after.messageUId).isEmpty)
+        }
+    }
+
+    @Test("a provider that does not answer holds up no delivery: an online member gets the next message while the push still waits")
+    func slowProviderDoesNotSlowDelivery() async throws {
+        try await Self.withPushServer { server, providers in
+            let token = TestPushProviders.apnsToken("bob")
+            providers.apns.answer(.hang, forToken: token)
+            try await Self.offlineDevice(server, "bob", token: token)
+            let (carol, inbox) = try await server.syncedDevice("carol")
+            let alice = try await server.connectedClient("alice")
+            let stuck = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "to the phone"))
+            try await waitUntil("the push is with APNs") { Self.requests(providers, to: token).count == 1 }
+            _ = try await alice.sendMessage(.private, targetId: "carol", content: TextMessage(content: "to carol"))
+            #expect(await inbox.wait(for: 1).first?.message.content(as: TextMessage.self)?.content == "to carol")
+            let waiting = try #require(try await Self.records(server, messageUID: stuck.messageUId).first)
+            #expect(waiting["status"] as? String == "pending" && waiting["attempts"] as? Int == 0,
+                    "carol's message arrived while bob's push was still unanswered")
+            await carol.disconnect()
         }
     }
 

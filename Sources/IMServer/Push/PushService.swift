@@ -35,13 +35,19 @@ public final class PushService: Sendable {
     /// built from the same ordered event stream as the commits, so a message is judged against
     /// the presence of its commit, not of the later moment it is decided (a phone that got the
     /// message and went offline meanwhile is not pushed).
-    let presence = Mutex<[String: [String: Platform]]>([:])
+    let presence = Mutex<[UserKey: [String: Platform]]>([:])
     /// Sessions whose end arrived before their start (kept until the start comes).
     let endedSessions = Mutex<Set<String>>([])
     /// When the presence view was last checked against the registry, and what that check found
     /// there that the registry did not have.
     let presenceCheckedAt = Mutex<Int64>(0)
     let staleSessions = Mutex<Set<String>>([])
+
+    /// A user of an app.
+    struct UserKey: Hashable {
+        var appId: Int64
+        var userId: String
+    }
     /// When the decide loop last wrote its cursor without a decision to go with it.
     let cursorWrittenAt = Mutex<Int64>(0)
     let options: Options
@@ -140,7 +146,7 @@ public final class PushService: Sendable {
                 // A session whose end was seen first (its events raced) stays out.
                 if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }),
                    endedSessions.withLock({ $0.remove(presence.sessionId) == nil }) {
-                    self.presence.withLock { $0["\(presence.appId)|\(presence.userId)", default: [:]][presence.sessionId] = platform }
+                    self.presence.withLock { $0[UserKey(appId: presence.appId, userId: presence.userId), default: [:]][presence.sessionId] = platform }
                 }
                 reconcilePresence()
                 if let session = registry.sessions(appId: presence.appId, userId: presence.userId).first(where: { $0.id == presence.sessionId }),
@@ -149,7 +155,7 @@ public final class PushService: Sendable {
                 }
             case .sessionOffline(let presence):
                 let known = self.presence.withLock { table -> Bool in
-                    let key = "\(presence.appId)|\(presence.userId)"
+                    let key = UserKey(appId: presence.appId, userId: presence.userId)
                     defer { if table[key]?.isEmpty == true { table[key] = nil } }
                     return table[key]?.removeValue(forKey: presence.sessionId) != nil
                 }
@@ -171,21 +177,19 @@ public final class PushService: Sendable {
             return true
         }) else { return }
         let snapshot = presence.withLock { $0 }
-        var stale: [(String, String)] = []
+        var stale: [String: UserKey] = [:]
         for (key, sessions) in snapshot {
-            let parts = key.split(separator: "|", maxSplits: 1)
-            guard parts.count == 2, let appId = Int64(parts[0]) else { continue }
-            let live = Set(registry.sessions(appId: appId, userId: String(parts[1])).map(\.id))
-            for session in sessions.keys where !live.contains(session) { stale.append((key, session)) }
+            let live = Set(registry.sessions(appId: key.appId, userId: key.userId).map(\.id))
+            for session in sessions.keys where !live.contains(session) { stale[session] = key }
         }
         // Only what was already stale at the last check: a session whose end is still queued
         // behind messages being decided counts as online for them.
         let confirmed = staleSessions.withLock { suspects in
-            defer { suspects = Set(stale.map { "\($0.0)#\($0.1)" }) }
-            return stale.filter { suspects.contains("\($0.0)#\($0.1)") }
+            defer { suspects = Set(stale.keys) }
+            return stale.filter { suspects.contains($0.key) }
         }
         presence.withLock { table in
-            for (key, session) in confirmed {
+            for (session, key) in confirmed {
                 table[key]?[session] = nil
                 if table[key]?.isEmpty == true { table[key] = nil }
             }
@@ -325,7 +329,7 @@ public final class PushService: Sendable {
         var online: [String: [Platform]] = [:]
         presence.withLock { table in
             for user in users {
-                if let sessions = table["\(appId)|\(user)"] { online[user] = Array(sessions.values) }
+                if let sessions = table[UserKey(appId: appId, userId: user)] { online[user] = Array(sessions.values) }
             }
         }
         if let cluster {
@@ -343,14 +347,13 @@ public final class PushService: Sendable {
         guard !away.isEmpty else { return ([], []) }
 
         let settings = try await settings(appId: appId)
-        // A recipient's private or system conversation is named after the sender.
-        let conversationTarget = message.conversationType == .private || message.conversationType == .system
-            ? message.senderId : message.targetId
+        // A recipient's private or system conversation is named after the sender, and so is the push.
+        let namedAfterSender = message.conversationType == .private || message.conversationType == .system
         let preferences = try await store.pushPreferences(appId: appId, userIds: away, type: message.conversationType,
-                                                          targetId: conversationTarget, channelId: message.channelId)
+                                                          targetId: namedAfterSender ? message.senderId : message.targetId,
+                                                          channelId: message.channelId)
         let profiles = settings.userSettingsEnabled ? try await store.pushProfiles(appId: appId, userIds: away) : [:]
-        let remarks = message.conversationType == .private || message.conversationType == .system
-            ? try await store.remarks(appId: appId, owners: away, for: message.senderId) : [:]
+        let remarks = namedAfterSender ? try await store.remarks(appId: appId, owners: away, for: message.senderId) : [:]
         let config = (try? MessagePushConfig.decode(message.pushConfig)) ?? nil
         let templates: [String: PushTemplateRecord]
         if config?.templateId != nil {
