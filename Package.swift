@@ -108,6 +108,7 @@ let package = Package(
             name: "imserver",
             dependencies: [
                 "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreMigration", "IMClusterPostgres", "IMPush", "IMPushProviders",
+                "IMCallbacksHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -177,6 +178,20 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Callbacks to the apps' servers over async-http-client (IMServer/Callbacks decides what and
+        // when), apart from IMServer for the same reason as IMPushProviders.
+        .target(
+            name: "IMCallbacksHTTP",
+            dependencies: [
+                "IMServer",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: strict
+        ),
         // Child processes without Foundation's Process (see ChildProcess.swift): tests and imbench.
         .target(name: "IMProcess", swiftSettings: strict),
         // Local APNs, FCM and webhook servers speaking the providers' protocols (HTTP/2, TLS from a
@@ -201,7 +216,8 @@ let package = Package(
             name: "IMServerTesting",
             dependencies: [
                 "IMCore", "IMWire", "IMServer", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMLib", "IMProcess", "IMPush", "IMPushProviders",
-                "IMPushTesting",
+                "IMPushTesting", "IMCallbacksHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),

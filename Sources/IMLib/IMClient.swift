@@ -49,6 +49,7 @@ public actor IMClient {
     let messageEvents = Broadcaster<ReceivedMessage>()
     let syncEvents = Broadcaster<Void>()
     let receiptEvents = Broadcaster<ReadReceiptEvent>()
+    let blockedEvents = Broadcaster<BlockedMessageInfo>()
     let recallEvents = Broadcaster<Message>()
     let conversationReadEvents = Broadcaster<ConversationReadReceipt>()
     let readStatusEvents = Broadcaster<ConversationReadStatus>()
@@ -132,6 +133,12 @@ public actor IMClient {
     /// members' reads of this user's messages (live, and those missed while offline after a connect).
     public nonisolated func readReceiptEvents() -> AsyncStream<ReadReceiptEvent> {
         receiptEvents.stream()
+    }
+
+    /// Messages this device sent that the app's moderation held back (RongCloud's
+    /// `messageDidBlock:`), when the app asks the server to tell senders.
+    public nonisolated func messageBlockedEvents() -> AsyncStream<BlockedMessageInfo> {
+        blockedEvents.stream()
     }
 
     /// The user id of the current token, once `connect` has been called.
@@ -421,6 +428,9 @@ public actor IMClient {
         case .ultraGroupEvent:
             guard let event = try? frame.body(Im_UltraGroupEvent.self) else { return }
             ultraGroupEvent(event)
+        case .messageBlocked:
+            guard let blocked = try? frame.body(Im_MessageBlocked.self) else { return }
+            blockedEvents.yield(BlockedMessageInfo(blocked))
         case .readReceipts:
             guard let receipts = try? frame.body(Im_ReadReceipts.self) else { return }
             // Live reads do not move the receipt watermark: the next connect's receipt sync

@@ -64,6 +64,7 @@ public final class TestServer: Sendable {
     /// store of its own in a fresh data directory (closed when the server stops).
     public static func start(store given: (any IMStore)?, cluster: (any ClusterTransport)? = nil, clock: any WallClock = SystemClock(),
                              pushTransport: (any PushTransport)? = nil, pushOptions: PushService.Options? = nil,
+                             callbackTransport: (any CallbackTransport)? = nil, callbackOptions: CallbackService.Options? = nil,
                              configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
         var config = ServerConfig()
@@ -86,7 +87,8 @@ public final class TestServer: Sendable {
             closeStore = { try own.close() }
         }
         let core = ServerCore(config: config, store: store, clock: clock, logger: logger, cluster: cluster,
-                              pushTransport: pushTransport, pushOptions: pushOptions)
+                              pushTransport: pushTransport, pushOptions: pushOptions, callbackTransport: callbackTransport,
+                              callbackOptions: callbackOptions)
         let app = try await core.prepare()
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, sweepsIdleSessions: !(clock is ManualClock), closeStore: closeStore) { port in

@@ -293,7 +293,7 @@ public struct HistoryPage: Sendable {
 /// uses. The embedded default is IMStoreSQLite; every method is one transaction, and `commit`
 /// returns only after its transaction is durable. `IMStoreConformance` is the suite a store passes.
 public typealias IMStore = AppStore & MessageStore & SyncStore & MessageLifecycleStore & UserStore & GroupStore
-    & SensitiveWordStore & ConversationStateStore & ChatroomStore & UltraGroupStore & PushStore
+    & SensitiveWordStore & ConversationStateStore & ChatroomStore & UltraGroupStore & PushStore & CallbackStore
 
 /// The apps (tenants) of this server.
 public protocol AppStore: Sendable {
@@ -392,4 +392,31 @@ extension MessageStore {
         try await conversationMessages(appId: appId, conversationKey: conversationKey, start: start, end: end,
                                        includeStart: includeStart, ascending: ascending, limit: limit, senderId: nil)
     }
+}
+
+extension StoredMessage {
+    /// The bits of `flags` a client may set and sees (RongCloud's persistent flags); the bits above
+    /// are the server's own facts about the message, stored with it and never sent or taken.
+    public static let clientFlagBits: UInt32 = 0xFFFF
+    private static let platformShift: UInt32 = 24
+    private static let platformMask: UInt32 = 0xF << 24
+    private static let wordReplacedBit: UInt32 = 1 << 28
+
+    /// The platform of the device that sent the message; nil for the Server API and the server.
+    public var senderPlatform: Platform? {
+        get { Platform(rawValue: Int((flags.rawValue & Self.platformMask) >> Self.platformShift)) }
+        set {
+            let bits = UInt32(newValue?.rawValue ?? 0) << Self.platformShift & Self.platformMask
+            flags = PersistentFlag(rawValue: flags.rawValue & ~Self.platformMask | bits)
+        }
+    }
+
+    /// Whether the app's sensitive-word list replaced a word of the content.
+    public var hadWordReplaced: Bool {
+        get { flags.rawValue & Self.wordReplacedBit != 0 }
+        set { flags = PersistentFlag(rawValue: newValue ? flags.rawValue | Self.wordReplacedBit : flags.rawValue & ~Self.wordReplacedBit) }
+    }
+
+    /// The persistent flags as a client sees them.
+    public var clientFlags: UInt32 { flags.rawValue & Self.clientFlagBits }
 }

@@ -40,6 +40,7 @@ public struct StoreConformance: Sendable {
         try await chatroomStore()
         try await ultraGroupStore()
         try await pushStore()
+        try await callbackStore()
         try await conversationKeys()
         try await tenantIsolation()
         try await concurrency()

@@ -195,6 +195,9 @@ public final class SQLiteStore: IMStore {
             try db.execute(sql: "ALTER TABLE messages ADD COLUMN push_config BLOB NOT NULL DEFAULT x''")
             try Self.createPushTables(db)
         }
+        migrator.registerMigration("v12-callbacks") { db in
+            try Self.createCallbackTables(db)
+        }
         return migrator
     }
 

@@ -147,6 +147,9 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
   /// ReadReceipts: members have read messages this user asked receipts for.
   case readReceipts // = 22
 
+  /// MessageBlocked: a message this device sent was held back by the app's moderation.
+  case messageBlocked // = 23
+
   /// 40-44: conversation state pushes.
   case conversationStateChanged // = 40
 
@@ -193,6 +196,7 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 20: self = .message
     case 21: self = .kicked
     case 22: self = .readReceipts
+    case 23: self = .messageBlocked
     case 25: self = .setPushToken
     case 26: self = .getPushProfile
     case 27: self = .setPushProfile
@@ -242,6 +246,7 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .message: return 20
     case .kicked: return 21
     case .readReceipts: return 22
+    case .messageBlocked: return 23
     case .setPushToken: return 25
     case .getPushProfile: return 26
     case .setPushProfile: return 27
@@ -307,6 +312,7 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .message,
     .kicked,
     .readReceipts,
+    .messageBlocked,
     .conversationStateChanged,
     .chatroomMessages,
     .chatroomEntriesChanged,
@@ -908,6 +914,37 @@ public nonisolated struct Im_Kicked: Sendable {
   public var code: Int32 = 0
 
   public var reason: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+/// RongCloud's RCBlockedMessageInfo: a message the sender was told was sent, held back by the app's
+/// sensitive words (block_type 2) or its message callback (3).
+public nonisolated struct Im_MessageBlocked: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  public var conversationType: Int32 = 0
+
+  public var targetID: String = String()
+
+  public var channelID: String = String()
+
+  public var messageUid: String = String()
+
+  public var blockType: Int32 = 0
+
+  public var extra: String = String()
+
+  public var sentTime: Int64 = 0
+
+  /// 0: the message itself (1 an extension, 2 a modification: not blocked by this server).
+  public var sourceType: Int32 = 0
+
+  public var sourceContent: String = String()
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2025,7 +2062,7 @@ public nonisolated struct Im_SetPushProfileRequest: Sendable {
 fileprivate nonisolated let _protobuf_package = "im"
 
 nonisolated extension Im_Op: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{1}ULTRA_GROUP_SUMMARY\0\u{1}ULTRA_GROUP_READ\0\u{1}MODIFY_MESSAGE\0\u{2}\u{3}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{2}\u{3}SET_PUSH_TOKEN\0\u{1}GET_PUSH_PROFILE\0\u{1}SET_PUSH_PROFILE\0\u{2}\u{3}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0\u{1}MESSAGE_MODIFIED\0\u{1}ULTRA_GROUP_EVENT\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{1}ULTRA_GROUP_SUMMARY\0\u{1}ULTRA_GROUP_READ\0\u{1}MODIFY_MESSAGE\0\u{2}\u{3}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{1}MESSAGE_BLOCKED\0\u{2}\u{2}SET_PUSH_TOKEN\0\u{1}GET_PUSH_PROFILE\0\u{1}SET_PUSH_PROFILE\0\u{2}\u{3}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0\u{1}MESSAGE_MODIFIED\0\u{1}ULTRA_GROUP_EVENT\0")
 }
 
 nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
@@ -2770,6 +2807,76 @@ nonisolated extension Im_Kicked: SwiftProtobuf.Message, SwiftProtobuf._MessageIm
   public static func ==(lhs: Im_Kicked, rhs: Im_Kicked) -> Bool {
     if lhs.code != rhs.code {return false}
     if lhs.reason != rhs.reason {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_MessageBlocked: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MessageBlocked"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}channel_id\0\u{3}message_uid\0\u{3}block_type\0\u{1}extra\0\u{3}sent_time\0\u{3}source_type\0\u{3}source_content\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularInt32Field(value: &self.conversationType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.targetID) }()
+      case 3: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.messageUid) }()
+      case 5: try { try decoder.decodeSingularInt32Field(value: &self.blockType) }()
+      case 6: try { try decoder.decodeSingularStringField(value: &self.extra) }()
+      case 7: try { try decoder.decodeSingularInt64Field(value: &self.sentTime) }()
+      case 8: try { try decoder.decodeSingularInt32Field(value: &self.sourceType) }()
+      case 9: try { try decoder.decodeSingularStringField(value: &self.sourceContent) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if self.conversationType != 0 {
+      try visitor.visitSingularInt32Field(value: self.conversationType, fieldNumber: 1)
+    }
+    if !self.targetID.isEmpty {
+      try visitor.visitSingularStringField(value: self.targetID, fieldNumber: 2)
+    }
+    if !self.channelID.isEmpty {
+      try visitor.visitSingularStringField(value: self.channelID, fieldNumber: 3)
+    }
+    if !self.messageUid.isEmpty {
+      try visitor.visitSingularStringField(value: self.messageUid, fieldNumber: 4)
+    }
+    if self.blockType != 0 {
+      try visitor.visitSingularInt32Field(value: self.blockType, fieldNumber: 5)
+    }
+    if !self.extra.isEmpty {
+      try visitor.visitSingularStringField(value: self.extra, fieldNumber: 6)
+    }
+    if self.sentTime != 0 {
+      try visitor.visitSingularInt64Field(value: self.sentTime, fieldNumber: 7)
+    }
+    if self.sourceType != 0 {
+      try visitor.visitSingularInt32Field(value: self.sourceType, fieldNumber: 8)
+    }
+    if !self.sourceContent.isEmpty {
+      try visitor.visitSingularStringField(value: self.sourceContent, fieldNumber: 9)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_MessageBlocked, rhs: Im_MessageBlocked) -> Bool {
+    if lhs.conversationType != rhs.conversationType {return false}
+    if lhs.targetID != rhs.targetID {return false}
+    if lhs.channelID != rhs.channelID {return false}
+    if lhs.messageUid != rhs.messageUid {return false}
+    if lhs.blockType != rhs.blockType {return false}
+    if lhs.extra != rhs.extra {return false}
+    if lhs.sentTime != rhs.sentTime {return false}
+    if lhs.sourceType != rhs.sourceType {return false}
+    if lhs.sourceContent != rhs.sourceContent {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

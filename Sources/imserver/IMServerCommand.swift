@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import IMCallbacksHTTP
 import IMCore
 import IMClusterPostgres
 import IMPush
@@ -61,7 +62,10 @@ struct Serve: AsyncParsableCommand {
         // Its event loop thread runs at a lower priority: pushes take the cores delivery leaves.
         let pushTransport = config.push.enabled
             ? try ProviderPushTransport(endpoints: PushEndpoints(config.push), backgroundThreadNice: 10) : nil
-        let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster, pushTransport: pushTransport)
+        // Callbacks to the apps' servers: one connection pool, on an event loop thread of its own.
+        let callbackTransport = config.callbacks.enabled ? HTTPCallbackTransport() : nil
+        let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster, pushTransport: pushTransport,
+                              callbackTransport: callbackTransport)
         let app = try await core.prepare()
         if config.serverAPI.timestampWindowSeconds == 0 {
             logger.notice("Server API signatures are accepted at any age (apiTimestampWindowSeconds is 0, as RongCloud's SDKs expect): a captured request can be replayed. Set apiTimestampWindowSeconds (e.g. 300) if every caller's clock is right.")

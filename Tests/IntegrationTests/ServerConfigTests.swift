@@ -202,6 +202,7 @@ struct ServerConfigTests {
             "ultraGroupHistoryRetentionDays", "ultraGroupPreJoinHistory", "ultraGroupPublishPerSecond", "database",
             "nodeId", "clusterNodeTimeoutSeconds", "pushEnabled", "pushApnsURL", "pushApnsSandboxURL", "pushFcmURL", "pushTrustRootsFile",
             "pushRequestTimeoutSeconds", "pushMaxAttempts", "pushRecordRetentionDays",
+            "callbacksEnabled", "callbackRequestTimeoutSeconds", "callbackRetentionHours", "callbackMaxBacklog",
         ]
         #expect(Set(keys) == Set(fileKeys))
         let existingVariables = [
@@ -232,7 +233,7 @@ struct ServerConfigTests {
         #expect(ServerConfig().storage.database.isEmpty, "the embedded database unless one is given")
         #expect(SettingNames.flag(forKey: "httpIdleTimeoutSeconds") == "--http-idle-timeout-seconds")
         #expect(Self.table.areas.map(\.name) == ["network", "session", "messaging", "groups", "chatrooms", "ultraGroups", "serverAPI",
-                                                 "moderation", "developmentApp", "storage", "cluster", "push", "logging"])
+                                                 "moderation", "developmentApp", "storage", "cluster", "push", "callbacks", "logging"])
         #expect(Self.table.setting(key: "nodeId")?.flag == "--node-id")
         #expect(Self.table.setting(key: "nodeId")?.environmentVariable == "IMSERVER_NODE_ID")
     }

@@ -61,6 +61,9 @@ public struct IMServerApp: Sendable {
         // Stops after the message log has drained and before the store closes: a decision cut
         // short is made at the next start (the push cursor).
         if let push = core.push, let events = core.pushEvents { services.append(PushRunner(push: push, events: events)) }
+        if let callbacks = core.callbacks, let events = core.callbackEvents {
+            services.append(CallbackRunner(callbacks: callbacks, events: events))
+        }
         services += [
             MessageLogService(log: core.log, logger: core.logger),
             ChatroomDeliveryService(chatrooms: core.chatrooms),

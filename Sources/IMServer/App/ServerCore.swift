@@ -43,6 +43,10 @@ public final class ServerCore: Sendable {
     public let push: PushService?
     /// The events push decides from, subscribed before the first commit.
     let pushEvents: AsyncStream<ServerEvent>?
+    /// Callbacks to the apps' servers, when a transport for them is given.
+    public let callbacks: CallbackService?
+    /// The events message routing follows, subscribed before the first commit.
+    let callbackEvents: AsyncStream<ServerEvent>?
     /// Connections open per source address, against `maxConnectionsPerAddress`.
     let addressConnections: AddressConnections
 
@@ -51,9 +55,13 @@ public final class ServerCore: Sendable {
     ///   - pushTransport: how pushes reach APNs, FCM and webhooks; none (or `pushEnabled` off): no
     ///     pushes are made. The server owns it: it is shut down when the server stops.
     ///   - pushOptions: the push service's timing; nil: from the `push` settings.
+    ///   - callbackTransport: how callbacks reach the apps' servers; none (or `callbacksEnabled`
+    ///     off): no callbacks are taken on and the message callback is not asked. The server owns it.
+    ///   - callbackOptions: the callback service's timing; nil: from the `callback` settings.
     public init(config: ServerConfig, store: any IMStore, clock: any WallClock = SystemClock(), logger: Logger,
                 cluster: (any ClusterTransport)? = nil, pushTransport: (any PushTransport)? = nil,
-                pushOptions: PushService.Options? = nil) {
+                pushOptions: PushService.Options? = nil, callbackTransport: (any CallbackTransport)? = nil,
+                callbackOptions: CallbackService.Options? = nil) {
         self.config = config
         self.store = store
         self.clock = clock
@@ -61,7 +69,8 @@ public final class ServerCore: Sendable {
         self.cluster = cluster
         let peers = ClusterPeers(transport: cluster)
         self.peers = peers
-        self.apps = AppRegistry(store: store, peers: peers)
+        let apps = AppRegistry(store: store, peers: peers)
+        self.apps = apps
         self.addressConnections = AddressConnections(limit: config.network.maxConnectionsPerAddress)
         let rosters = GroupRosters(store: store, registry: registry, peers: peers)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers)
@@ -71,6 +80,16 @@ public final class ServerCore: Sendable {
         self.bus = bus
         let events = ServerEvents(handlers: [Delivery(bus: bus)])
         self.events = events
+        let callbacks: CallbackService?
+        if let callbackTransport, config.callbacks.enabled {
+            callbacks = CallbackService(store: store, transport: callbackTransport, apps: apps, clock: clock, logger: logger,
+                                        node: cluster?.nodeId ?? "single", options: callbackOptions ?? CallbackService.Options(config.callbacks))
+            self.callbackEvents = events.callbackStream()
+        } else {
+            callbacks = nil
+            self.callbackEvents = nil
+        }
+        self.callbacks = callbacks
         // In a cluster a batch is on the bus before its senders are answered: a message
         // acknowledged reaches the recipients online on other nodes even if this node dies now.
         var handedOn: (@Sendable () async -> Void)?
@@ -86,7 +105,8 @@ public final class ServerCore: Sendable {
         self.sensitiveWords = SensitiveWordFilter(store: store, peers: peers)
         self.apiLimits = APIRateLimiter(clock: clock, nodes: { cluster?.liveNodes() ?? 1 })
         let relay = cluster.map { ChatroomRelay(transport: $0) }
-        let chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger, peers: peers, relay: relay)
+        let chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger, peers: peers, relay: relay,
+                                        callbacks: callbacks)
         self.chatrooms = chatrooms
         let chatroomCluster = cluster.flatMap { transport in
             relay.map { ChatroomCluster(transport: transport, relay: $0, chatrooms: chatrooms, clock: clock, logger: logger) }
@@ -95,7 +115,7 @@ public final class ServerCore: Sendable {
         self.chatroomRouting = chatroomRouting
         self.messages = MessageService(log: log, bus: bus, clock: clock, config: config,
                                        directory: directory, words: sensitiveWords, rosters: rosters, ultraGroups: ultraRosters,
-                                       chatrooms: chatroomRouting)
+                                       chatrooms: chatroomRouting, callbacks: callbacks)
         self.groups = GroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: rosters,
                                    messages: messages, log: log)
         self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
@@ -218,6 +238,7 @@ public final class ServerCore: Sendable {
         if session.markEnded() {
             cluster?.sessionClosed(id: session.id)
             events.observe(.sessionOffline(session.presence))
+            callbacks?.sessionEnded(session)
         }
     }
 

@@ -47,6 +47,11 @@ public final class AppRegistry: Sendable {
         apps.withLock { $0[key] }
     }
 
+    /// The app with this id.
+    public func app(id: Int64) -> AppRecord? {
+        apps.withLock { $0.values.first { $0.id == id } }
+    }
+
     public var all: [AppRecord] {
         apps.withLock { Array($0.values) }.sorted { $0.id < $1.id }
     }

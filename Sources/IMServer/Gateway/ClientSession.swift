@@ -24,6 +24,10 @@ public final class ClientSession: Sendable {
     public let userId: String
     public let platform: Platform
     public let deviceId: String
+    /// The client's address as `ip:port` (RongCloud's clientIp in callbacks); "" when not known.
+    public let clientAddress: String
+    /// Sends waiting for the app's message callback, per conversation.
+    let sendLanes = SendLanes()
 
     let outbound: SessionOutbound
     private let maxHeldBytes: Int
@@ -44,6 +48,10 @@ public final class ClientSession: Sendable {
         var recentJoins = RecentEvents()
         /// Closed by a graceful shutdown of the server.
         var serverStopping = false
+        /// Its online status was taken on for the app's server (so its end is reported too).
+        var statusReported = false
+        /// Ended by logout or disconnect(receivePush: false): RongCloud's status 2.
+        var loggedOut = false
     }
 
     /// The reason a session ended, for the log.
@@ -52,8 +60,9 @@ public final class ClientSession: Sendable {
     }
 
     init(id: String, appId: Int64, userId: String, platform: Platform, deviceId: String, now: Int64,
-         outbound: SessionOutbound, maxHeldBytes: Int) {
+         outbound: SessionOutbound, maxHeldBytes: Int, clientAddress: String = "") {
         self.id = id
+        self.clientAddress = clientAddress
         self.maxHeldBytes = maxHeldBytes
         self.appId = appId
         self.userId = userId
@@ -74,6 +83,13 @@ public final class ClientSession: Sendable {
     var relayLink: RemoteSessionLink? { outbound.relayLink }
 
     public var loginClass: LoginClass { platform.loginClass }
+
+    /// Marks its online status as reported to the app's server.
+    func markStatusReported() { state.withLock { $0.statusReported = true } }
+    /// Whether its online status was reported, and whether it ended by logging out.
+    var statusReport: (reported: Bool, loggedOut: Bool) { state.withLock { ($0.statusReported, $0.loggedOut) } }
+    /// The client logged out (or disconnected without push).
+    func markLoggedOut() { state.withLock { $0.loggedOut = true } }
 
     public var isClosed: Bool { outbound.isFinishing }
 

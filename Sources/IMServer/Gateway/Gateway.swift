@@ -98,6 +98,17 @@ struct Gateway: Sendable {
                 session.send(FrameCodec.errorReply(to: frame, ServerShutdown.refusal))
                 continue
             }
+            // A send that may wait for the app's message callback runs in its conversation's lane.
+            if frame.op == .sendMessage, let callbacks = core.callbacks {
+                let lane = SendLanes.lane(of: frame)
+                if callbacks.mayReview(appId: session.appId) || session.sendLanes.isBusy(lane) {
+                    session.sendLanes.run(lane) { [core] in
+                        await self.handle(frame, session: session)
+                        core.shutdown.endRequest()
+                    }
+                    continue
+                }
+            }
             await handle(frame, session: session)
             if !alwaysAnswered { core.shutdown.endRequest() }
             if session.isClosed { break }
@@ -157,7 +168,8 @@ struct Gateway: Sendable {
             id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
             outbound: try await SessionOutbound.attach(to: channel, maxQueuedBytes: core.config.network.maxQueuedBytesPerConnection),
-            maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.network.maxQueuedBytesPerConnection))
+            maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.network.maxQueuedBytesPerConnection),
+            clientAddress: channel.remoteAddress.map { "\($0.ipAddress ?? ""):\($0.port ?? 0)" } ?? "")
         let displaced = try await core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block committed while this connect was being checked must not leave the user online.
         let blocked: Bool
@@ -181,6 +193,14 @@ struct Gateway: Sendable {
         }
         for old in displaced {
             old.kick(code: .kickedByOtherClient, reason: "user \(claims.userId) logged in on another \(platform.loginClass.rawValue) device")
+        }
+        // The app's server hears of the device coming online before the device does.
+        do {
+            try await core.callbacks?.sessionOnline(session)
+        } catch {
+            core.sessionEnded(session)
+            core.logger.error("the online status callback could not be taken on", metadata: ["error": "\(error)"])
+            throw IMError(.serverUnavailable, "the server could not record the connection: reconnect in a moment")
         }
         var reply = Im_ConnectReply()
         reply.userID = claims.userId

@@ -58,8 +58,9 @@ enum GatewayOps {
         },
         .disconnect: GatewayOp { core, frame, session in
             // disconnect(receivePush: false) and logout: the device gets no pushes any more.
-            if let request = try? frame.body(Im_DisconnectRequest.self), !request.receivePush, let push = core.push {
-                await push.forgetDevice(of: session)
+            if let request = try? frame.body(Im_DisconnectRequest.self), !request.receivePush {
+                session.markLoggedOut()
+                if let push = core.push { await push.forgetDevice(of: session) }
             }
             session.send(try FrameCodec.reply(to: frame, Im_DisconnectRequest()))
             session.close()
@@ -141,10 +142,13 @@ enum GatewayOps {
         .joinChatroom: ChatroomOp(Im_JoinChatroomRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in
             // The join queues its own reply, ahead of the room's pushes.
             try await chatrooms.join(request, frame: frame, from: session)
+            // What the join told the app's server (created, joined) is durable before the op ends.
+            await chatrooms.callbacks?.durable()
             return nil
         },
         .quitChatroom: ChatroomOp(Im_QuitChatroomRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in
             try chatrooms.quit(request, from: session)
+            await chatrooms.callbacks?.durable()
             return FrameCodec.emptyReply(to: frame)
         },
         .chatroomInfo: ChatroomOp(Im_ChatroomInfoRequest.self, room: { $0.roomID }) { chatrooms, request, frame, session in

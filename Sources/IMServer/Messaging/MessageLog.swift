@@ -168,7 +168,7 @@ public actor MessageLog {
         }
     }
 
-    /// Assigns uid and sentTime: the clock's time, or 1 ms after the conversation's last stamped
+    /// Assigns uid (unless it has one) and sentTime: the clock's time, or 1 ms after the conversation's last stamped
     /// time when that is not before it (a burst inside one millisecond). A conversation not in the
     /// cache is not looked up: the store moves a sentTime that is not after its conversation's
     /// newest past it (a port rule both stores pass), and what it stored refills the cache.
@@ -177,7 +177,8 @@ public actor MessageLog {
         let key = ConversationOfApp(appId: message.appId, key: message.conversationKey)
         let now = clock.nowMilliseconds()
         message.sentTime = max(now, (lastSentTime[key] ?? Int64.min) &+ 1)
-        message.uid = uids.next(milliseconds: now)
+        // A uid given already (the message callback told the app's server this one) is kept.
+        if message.uid.isEmpty { message.uid = uids.next(milliseconds: now) }
         if lastSentTime.count >= Self.lastSentTimeCacheLimit { lastSentTime.removeAll(keepingCapacity: true) }
         lastSentTime[key] = message.sentTime
         return message

@@ -28,12 +28,14 @@ public final class MessageService: Sendable {
     private let rosters: GroupRosters
     private let ultraGroups: UltraGroupRosters
     private let chatrooms: ChatroomRouting
+    private let callbacks: CallbackService?
     private let uids = MessageUIDGenerator()
 
     init(log: MessageLog, bus: any SessionBus, clock: any WallClock, config: ServerConfig,
          directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters, ultraGroups: UltraGroupRosters,
-         chatrooms: ChatroomRouting) {
+         chatrooms: ChatroomRouting, callbacks: CallbackService? = nil) {
         self.log = log
+        self.callbacks = callbacks
         self.ultraGroups = ultraGroups
         self.chatrooms = chatrooms
         self.rosters = rosters
@@ -68,7 +70,7 @@ public final class MessageService: Sendable {
         } else {
             try await directory.checkPrivateMessage(appId: message.appId, from: message.senderId, to: message.targetId)
         }
-        let sent = try await send(message, origin: session.origin)
+        let sent = try await send(message, origin: session.origin, session: session)
         var reply = Im_SendMessageReply()
         reply.messageUid = sent.uid
         reply.sentTime = sent.sentTime
@@ -79,15 +81,12 @@ public final class MessageService: Sendable {
     /// A chatroom message: filtered for sensitive words, then through the room's checks and intake
     /// quota. A message over the quota is answered as sent but marked discarded.
     private func sendToChatroom(_ message: StoredMessage, from session: ClientSession) async throws -> Im_SendMessageReply {
-        var message = message
         var reply = Im_SendMessageReply()
-        switch try await words.apply(appId: message.appId, objectName: message.objectName, content: message.content) {
-        case .block:
-            reply.sentTime = clock.nowMilliseconds()
-            reply.messageUid = uids.next(milliseconds: reply.sentTime)
+        let (message, held) = try await moderate(message, session: session)
+        guard !held else {
+            reply.sentTime = message.sentTime
+            reply.messageUid = message.uid
             return reply
-        case .deliver(let content):
-            message.content = try Self.checkFiltered(content)
         }
         let (sent, discarded) = try await chatrooms.send(message, from: session)
         reply.messageUid = sent.uid
@@ -97,18 +96,14 @@ public final class MessageService: Sendable {
     }
 
     /// Filters, stores and delivers one checked message. A STATUS message is delivered to online
-    /// sessions only; a message with a blocking sensitive word is answered as sent but neither
-    /// stored nor delivered.
-    func send(_ message: StoredMessage, origin: Origin) async throws -> StoredMessage {
-        var message = message
-        switch try await words.apply(appId: message.appId, objectName: message.objectName, content: message.content) {
-        case .block:
-            message.sentTime = clock.nowMilliseconds()
-            message.uid = uids.next(milliseconds: message.sentTime)
-            return message
-        case .deliver(let content):
-            message.content = try Self.checkFiltered(content)
-        }
+    /// sessions only; a message the app's moderation holds back (a blocking sensitive word, the
+    /// message callback's refusal) is answered as sent but neither stored nor delivered, as
+    /// RongCloud answers it.
+    /// - Parameter session: the sender's session, for the blocked-message notice.
+    func send(_ message: StoredMessage, origin: Origin, session: ClientSession? = nil) async throws -> StoredMessage {
+        var (message, held) = try await moderate(message, session: session)
+        // Answered as sent, with the uid its notice and routing name.
+        guard !held else { return message }
         if message.flags.contains(.status) {
             message.sentTime = clock.nowMilliseconds()
             message.uid = uids.next(milliseconds: message.sentTime)
@@ -116,6 +111,36 @@ public final class MessageService: Sendable {
             return message
         }
         return try await log.append(message, origin: origin).message
+    }
+
+    /// The app's moderation, in RongCloud's order: its sensitive words, then its message callback.
+    /// Returns the message to deliver (words replaced, the callback's replacements applied; a
+    /// reviewed message keeps the uid its review named), or the message held back with its uid and
+    /// time (then routed if the app routes blocked messages, and its sender told if the app asks).
+    private func moderate(_ message: StoredMessage, session: ClientSession?) async throws -> (message: StoredMessage, held: Bool) {
+        var message = message
+        switch try await words.apply(appId: message.appId, objectName: message.objectName, content: message.content) {
+        case .block:
+            message.sentTime = clock.nowMilliseconds()
+            message.uid = uids.next(milliseconds: message.sentTime)
+            await callbacks?.held(message, by: .customSensitiveWord, extra: "", session: session)
+            return (message, true)
+        case .deliver(let content):
+            if content != message.content { message.hadWordReplaced = true }
+            message.content = try Self.checkFiltered(content)
+        }
+        guard let callbacks, !message.flags.contains(.status) else { return (message, false) }
+        if message.uid.isEmpty {
+            message.sentTime = clock.nowMilliseconds()
+            message.uid = uids.next(milliseconds: message.sentTime)
+        }
+        switch await callbacks.review(message, clientIp: session?.clientAddress ?? "") {
+        case .deliver(let reviewed):
+            return (reviewed, false)
+        case .block(let extra):
+            await callbacks.held(message, by: .messageCallback, extra: extra, session: session)
+            return (message, true)
+        }
     }
 
     /// A client's content against the content rule: 30016 when too large, 33003 when not an object.
@@ -312,13 +337,14 @@ public final class MessageService: Sendable {
         var message = StoredMessage(
             appId: session.appId, conversationType: type, conversationKey: key,
             targetId: request.targetID, senderId: session.userId, objectName: request.objectName,
-            content: request.content, flags: PersistentFlag(rawValue: request.flags),
+            content: request.content, flags: PersistentFlag(rawValue: request.flags & StoredMessage.clientFlagBits),
             clientMessageId: request.clientMessageID, pushContent: request.pushContent,
             pushData: request.pushData, disableNotification: request.disableNotification,
             canIncludeExpansion: request.canIncludeExpansion, expansion: request.expansion,
             channelId: channelId, directedUserIds: Array(Set(request.directedUserIds)).sorted())
         message.mentions = mentions
         message.pushConfig = pushConfig?.encoded() ?? Data()
+        message.senderPlatform = session.platform
         return message
     }
 }

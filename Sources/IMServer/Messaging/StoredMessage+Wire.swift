@@ -16,7 +16,7 @@ extension StoredMessage {
         message.sentTime = sentTime
         message.seq = seq
         message.clientMessageID = clientMessageId
-        message.flags = flags.rawValue
+        message.flags = clientFlags
         message.pushContent = pushContent
         message.pushData = pushData
         message.disableNotification = disableNotification

@@ -17,6 +17,7 @@ public struct ServerConfig: Sendable, Equatable, Decodable {
     public var storage = StorageSettings()
     public var cluster = ClusterSettings()
     public var push = PushSettings()
+    public var callbacks = CallbackSettings()
     public var logging = LoggingSettings()
 
     /// Every setting at its default.

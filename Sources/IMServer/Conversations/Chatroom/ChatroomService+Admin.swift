@@ -52,6 +52,7 @@ extension ChatroomService {
                 let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatrooms.idleDestroyMinutes)
                 apply(rule, to: room)
                 state.insert(room)
+                report(key, .created)
                 created.append(id)
             }
             return created
@@ -116,6 +117,7 @@ extension ChatroomService {
             throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(roomId)) is invalid: use \(UserID.rule)")
         }
         try await loadSettings(appId: appId)
+        await callbacks?.prepare(appId: appId)
         let key = ChatroomRoom.Key(appId: appId, roomId: roomId)
         let now = clock.nowMilliseconds()
         try state.withLock { state in
@@ -140,7 +142,10 @@ extension ChatroomService {
                 }
                 room = ChatroomRoom(key: key, name: roomId, now: now, idleDestroyMinutes: config.chatrooms.idleDestroyMinutes)
                 state.insert(room)
+                report(key, .created)
             }
+            let joining = Set(userIds).filter { room.members[$0] == nil }
+            if !joining.isEmpty { report(key, .joined, users: joining.sorted()) }
             for userId in userIds where room.members[userId] == nil {
                 var member = ChatroomRoom.Member(joinTime: now)
                 member.seats[Self.serverSeatDevice] = ChatroomRoom.Seat(session: nil, offlineSince: now, missed: 0)
@@ -175,6 +180,7 @@ extension ChatroomService {
 
     private func destroy(_ key: ChatroomRoom.Key, automatically: Bool, in state: inout State) -> Bool {
         guard let room = state.removeRoom(key) else { return false }
+        report(key, .destroyed, cause: automatically ? .destroyedByServer : .asked)
         let sessions = room.onlineSessions
         for (userId, member) in room.members {
             state.forgetUserRoom(UserKey(appId: key.appId, userId: userId), key)
@@ -319,6 +325,8 @@ extension ChatroomService {
             guard let frame = eventFrame(room, eventKind, userIds: users, minutes: Int64(minutes ?? 0), extra: extra) else { continue }
             var kicked: [ClientSession] = []
             if kind == .block && adding {
+                let present = users.filter { room.members[$0] != nil }
+                if !present.isEmpty { report(room.key, .left, cause: .banned, users: present) }
                 for userId in users {
                     let sessions = room.removeMember(userId)
                     for session in sessions { state.sessionRooms[session.id]?.remove(room.key) }

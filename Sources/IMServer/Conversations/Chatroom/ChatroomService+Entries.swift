@@ -81,6 +81,8 @@ extension ChatroomService {
                 queueMessage(objectName: objectName, content: content, in: room, from: actor, now: now)
             }
         }
+        try await callbacks?.chatroomAttributesChanged(appId: appId, roomId: roomId, userId: actor.userId, .set,
+                                                       entries: values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, version: now)
     }
 
     /// Removes attributes, all or none: each must exist and be the operator's own unless `force`d.
@@ -118,6 +120,8 @@ extension ChatroomService {
                 }
             }
         }
+        try await callbacks?.chatroomAttributesChanged(appId: appId, roomId: roomId, userId: actor.userId, .removed,
+                                                       entries: Set(keys).sorted().map { ($0, "") }, version: now)
     }
 
     /// A room's attributes (all, or the named ones), for the Server API.
@@ -196,5 +200,7 @@ extension ChatroomService {
             changes.removed.append(key)
         }
         if let frame = try? FrameCodec.push(op: .chatroomEntriesChanged, changes) { queue(.roomFrame(frame), in: room) }
+        callbacks?.chatroomAttributesRemovedSoon(appId: room.key.appId, roomId: room.key.roomId, userId: userId, keys: keys,
+                                                 version: clock.nowMilliseconds())
     }
 }

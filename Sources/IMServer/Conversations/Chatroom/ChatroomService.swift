@@ -77,9 +77,12 @@ public final class ChatroomService: Sendable {
     let peers: ClusterPeers
     /// In a cluster, the way to the other nodes' sessions that sit in this node's rooms.
     let relay: ChatroomRelay?
+    /// The app's chatroom status and attribute callbacks (nil: the server sends none).
+    let callbacks: CallbackService?
 
     init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, logger: Logger, peers: ClusterPeers,
-         relay: ChatroomRelay? = nil) {
+         relay: ChatroomRelay? = nil, callbacks: CallbackService? = nil) {
+        self.callbacks = callbacks
         self.peers = peers
         self.relay = relay
         self.store = store
@@ -126,6 +129,7 @@ public final class ChatroomService: Sendable {
             throw IMError(.chatroomParameterInvalid, "messageCount must be -1 (no history), 0 (the default, 10) or 1 to 50; got \(request.messageCount)")
         }
         try await loadSettings(appId: session.appId)
+        await callbacks?.prepare(appId: session.appId)
         let key = ChatroomRoom.Key(appId: session.appId, roomId: roomId)
         let now = clock.nowMilliseconds()
         try state.withLock { state in
@@ -161,6 +165,8 @@ public final class ChatroomService: Sendable {
                 throw IMError(.notInChatroom, "user \(session.userId) joined another chatroom meanwhile and is no longer in \(roomId)")
             }
             let room = existing ?? createRoom(key, name: roomId, now: now, in: &state)
+            if existing == nil { report(key, .created) }
+            if room.members[session.userId] == nil { report(key, .joined, users: [session.userId]) }
             if !config.chatrooms.multipleRooms {
                 leaveOtherRooms(userId: session.userId, appId: session.appId, except: key, now: now, in: &state)
                 // The user's rooms on other nodes too (published under the lock, ahead of the reply).
@@ -240,6 +246,7 @@ public final class ChatroomService: Sendable {
             guard let room = state.rooms[other] else { continue }
             let sessions = room.removeMember(userId)
             for session in sessions { state.sessionRooms[session.id]?.remove(other) }
+            report(other, .left, users: [userId])
             room.lastActivity = now
             dropAutoDeleteEntries(of: userId, in: room)
             // Sent now, not after the room's queued pushes: a quick return to this room must not
@@ -261,6 +268,7 @@ public final class ChatroomService: Sendable {
             let noneLeft = room.removeSeat(userId: session.userId, deviceId: session.deviceId)
             if room.members[session.userId] == nil {
                 state.forgetUserRoom(UserKey(appId: session.appId, userId: session.userId), key)
+                report(key, .left, users: [session.userId])
             }
             if noneLeft { dropAutoDeleteEntries(of: session.userId, in: room) }
             room.lastActivity = now
@@ -355,6 +363,8 @@ public final class ChatroomService: Sendable {
             return (message, false)
         }
         if !discarded, let signal { try await signal.wait() }
+        // Routed before the sender hears it was sent: a chatroom message is in no log to route from.
+        if !discarded { try await callbacks?.route(stamped) }
         return (stamped, discarded)
     }
 
@@ -373,6 +383,7 @@ public final class ChatroomService: Sendable {
                 room.removeSeat(userId: seatKey.userId, deviceId: seatKey.deviceId)
                 if room.members[seatKey.userId] == nil {
                     state.forgetUserRoom(UserKey(appId: room.key.appId, userId: seatKey.userId), room.key)
+                    report(room.key, .left, cause: .removedByServer, users: [seatKey.userId])
                 }
                 logger.debug("chatroom member removed after being offline", metadata: ["room": "\(room.key.roomId)", "user": "\(seatKey.userId)"])
             } else {
@@ -542,5 +553,14 @@ public final class ChatroomService: Sendable {
             queue(.message(recall, origin: origin, stored: nil), in: room)
         }
         return RecallOutcome(command: original, notification: notification, recallTime: now)
+    }
+}
+
+extension ChatroomService {
+    /// Tells the app's server of a room's change (chatroom status sync): taken on with the
+    /// callbacks' next batch, from under the rooms' lock.
+    func report(_ key: ChatroomRoom.Key, _ change: CallbackService.ChatroomChange, cause: CallbackService.ChatroomCause = .asked,
+                users: [String] = []) {
+        callbacks?.chatroomChangedSoon(appId: key.appId, roomId: key.roomId, change, cause: cause, userIds: users)
     }
 }

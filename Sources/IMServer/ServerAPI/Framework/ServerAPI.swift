@@ -16,7 +16,7 @@ struct ServerAPI: Sendable {
     /// Every endpoint this server answers, in documentation order.
     var endpoints: [APIEndpoint] {
         userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + chatroomEndpoints + moderationEndpoints
-            + conversationEndpoints + pushEndpoints + pushSettingsEndpoints + ultraGroupEndpoints
+            + conversationEndpoints + pushEndpoints + pushSettingsEndpoints + callbackEndpoints + ultraGroupEndpoints
     }
 
     func register(on router: Router<Context>) {
@@ -62,6 +62,8 @@ struct ServerAPI: Sendable {
             // that it is done.
             await core.cluster?.flush()
             await core.peers.applied(since: announced)
+            // The callbacks the call caused (chatroom changes) are durable before it is answered.
+            await core.callbacks?.durable()
             return APIResponse.success(fields)
         } catch let error as APIError {
             return APIResponse.failure(error)

@@ -1,0 +1,141 @@
+import Foundation
+import IMCore
+import IMStore
+
+/// The bodies of RongCloud's callbacks, field by field as its documentation names them
+/// (docs/CALLBACKS.md has each with its source).
+enum CallbackPayloads {
+    /// RongCloud's `channelType` of a conversation type.
+    static func channelType(_ type: ConversationType) -> String {
+        switch type {
+        case .private: return "PERSON"
+        case .discussion: return "PERSONS"
+        case .group: return "GROUP"
+        case .chatroom: return "TEMPGROUP"
+        case .customerService: return "CUSTOMERSERVICE"
+        case .system: return "NOTIFY"
+        case .appPublicService: return "MC"
+        case .publicService: return "MP"
+        case .pushService: return "NOTIFY"
+        case .ultraGroup: return "ULTRAGROUP"
+        }
+    }
+
+    /// RongCloud's `source` / `os` of a sender: its platform, or `Server` for the Server API.
+    static func source(_ platform: Platform?) -> String {
+        switch platform {
+        case .iOS?: return "iOS"
+        case .android?: return "Android"
+        case .harmonyOS?: return "HarmonyOS"
+        case .web?: return "Websocket"
+        case .miniProgram?: return "MiniProgram"
+        case .windows?, .macOS?, .linux?, .electron?: return "PC"
+        case nil: return "Server"
+        }
+    }
+
+    /// `sensitiveType`: 0 none, 1 a blocking word (the message was held back), 2 a word replaced.
+    enum Sensitivity: Int {
+        case none = 0, blocked = 1, replaced = 2
+    }
+
+    /// Full message routing: one message, form-encoded.
+    static func routing(_ message: StoredMessage, source: String, sensitivity: Sensitivity) -> Data {
+        var form = FormBody()
+        form.add("fromUserId", message.senderId)
+        form.add("toUserId", message.targetId)
+        form.add("objectName", message.objectName)
+        form.add("content", String(decoding: message.content, as: UTF8.self))
+        form.add("channelType", channelType(message.conversationType))
+        form.add("msgTimestamp", String(message.sentTime))
+        form.add("msgUID", message.uid)
+        form.add("originalMsgUID", "")
+        form.add("sensitiveType", String(sensitivity.rawValue))
+        form.add("source", source)
+        form.add("busChannel", message.channelId)
+        for user in message.directedUserIds { form.add("groupUserIds", user) }
+        return form.data
+    }
+
+    /// The message callback: the message about to be delivered, form-encoded.
+    static func messageCallback(_ message: StoredMessage, appKey: String, source: String, clientIp: String) -> Data {
+        var form = FormBody()
+        form.add("appKey", appKey)
+        form.add("fromUserId", message.senderId)
+        form.add("targetId", message.targetId)
+        if !message.directedUserIds.isEmpty { form.add("toUserIds", message.directedUserIds.joined(separator: ",")) }
+        form.add("msgType", message.objectName)
+        form.add("content", String(decoding: message.content, as: UTF8.self))
+        form.add("pushContent", message.pushContent)
+        form.add("disablePush", message.disableNotification ? "true" : "false")
+        form.add("pushExt", String(decoding: message.pushConfig, as: UTF8.self))
+        form.add("expansion", message.canIncludeExpansion ? "true" : "false")
+        if !message.expansion.isEmpty, let extra = try? JSONSerialization.data(withJSONObject: message.expansion, options: [.sortedKeys]) {
+            form.add("extraContent", String(decoding: extra, as: UTF8.self))
+        }
+        form.add("channelType", channelType(message.conversationType))
+        form.add("msgTimeStamp", String(message.sentTime))
+        form.add("messageId", message.uid)
+        form.add("originalMsgUID", "")
+        form.add("os", source)
+        form.add("busChannel", message.channelId)
+        form.add("clientIp", clientIp)
+        return form.data
+    }
+
+    /// RongCloud's online status values.
+    enum Status: String {
+        case online = "0", offline = "1", logout = "2"
+    }
+
+    /// Online status: one transition, in RongCloud's array (its receivers take several at once).
+    static func status(userId: String, status: Status, platform: Platform, time: Int64, clientIp: String, sessionId: String) -> Data {
+        json([["userid": userId, "status": status.rawValue, "os": source(platform), "time": time, "clientIp": clientIp,
+               "sessionId": sessionId]])
+    }
+
+    /// Chatroom status: `type` 0 created, 1 joined, 2 left, 3 destroyed; `status` 0 asked for,
+    /// 1 removed by the server (offline too long), 2 banned, 3 destroyed by the server (idle).
+    static func chatroomStatus(roomId: String, userIds: [String], type: Int, status: Int, time: Int64) -> Data {
+        json([["chatRoomId": roomId, "userIds": userIds, "status": status, "type": type, "time": time]])
+    }
+
+    /// Chatroom attributes: `optType` 1 set, 2 removed, 3 all removed.
+    static func chatroomAttribute(roomId: String, key: String, value: String, optType: Int, userId: String, time: Int64,
+                                  version: Int64) -> Data {
+        json(["chatroomId": roomId, "key": key, "value": value, "optType": optType, "userId": userId, "status": 0,
+              "timestamp": time, "version": version])
+    }
+
+    private static func json(_ object: Any) -> Data {
+        (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("[]".utf8)
+    }
+}
+
+/// An `application/x-www-form-urlencoded` body: names and values percent-encoded, spaces as `+`.
+struct FormBody {
+    private(set) var data = Data()
+
+    /// What stays as it is (the WHATWG form-urlencoded set).
+    private static let unreserved: Set<UInt8> = Set(Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._".utf8))
+
+    mutating func add(_ name: String, _ value: String) {
+        if !data.isEmpty { data.append(UInt8(ascii: "&")) }
+        Self.encode(name, into: &data)
+        data.append(UInt8(ascii: "="))
+        Self.encode(value, into: &data)
+    }
+
+    static func encode(_ string: String, into data: inout Data) {
+        let hex = Array("0123456789ABCDEF".utf8)
+        for byte in string.utf8 {
+            if unreserved.contains(byte) {
+                data.append(byte)
+            } else if byte == UInt8(ascii: " ") {
+                data.append(UInt8(ascii: "+"))
+            } else {
+                data.append(contentsOf: [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            }
+        }
+    }
+}
