@@ -367,6 +367,75 @@ struct CallbackTests {
         await receiver.stop()
     }
 
+    @Test("Messages committed after the routing cursor (a crash came before their rows) are routed at the next start, as they would have been")
+    func routingRecoveredFromTheLog() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("callbacks-recover-\(UUID().uuidString)")
+        let store = try SQLiteStore(directory: directory.path)
+        defer {
+            try? store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let receiver = try await TestCallbackReceiver(appKey: "testappkey", secret: "testsecret")
+        // A server whose routing never ran: the messages are in the log, no row was taken on.
+        var uids: [String] = []
+        let first = try await TestServer.start(store: store)
+        let appId = first.app.id
+        try await withTestServer(first) { server in
+            let alice = try await server.connectedClient("alice", platform: .android)
+            for index in 0..<3 {
+                uids.append(try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "c\(index)")).messageUId)
+            }
+            _ = try await server.api.post("/message/private/publish.json", form: [
+                "fromUserId": "system", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": #"{"content":"api"}"#])
+            await alice.disconnect()
+        }
+        // As a crash leaves it: the cursor before those messages, routing configured.
+        try await store.enqueueCallbacks([], node: "single", cursor: 0)
+        let settings = #"{"blockNotice":false,"routing":{"includeBlocked":false,"includeServerAPI":false,"url":"\#(receiver.baseURL)/route"}}"#
+        try await store.setCallbackSettings(appId: appId, settings: Data(settings.utf8))
+        let second = try await TestServer.start(store: store, callbackTransport: HTTPCallbackTransport(), callbackOptions: Self.options)
+        try await withTestServer(second) { _ in
+            let calls = await receiver.wait(for: 3)
+            #expect(calls.compactMap { $0.form["msgUID"] } == uids, "the client's three, in order; the Server API message is not routed")
+            #expect(calls.allSatisfy { $0.form["source"] == "Android" }, "the sender's platform kept with the message")
+            try await waitUntil("backlog empty") { try await store.callbackBacklog().isEmpty }
+            #expect(receiver.received.count == 3)
+        }
+        await receiver.stop()
+    }
+
+    @Test("An app's backlog past its bound gives up its oldest callbacks, counted as dropped")
+    func backlogBound() async throws {
+        var options = Self.options
+        options.maxBacklogPerApp = 5
+        let down = Locked(true)
+        let server = try await TestServer.start(store: nil, callbackTransport: HTTPCallbackTransport(), callbackOptions: options) { config in
+            config.session.clientSendsPerSecond = 1_000
+        }
+        let receiver = try await TestCallbackReceiver(appKey: server.app.appKey, secret: server.app.appSecret) { _ in
+            down.value ? .status(500) : .status(200)
+        }
+        try await withTestServer(server) { server in
+            _ = try await server.api.post("/callback/settings/set.json", form: ["routingUrl": receiver.baseURL + "/route"])
+            let alice = try await server.connectedClient("alice")
+            var uids: [String] = []
+            for index in 0..<8 {
+                uids.append(try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "b\(index)")).messageUId)
+            }
+            try await waitUntil("the oldest given up") {
+                let (_, now) = try await server.api.post("/callback/settings/get.json", form: [:])
+                return (now["stats"] as? [String: Any])?["dropped"] as? Int == 3 && now["backlog"] as? Int == 5
+            }
+            down.withLock { $0 = false }
+            let expected = Array(uids.suffix(5))
+            try await waitUntil("the newest five delivered") {
+                Array(receiver.received.suffix(5).compactMap { $0.form["msgUID"] }) == expected
+            }
+            await alice.disconnect()
+        }
+        await receiver.stop()
+    }
+
     // MARK: configuration
 
     @Test("Bad configuration is refused with 1002 and changes nothing")

@@ -10,8 +10,9 @@ extension CallbackService {
     public enum Verdict: Sendable, Equatable {
         /// Deliver this (the message as sent, or with what the app's server replaced).
         case deliver(StoredMessage)
-        /// Hold it back; `extra` is what the app's server gave for the sender.
-        case block(extra: String)
+        /// Hold back the message asked about (with the uid and time it was given); `extra` is what
+        /// the app's server gave for the sender.
+        case block(StoredMessage, extra: String)
     }
 
     /// Whether a message of this app may wait for the message callback, from what this node knows
@@ -25,14 +26,18 @@ extension CallbackService {
         return settings.messageCallback != nil
     }
 
-    /// Asks the app's server about a message (with its uid and sentTime given) if its filters cover
-    /// it. A failed, refused or late answer (the app's timeout, on the server's clock) delivers the
+    /// Asks the app's server about a message if its filters cover it, after giving the message its
+    /// uid and time (the uid asked about is the one delivered: `MessageLog` keeps a uid given). A
+    /// failed, refused or late answer (the app's timeout, on the server's clock) delivers the
     /// message as sent, or holds it back when the app set fail-closed.
     func review(_ message: StoredMessage, clientIp: String) async -> Verdict {
         guard let settings = try? await settings(appId: message.appId), let callback = settings.messageCallback,
               callback.covers(message.conversationType, objectName: message.objectName),
               message.senderPlatform != nil || callback.includeServerAPI,
               let app = apps.app(id: message.appId) else { return .deliver(message) }
+        var message = message
+        message.sentTime = clock.nowMilliseconds()
+        message.uid = uids.next(milliseconds: message.sentTime)
         let body = CallbackPayloads.messageCallback(message, appKey: app.appKey, source: CallbackPayloads.source(message.senderPlatform),
                                                      clientIp: clientIp)
         let request = CallbackRequest(
@@ -68,7 +73,7 @@ extension CallbackService {
             ])
             if callback.failClosed {
                 tally(appId: message.appId) { $0.messagesBlocked += 1 }
-                return .block(extra: "")
+                return .block(message, extra: "")
             }
             return .deliver(message)
         }
@@ -104,7 +109,7 @@ extension CallbackService {
         }
         guard let pass, (0...2).contains(pass) else { return .failure(.answer("has no pass of 0, 1 or 2")) }
         if pass == 0 {
-            return .success(.block(extra: String((object["extra"] as? String ?? "").prefix(1024))))
+            return .success(.block(message, extra: String((object["extra"] as? String ?? "").prefix(1024))))
         }
         var message = message
         if let replaced = object["replaceContent"] as? String, !replaced.isEmpty {

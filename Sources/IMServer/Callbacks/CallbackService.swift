@@ -34,6 +34,8 @@ public final class CallbackService: Sendable {
     let counters = Mutex<[Int64: CallbackCounters]>([:])
     /// When the routing cursor was last written without rows to go with it.
     let cursorWrittenAt = Mutex<Int64>(0)
+    /// The uids of the messages the message callback is asked about.
+    let uids = MessageUIDGenerator()
 
     public struct Options: Sendable {
         /// How often the sender looks for rows that became due (retries) when nothing woke it.
@@ -73,7 +75,7 @@ public final class CallbackService: Sendable {
         self.logger = logger
         self.node = node
         self.options = options
-        self.intake = CallbackIntake(store: store, node: node)
+        self.intake = CallbackIntake(store: store, node: node, logger: logger)
     }
 
     // MARK: settings
@@ -278,17 +280,20 @@ final class CallbackIntake: Sendable {
         var entries: [(record: CallbackRecord, awaited: Bool)] = []
         var cursor: UInt64?
         var waiters: [CheckedContinuation<Void, any Error>] = []
+        /// A batch is being written now.
+        var writing = false
     }
 
     private let store: any CallbackStore
     private let node: String
     private let pending = Mutex(Pending())
     private let wake = WakeSignal()
-    private let logger = Logger(label: "imserver.callbacks")
+    private let logger: Logger
 
-    init(store: any CallbackStore, node: String) {
+    init(store: any CallbackStore, node: String, logger: Logger) {
         self.store = store
         self.node = node
+        self.logger = logger
     }
 
     /// Adds records (and the routing cursor they reach) to the next batch.
@@ -300,14 +305,18 @@ final class CallbackIntake: Sendable {
         wake.signal()
     }
 
-    /// Adds records and returns once they are durable (throws if they could not be written).
+    /// Adds records and returns once they, and every record added before them, are durable
+    /// (throws if they could not be written). With no records and nothing waiting or being
+    /// written, at once.
     func write(_ records: [CallbackRecord]) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            pending.withLock { pending in
+            let idle = pending.withLock { pending -> Bool in
+                if records.isEmpty, pending.entries.isEmpty, !pending.writing { return true }
                 pending.entries += records.map { ($0, true) }
                 pending.waiters.append(continuation)
+                return false
             }
-            wake.signal()
+            if idle { continuation.resume() } else { wake.signal() }
         }
     }
 
@@ -321,9 +330,10 @@ final class CallbackIntake: Sendable {
 
     private func flush() async {
         let batch = pending.withLock { pending -> Pending in
-            defer { pending = Pending() }
+            defer { pending = Pending(writing: true) }
             return pending
         }
+        defer { pending.withLock { $0.writing = false } }
         guard !batch.entries.isEmpty || batch.cursor != nil || !batch.waiters.isEmpty else { return }
         do {
             try await store.enqueueCallbacks(batch.entries.map(\.record), node: node, cursor: batch.cursor)

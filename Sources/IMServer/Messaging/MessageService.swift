@@ -130,16 +130,12 @@ public final class MessageService: Sendable {
             message.content = try Self.checkFiltered(content)
         }
         guard let callbacks, !message.flags.contains(.status) else { return (message, false) }
-        if message.uid.isEmpty {
-            message.sentTime = clock.nowMilliseconds()
-            message.uid = uids.next(milliseconds: message.sentTime)
-        }
         switch await callbacks.review(message, clientIp: session?.clientAddress ?? "") {
         case .deliver(let reviewed):
             return (reviewed, false)
-        case .block(let extra):
-            await callbacks.held(message, by: .messageCallback, extra: extra, session: session)
-            return (message, true)
+        case .block(let asked, let extra):
+            await callbacks.held(asked, by: .messageCallback, extra: extra, session: session)
+            return (asked, true)
         }
     }
 
