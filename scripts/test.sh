@@ -23,7 +23,20 @@ trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
 swift build --build-tests
 # Every test target, the store conformance suite (Tests/StoreConformanceTests, docs/STORE-CONFORMANCE.md)
 # included: it runs here against SQLite.
-swift test --skip-build "$@"
+# The run's output is kept so that, when a test fails, its failures are printed again at the end,
+# where a CI log's tail shows them.
+test_log="$(mktemp)"
+trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir" "$test_log"' EXIT
+set +e
+swift test --skip-build "$@" 2>&1 | tee "$test_log"
+status=${PIPESTATUS[0]}
+set -e
+if [ "$status" -ne 0 ]; then
+  echo
+  echo "== the tests failed (exit $status); what failed, from the log above =="
+  grep -E "✘|recorded an issue|error: |Fatal error|Expectation failed|signal [0-9]+|Exited with" "$test_log" | grep -v "^✔" | head -80
+  exit "$status"
+fi
 # Smoke check: every imbench scenario, small, end to end (counts are checked, timings are not).
 bin="$(swift build --show-bin-path)"
 "$bin/imbench" --quick --output "$bin/imbench-quick.json"

@@ -444,6 +444,7 @@ final class BenchClient: ChannelInboundHandler {
                 driver.stats.chatroom.answered(number, discarded ? .discarded : .acked)
                 if driver.inWindow(now) { driver.stats.count(.ackedArrivingInWindow) }
             } else {
+                driver.stats.count(.ackedTotal)
                 if driver.inWindow(request.at) {
                     driver.stats.record(.ack, nanos: now &- request.at)
                     driver.stats.count(.acked)

@@ -57,11 +57,16 @@ struct Private: AsyncParsableCommand {
     @Option(help: "Messages per second, all senders together.") var rate = 10_000.0
     @Option(help: "Seconds of load before measuring.") var warmup = 5.0
     @Option(help: "Seconds measured.") var duration = 30.0
+    @Flag(help: "Full message routing of every message to a local receiver imbench runs; checks that each one arrives.") var routing = false
+    @Flag(help: "The message callback for every message, answered \"pass\" at once by imbench's receiver (the latency it adds).") var messageCallback = false
+    @Option(help: "With --routing or --message-callback: the receiver answers each callback this many milliseconds late (a slow app server).") var receiverDelayMs = 0
     @OptionGroup var options: CommonOptions
 
     func run() async throws {
         let result = try await Scenarios.privateChat(
-            .init(pairs: pairs, rate: rate, warmup: warmup, duration: duration), options: options)
+            .init(pairs: pairs, rate: rate, warmup: warmup, duration: duration, routing: routing, messageCallback: messageCallback,
+                  receiverDelayMilliseconds: receiverDelayMs),
+            options: options)
         try report(result, options: options)
     }
 }
@@ -244,6 +249,9 @@ struct Quick: AsyncParsableCommand {
         results.append(try await Scenarios.connections(.init(connections: 200, warmup: 1, duration: 2.5, quick: true), options: two))
         results.last?.printSummary()
         results.append(try await Scenarios.privateChat(.init(pairs: 50, rate: 400, warmup: 1, duration: 3, quick: true), options: two))
+        results.last?.printSummary()
+        results.append(try await Scenarios.privateChat(
+            .init(pairs: 50, rate: 200, warmup: 1, duration: 3, quick: true, routing: true, messageCallback: true), options: options))
         results.last?.printSummary()
         results.append(try await Scenarios.connectStorm(.init(clients: 300, pending: 2, quick: true), options: options))
         results.last?.printSummary()

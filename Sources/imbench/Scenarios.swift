@@ -80,16 +80,40 @@ enum Scenarios {
         var warmup = 5.0
         var duration = 30.0
         var quick = false
+        /// Full message routing to a local receiver imbench runs (`CallbackTarget`): every message
+        /// is routed, and the run checks that each one arrived.
+        var routing = false
+        /// The message callback to the same receiver, which answers "pass" at once: every message
+        /// waits for the answer before it is committed.
+        var messageCallback = false
+        /// How long the receiver takes to answer each callback (a slow app server).
+        var receiverDelayMilliseconds = 0
     }
 
     /// Pairs of users chat with each other at an aggregate target rate (open loop: sends are paced,
     /// not held back by acknowledgements). Reports ack latency (send → committed reply) and delivery
-    /// latency (send → push read by the peer).
+    /// latency (send → push read by the peer); with callbacks, what the app's server received.
     static func privateChat(_ p: PrivateParameters, options: CommonOptions) async throws -> ScenarioResult {
-        var result = ScenarioResult(scenario: "private")
+        let callbacks = [p.routing ? "routing" : nil, p.messageCallback ? "message-callback" : nil].compactMap { $0 }
+        var result = ScenarioResult(scenario: callbacks.isEmpty ? "private" : "callbacks")
         result.quick = p.quick
-        let harness = try await Harness.start("private", options: options)
+        let target = callbacks.isEmpty ? nil : try await CallbackTarget.start(
+            appKey: options.appKey, appSecret: options.appSecret, answerDelay: .milliseconds(Int64(p.receiverDelayMilliseconds)))
+        let harness: Harness
         do {
+            harness = try await Harness.start(result.scenario, options: options)
+        } catch {
+            await target?.stop()
+            throw error
+        }
+        do {
+            if let target {
+                var form: [String] = []
+                if p.routing { form.append("routingUrl=\(target.baseURL)/routing") }
+                if p.messageCallback { form.append("messageCallbackUrl=\(target.baseURL)/review") }
+                try await harness.api.setCallbacks(form: form.joined(separator: "&"))
+                note("callbacks: \(callbacks.joined(separator: " and ")) to \(target.baseURL) (imbench's receiver, answering \(p.receiverDelayMilliseconds == 0 ? "at once" : "after \(p.receiverDelayMilliseconds) ms"))")
+            }
             var users: [String] = []
             for pair in 0..<p.pairs { users += ["a\(pair)", "b\(pair)"] }
             note("private: registering \(users.count) users")
@@ -108,9 +132,39 @@ enum Scenarios {
             let (connected, failed) = try await pool.waitReady()
             let crossNode = harness.nodeCount > 1
             note("private: \(connected) connected (\(failed) failed)\(crossNode ? " over \(harness.nodeCount) nodes, the two users of each pair on different nodes: every message is cross-node" : ""); \(fmt(p.rate, 0)) msg/s for \(fmt(p.warmup, 0)) s warm-up + \(fmt(p.duration, 0)) s")
-            let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness)
+            // With callbacks: the backlog sampled every second while the load runs, and the messages
+            // routed inside the window.
+            let backlogPeak = Locked(0), routedAt = Locked((start: 0, end: 0))
+            let api = harness.api
+            let sampler = target == nil ? nil : Task {
+                while !Task.isCancelled {
+                    if let state = try? await api.callbackState() { backlogPeak.withLock { $0 = max($0, state.backlog) } }
+                    try? await Task.sleep(for: .seconds(1))
+                }
+            }
+            let (stats, start, end) = try await measure(pool, warmup: p.warmup, duration: p.duration, harness: harness) { isStart in
+                let routed = target?.routedCount ?? 0
+                routedAt.withLock { if isStart { $0.start = routed } else { $0.end = routed } }
+            }
+            sampler?.cancel()
             await pool.exit()
+            var drainSeconds: Double?
+            var callbackState: (backlog: Int, delivered: Int, failedAttempts: Int, dropped: Int)?
+            if let target {
+                // Every message the server committed is routed (or was reviewed): wait up to 60 s for
+                // what the load left in the backlog.
+                let expected = stats[.ackedTotal]
+                let drainStart = monotonicNanos()
+                let deadline = drainStart + 60_000_000_000
+                func done() -> Bool {
+                    (!p.routing || target.routedCount >= expected) && (!p.messageCallback || target.reviewedCount >= expected)
+                }
+                while !done() && monotonicNanos() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+                drainSeconds = Double(monotonicNanos() - drainStart) / 1e9
+                callbackState = try? await harness.api.callbackState()
+            }
             await harness.finish()
+            await target?.stop()
 
             result.run = ["pairs": "\(p.pairs)", "connections": "\(clients.count)", "targetRatePerSecond": fmt(p.rate, 0),
                           "perClientPerSecond": fmt(perClient, 3), "warmupSeconds": fmt(p.warmup, 0),
@@ -131,6 +185,41 @@ enum Scenarios {
             result.figures["deliveredPerSecond"] = rounded(Double(stats[.delivered]) / p.duration, 1)
             result.figures["unacknowledged"] = Double(stats[.sent] - stats[.acked])
             result.figures["undelivered"] = Double(stats[.sent] - stats[.delivered])
+            if let target {
+                result.run["callbacks"] = callbacks.joined(separator: "+")
+                result.run["receiverAnswersAfterMilliseconds"] = "\(p.receiverDelayMilliseconds)"
+                let tally = target.tally
+                let committed = stats[.ackedTotal]
+                result.figures["messagesAcknowledgedInRun"] = Double(committed)
+                if let drainSeconds { result.figures["callbackDrainSecondsAfterLoad"] = rounded(drainSeconds, 2) }
+                result.figures["callbackBacklogPeak"] = Double(backlogPeak.value)
+                if let callbackState {
+                    result.figures["callbackBacklogAtEnd"] = Double(callbackState.backlog)
+                    result.figures["callbackFailedAttempts"] = Double(callbackState.failedAttempts)
+                    result.figures["callbacksDropped"] = Double(callbackState.dropped)
+                    if callbackState.dropped > 0 { result.problems.append("the server gave up \(callbackState.dropped) callbacks") }
+                }
+                if tally.badSignatures > 0 { result.problems.append("\(tally.badSignatures) callbacks had a wrong signature") }
+                if tally.malformed > 0 { result.problems.append("\(tally.malformed) callbacks lacked their message's id or time") }
+                if p.routing {
+                    result.figures["routedMessages"] = Double(tally.routed.count)
+                    result.figures["routedDuplicates"] = Double(tally.duplicates)
+                    result.figures["routedPerSecondInWindow"] = rounded(Double(routedAt.value.end - routedAt.value.start) / p.duration, 1)
+                    result.latencies["routingLag"] = tally.routingLag.summary
+                    result.notes.append("routingLag: the receiver's clock at receipt minus the message's msgTimestamp (the server's commit time), in whole milliseconds")
+                    // Messages answered after the load stopped are committed but not counted as
+                    // acknowledged: more routed than acknowledged is expected, fewer is a loss.
+                    if tally.routed.count < committed {
+                        result.problems.append("\(committed - tally.routed.count) of \(committed) acknowledged messages were not routed within 60 s of the load's end")
+                    }
+                }
+                if p.messageCallback {
+                    result.figures["reviewedMessages"] = Double(tally.reviewed.count)
+                    if tally.reviewed.count < committed {
+                        result.problems.append("\(committed - tally.reviewed.count) of \(committed) acknowledged messages were never put to the message callback")
+                    }
+                }
+            }
             if connected != clients.count { result.problems.append("\(connected) of \(clients.count) clients connected") }
             if stats[.sent] == 0 { result.problems.append("nothing was sent") }
             if p.quick {
@@ -144,6 +233,7 @@ enum Scenarios {
             return result
         } catch {
             await harness.finish()
+            await target?.stop()
             throw error
         }
     }

@@ -149,6 +149,26 @@ struct ServerAPI: Sendable {
         return users.count
     }
 
+    /// Sets the app's callbacks (/callback/settings/set.json), e.g. `routingUrl=…&messageCallbackUrl=…`.
+    func setCallbacks(form: String) async throws {
+        let body = try await post("/callback/settings/set.json", form: form)
+        guard (body["code"] as? NSNumber)?.intValue == 200 else {
+            throw BenchError("/callback/settings/set.json failed: \(body)")
+        }
+    }
+
+    /// The app's callbacks waiting to be sent and what the node that answers counted so far
+    /// (/callback/settings/get.json): backlog, delivered, failedAttempts, dropped.
+    func callbackState() async throws -> (backlog: Int, delivered: Int, failedAttempts: Int, dropped: Int) {
+        let body = try await post("/callback/settings/get.json", form: "")
+        guard (body["code"] as? NSNumber)?.intValue == 200, let backlog = (body["backlog"] as? NSNumber)?.intValue,
+              let stats = body["stats"] as? [String: Any] else {
+            throw BenchError("/callback/settings/get.json failed: \(body)")
+        }
+        func count(_ name: String) -> Int { (stats[name] as? NSNumber)?.intValue ?? 0 }
+        return (backlog, count("delivered"), count("failedAttempts"), count("dropped"))
+    }
+
     /// The live sessions the server counts (GET /health).
     func sessions() async -> Int? {
         await health()?.sessions

@@ -72,6 +72,9 @@ enum Counter: String, Codable, CodingKeyRepresentable, CaseIterable, Sendable {
     /// Acknowledgements that arrived inside the window, whenever their message was sent: the rate
     /// the server actually commits at when the offered rate is more than it can take.
     case ackedArrivingInWindow
+    /// Every acknowledgement of a one-to-one or group message, warm-up included: the messages the
+    /// server committed for the run (the callback scenarios check each was routed).
+    case ackedTotal
     /// Pushes of benchmark messages sent inside the window that reached their recipient.
     case delivered
     /// Every MESSAGE push received, whenever sent, and the ones of them that arrived inside the window.

@@ -62,8 +62,9 @@ struct Serve: AsyncParsableCommand {
         // Its event loop thread runs at a lower priority: pushes take the cores delivery leaves.
         let pushTransport = config.push.enabled
             ? try ProviderPushTransport(endpoints: PushEndpoints(config.push), backgroundThreadNice: 10) : nil
-        // Callbacks to the apps' servers: one connection pool, on an event loop thread of its own.
-        let callbackTransport = config.callbacks.enabled ? HTTPCallbackTransport() : nil
+        // Callbacks to the apps' servers: the message callback on an event loop thread of its own,
+        // the outbox's callbacks on another at the push transport's lower priority.
+        let callbackTransport = config.callbacks.enabled ? HTTPCallbackTransport(backgroundThreadNice: 10) : nil
         let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster, pushTransport: pushTransport,
                               callbackTransport: callbackTransport)
         let app = try await core.prepare()

@@ -114,28 +114,44 @@ enum CallbackPayloads {
 
 /// An `application/x-www-form-urlencoded` body: names and values percent-encoded, spaces as `+`.
 struct FormBody {
-    private(set) var data = Data()
+    private var bytes: [UInt8] = []
 
-    /// What stays as it is (the WHATWG form-urlencoded set).
-    private static let unreserved: Set<UInt8> = Set(Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._".utf8))
+    var data: Data { Data(bytes) }
+
+    /// The bytes that stay as they are (the WHATWG form-urlencoded set), by value.
+    private static let kept: [Bool] = {
+        var kept = [Bool](repeating: false, count: 256)
+        for byte in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789*-._".utf8 { kept[Int(byte)] = true }
+        return kept
+    }()
+    private static let hex = Array("0123456789ABCDEF".utf8)
 
     mutating func add(_ name: String, _ value: String) {
-        if !data.isEmpty { data.append(UInt8(ascii: "&")) }
-        Self.encode(name, into: &data)
-        data.append(UInt8(ascii: "="))
-        Self.encode(value, into: &data)
+        if !bytes.isEmpty { bytes.append(UInt8(ascii: "&")) }
+        Self.encode(name, into: &bytes)
+        bytes.append(UInt8(ascii: "="))
+        Self.encode(value, into: &bytes)
     }
 
-    static func encode(_ string: String, into data: inout Data) {
-        let hex = Array("0123456789ABCDEF".utf8)
-        for byte in string.utf8 {
-            if unreserved.contains(byte) {
-                data.append(byte)
+    static func encode(_ string: String, into bytes: inout [UInt8]) {
+        let utf8 = string.utf8
+        bytes.reserveCapacity(bytes.count + utf8.count + utf8.count / 2)
+        for byte in utf8 {
+            if kept[Int(byte)] {
+                bytes.append(byte)
             } else if byte == UInt8(ascii: " ") {
-                data.append(UInt8(ascii: "+"))
+                bytes.append(UInt8(ascii: "+"))
             } else {
-                data.append(contentsOf: [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+                bytes.append(UInt8(ascii: "%"))
+                bytes.append(hex[Int(byte >> 4)])
+                bytes.append(hex[Int(byte & 0xF)])
             }
         }
+    }
+
+    static func encode(_ string: String) -> String {
+        var bytes: [UInt8] = []
+        encode(string, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

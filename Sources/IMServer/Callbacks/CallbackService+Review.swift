@@ -42,7 +42,7 @@ extension CallbackService {
                                                      clientIp: clientIp)
         let request = CallbackRequest(
             url: CallbackSignature.signedURL(callback.url, appKey: app.appKey, appSecret: app.appSecret, now: clock.nowMilliseconds()),
-            contentType: "application/x-www-form-urlencoded", body: body, headers: [("X-Callback-Id", message.uid)])
+            contentType: "application/x-www-form-urlencoded", body: body, headers: [("X-Callback-Id", message.uid)], waitedFor: true)
         let deadline = clock.nowMilliseconds() + callback.timeoutMilliseconds
         let answer: Result<CallbackResponse, ReviewFailure> = await withTaskGroup(of: Result<CallbackResponse, ReviewFailure>.self) { group in
             group.addTask {

@@ -5,7 +5,7 @@ import Logging
 
 /// The sender: each app's outbox, in order per key, to the URL the app has configured now.
 extension CallbackService {
-    func sendLoop() async {
+    func sendLoop(executor: (any TaskExecutor)?) async {
         var expiredAt: Int64 = 0
         while !Task.isCancelled {
             do {
@@ -18,13 +18,15 @@ extension CallbackService {
                 // A round runs to its end even when the server stops (its requests are bounded by
                 // their timeout): rows it claimed are answered, retried or given back, never left
                 // leased for another node to wait out.
-                await Task {
+                await Task(executorPreference: executor) {
                     await withTaskGroup(of: Void.self) { group in
                         for (appId, count) in backlog {
                             group.addTask { await self.sendRound(appId: appId, backlog: count) }
                         }
                     }
                 }.value
+            } catch is CancellationError {
+                break   // the server is stopping
             } catch {
                 logger.error("callbacks: the outbox could not be read", metadata: ["error": "\(error)"])
             }

@@ -52,7 +52,7 @@ public final class CallbackService: Sendable {
         /// Rows read per app and round.
         public var pageSize = 2_000
         /// Order keys of one app sent at once.
-        public var keysInFlight = 64
+        public var keysInFlight = 256
         /// How long a node holds the rows it took before another may take them.
         public var leaseMilliseconds: Int64 = 60_000
         public init() {}
@@ -154,11 +154,13 @@ public final class CallbackService: Sendable {
 
     /// Follows the committed messages and sends until cancelled. `events` is the server's event
     /// stream (subscribed before the first message can commit).
-    func run(events: AsyncStream<ServerEvent>) async {
+    /// `executor`: where following the log and sending run (a `BackgroundExecutor`); the intake,
+    /// which connects and chatroom joins wait for, stays on the default executor.
+    func run(events: AsyncStream<ServerEvent>, executor: (any TaskExecutor)? = nil) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.intake.run() }
-            group.addTask { await self.followLog(events) }
-            group.addTask { await self.sendLoop() }
+            group.addTask(executorPreference: executor) { await self.followLog(events) }
+            group.addTask(executorPreference: executor) { await self.sendLoop(executor: executor) }
             await group.next()
             group.cancelAll()
         }
@@ -265,9 +267,11 @@ struct CallbackRunner: Service {
     let events: AsyncStream<ServerEvent>
 
     func run() async throws {
+        let executor = BackgroundExecutor(name: "imserver-callbacks")
         try? await cancelWhenGracefulShutdown {
-            await callbacks.run(events: events)
+            await callbacks.run(events: events, executor: executor)
         }
+        executor.stop()
         await callbacks.transport.shutdown()
     }
 }

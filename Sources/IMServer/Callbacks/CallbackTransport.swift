@@ -8,12 +8,16 @@ public struct CallbackRequest: Sendable {
     public var body: Data
     /// Headers besides the content type (the callback's id).
     public var headers: [(String, String)]
+    /// A message waits for the answer (the message callback), as opposed to a callback sent in the
+    /// background from the outbox: a transport may give it a path of its own.
+    public var waitedFor: Bool
 
-    public init(url: String, contentType: String, body: Data, headers: [(String, String)] = []) {
+    public init(url: String, contentType: String, body: Data, headers: [(String, String)] = [], waitedFor: Bool = false) {
         self.url = url
         self.contentType = contentType
         self.body = body
         self.headers = headers
+        self.waitedFor = waitedFor
     }
 }
 
@@ -45,10 +49,8 @@ enum CallbackSignature {
         let nonce = String(UInt64.random(in: 100_000...999_999_999_999))
         let timestamp = String(now)
         let signature = APISignature.sign(secret: appSecret, nonce: nonce, timestamp: timestamp)
-        var query = Data()
-        FormBody.encode(appKey, into: &query)
         let separator = url.contains("?") ? "&" : "?"
-        return url + separator + "appKey=\(String(decoding: query, as: UTF8.self))&nonce=\(nonce)&timestamp=\(timestamp)"
+        return url + separator + "appKey=\(FormBody.encode(appKey))&nonce=\(nonce)&timestamp=\(timestamp)"
             + "&signTimestamp=\(timestamp)&signature=\(signature)"
     }
 }

@@ -123,7 +123,7 @@ public final class PushService: Sendable {
 
     /// Decides and sends until cancelled. `events` is the server's event stream (subscribed before
     /// the first message can commit).
-    /// `executor`: where push work runs (`PushExecutor`); the batches the sender detaches from
+    /// `executor`: where push work runs (`BackgroundExecutor`); the batches the sender detaches from
     /// cancellation run there too.
     func run(events: AsyncStream<ServerEvent>, executor: (any TaskExecutor)? = nil) async {
         await withTaskGroup(of: Void.self) { group in
@@ -436,6 +436,8 @@ public final class PushService: Sendable {
                         due.removeAll { !claimed.contains($0.id) }
                         if due.isEmpty { continue }
                     }
+                } catch is CancellationError {
+                    break   // the server is stopping
                 } catch {
                     logger.error("push: pending pushes could not be read", metadata: ["error": "\(error)"])
                     due = []
@@ -562,7 +564,7 @@ struct PushRunner: Service {
     let events: AsyncStream<ServerEvent>
 
     func run() async throws {
-        let executor = PushExecutor()
+        let executor = BackgroundExecutor(name: "imserver-push")
         await withTaskExecutorPreference(executor) {
             try? await cancelWhenGracefulShutdown {
                 await push.run(events: events, executor: executor)

@@ -3,18 +3,19 @@ import Foundation
 import Glibc
 #endif
 
-/// The thread push work runs on: decisions, records and sends are the server's background work,
-/// and on a machine whose cores delivery needs they must not take them. The thread runs at a lower
-/// scheduling priority (nice 10 where the system allows it), so the kernel gives the cores to the
-/// gateway and the message log first and to pushes whatever is left. `PushRunner` runs the push
-/// service with this as its task executor preference; the provider transport gets an event loop
-/// of its own for the same reason (`imserver serve`).
-final class PushExecutor: TaskExecutor, @unchecked Sendable {
+/// A thread for the server's background work (push decisions and sends, callbacks): on a machine
+/// whose cores delivery needs, that work must not take them. The thread runs at a lower scheduling
+/// priority (nice 10 where the system allows it), so the kernel gives the cores to the gateway and
+/// the message log first and to the background whatever is left. `PushRunner` and `CallbackRunner`
+/// each run their service's background tasks with one of these as the task executor preference; the
+/// push and callback transports get event loops of their own at the same nice value
+/// (`imserver serve`).
+final class BackgroundExecutor: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
     private var stopping = false
 
-    init(name: String = "imserver-push", nice: Int32 = 10) {
+    init(name: String, nice: Int32 = 10) {
         let thread = Thread { [self] in run(nice: nice) }
         thread.name = name
         thread.start()
