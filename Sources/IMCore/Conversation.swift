@@ -17,8 +17,21 @@ public enum ConnectionStatus: Int, Sendable, Hashable {
     case unknown = -1
     case connected = 0
     case networkUnavailable = 1
+    /// The device switched to airplane mode, to a 2G (GPRS/EDGE), a 3G/4G, or a Wi-Fi network
+    /// (RongCloud's network-change statuses, spec/system-push-ultra.md §7.1; IMLib learns of no
+    /// network change by itself and does not emit them).
+    case airplaneMode = 2
+    case cellular2G = 3
+    case cellular3G4G = 4
+    case wifi = 5
     /// Another client of the same platform class logged in; the SDK does not reconnect.
     case kickedOfflineByOtherClient = 6
+    /// The user logged in on the Web.
+    case loginOnWeb = 7
+    /// A server error.
+    case serverInvalid = 8
+    /// The connection's authentication failed.
+    case validateInvalid = 9
     case connecting = 10
     case unconnected = 11
     case signOut = 12

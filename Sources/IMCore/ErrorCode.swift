@@ -134,13 +134,143 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// Extension limits: key <= 32 of [A-Za-z0-9+=_-], value <= 4096, <= 20 per call, <= 300 per message.
     public static let expansionLimitExceeded = ErrorCode(34010)
 
+    // The rest of the seed's status-code table (spec/system-push-ultra.md §7.1): codes an SDK or a
+    // server of RongCloud's reports that this project's paths have no use for yet or report on
+    // the client's side; declared so that an app's handling of them compiles and reads the same.
+    /// The developer passed an invalid argument to an API (RongCloud's SDK checks, before any request).
+    public static let developerArgumentInvalid = ErrorCode(-1000)
+    /// An unknown status.
+    public static let unknown = ErrorCode(-1)
+    /// 「单聊禁言」: the sender may not send one-to-one messages (`/user/chat/fb/set.json`).
+    public static let mutedInPrivateChat = ErrorCode(20106)
+    /// 「信令被封禁」: the user's signalling is banned.
+    public static let signalingBanned = ErrorCode(20605)
+    /// Several clients set the same chatroom attribute at once; the set failed.
+    public static let chatroomEntryConflict = ErrorCode(23431)
+    /// An internal error while clearing history.
+    public static let clearHistoryFailed = ErrorCode(25105)
+    /// Syncing with the server failed, probably too many operations at once: try again later.
+    public static let syncTooFrequent = ErrorCode(26002)
+    /// The short video (sight) service is not enabled for the app.
+    public static let sightServiceNotEnabled = ErrorCode(26101)
+    /// The navigation request could not be sent.
+    public static let navigationSendFailed = ErrorCode(30004)
+    /// The navigation request failed.
+    public static let navigationRequestFailed = ErrorCode(30007)
+    /// The navigation answer was not in the expected format.
+    public static let navigationResponseInvalid = ErrorCode(30008)
+    /// The socket could not be created.
+    public static let socketCreationFailed = ErrorCode(30010)
+    /// A PING could not be sent.
+    public static let pingFailed = ErrorCode(30012)
+    /// A signalling frame could not be sent.
+    public static let signalSendFailed = ErrorCode(30014)
+    /// Connecting too often: wait before the next attempt.
+    public static let connectTooFrequent = ErrorCode(30015)
+    /// App verification is on and this app did not pass it.
+    public static let appVerificationFailed = ErrorCode(31005)
+    /// The app's bundle id is not the one configured.
+    public static let bundleIdIncorrect = ErrorCode(31007)
+    /// 「用户在线时被封禁」: the user was banned while connected and has been disconnected.
+    public static let bannedWhileOnline = ErrorCode(31011)
+    /// The server refused the connection; the SDK reconnects by itself.
+    public static let connectionRefused = ErrorCode(32061)
+    /// 「历史消息云存储业务未开通」 on the SDK's side (its remote history calls).
+    public static let remoteHistoryDisabled = ErrorCode(33007)
+    /// A short video is longer than allowed (2 minutes by default).
+    public static let sightTooLong = ErrorCode(34002)
+    /// A GIF is larger than allowed (2 MB by default).
+    public static let gifTooLarge = ErrorCode(34003)
+    /// The connection environment is wrong.
+    public static let wrongEnvironment = ErrorCode(34005)
+    /// The public service asked about does not exist.
+    public static let publicServiceNotFound = ErrorCode(34007)
+    /// A media file's HTTP upload failed.
+    public static let mediaUploadFailed = ErrorCode(34011)
+    /// A video could not be compressed.
+    public static let videoCompressionFailed = ErrorCode(34015)
+    /// The message could not be processed (usually a nil message).
+    public static let messageProcessingFailed = ErrorCode(34017)
+    /// A media upload found no file, or a file of size 0.
+    public static let mediaFileMissing = ErrorCode(34018)
+    /// The media file's format is not supported.
+    public static let mediaFormatUnsupported = ErrorCode(34019)
+    /// The file has expired or was cleaned up (180 days; short videos 7 days).
+    public static let fileExpired = ErrorCode(34020)
+    /// An RTC room operation had a bad parameter.
+    public static let rtcRoomParameterInvalid = ErrorCode(40006)
+
+    /// Every declared code with what it means, for logs, tools and the test that checks the set
+    /// against the seed's status-code table.
+    public static let catalogue: [ErrorCode: String] = [
+        .apiSuccess: "Success", .apiNotFound: "Not found", .apiInternalError: "Internal server error",
+        .apiSecretMismatch: "App secret mismatch", .apiBadParameter: "Bad parameter",
+        .apiNoPostData: "No POST data", .apiSignatureFailed: "Signature verification failed",
+        .apiParameterTooLong: "Parameter too long", .apiAppLocked: "App locked or deleted",
+        .apiRateLimited: "Call rate limited", .apiServiceNotEnabled: "Service not enabled",
+        .rejectedByBlacklist: "Blacklisted by the recipient", .notInWhitelist: "Not in the recipient's whitelist",
+        .sendTimeout: "Timeout", .sendRateTooHigh: "Send rate too high (at most 5 messages per second)",
+        .callFrequencyExceeded: "Call rate limit exceeded; retry later",
+        .cloudHistoryDisabled: "History cloud storage not enabled", .recallParameterInvalid: "Invalid recall parameter",
+        .clearHistoryTimeInvalid: "Clear history: the time is later than the server's",
+        .notInGroup: "Not in the group", .mutedInGroup: "Muted in the group",
+        .ultraGroupParameterInvalid: "Invalid ultra group parameter", .notInUltraGroup: "Not a member of the ultra group",
+        .mutedInUltraGroup: "Muted in the ultra group", .ultraGroupNotFound: "Ultra group does not exist",
+        .ultraGroupMembersExceeded: "Ultra group member limit exceeded", .ultraGroupCountExceeded: "Too many ultra groups joined",
+        .ultraGroupChannelsExceeded: "Ultra group channel limit exceeded", .ultraGroupChannelNotFound: "Ultra group channel does not exist",
+        .notInPrivateChannel: "Not in the ultra group's private channel", .ultraGroupNotSupported: "Not supported for ultra groups",
+        .blockedBySensitiveWord: "The message contains a blocked word", .messageNotModifiable: "The message cannot be modified",
+        .notInChatroom: "Not in the chatroom", .mutedInChatroom: "Muted in the chatroom",
+        .bannedFromChatroom: "Kicked out and banned from the chatroom", .chatroomNotFound: "Chatroom does not exist",
+        .chatroomFull: "Chatroom member limit exceeded", .chatroomParameterInvalid: "Invalid chatroom parameter",
+        .chatroomHistoryDisabled: "Chatroom cloud storage not enabled", .chatroomEntriesExceeded: "Chatroom attribute count exceeded",
+        .chatroomEntryNotOwned: "No permission to modify the chatroom attribute",
+        .chatroomEntryRateExceeded: "Chatroom attribute set rate exceeded", .chatroomEntriesDisabled: "Chatroom attributes not enabled",
+        .chatroomEntryNotFound: "Chatroom attribute does not exist", .chatroomNotSynced: "Chatroom state not yet synced",
+        .connectionReleased: "Connection already released", .connectionUnavailable: "Connection unavailable",
+        .responseTimeout: "The server's answer timed out", .socketDisconnected: "Socket disconnected",
+        .pingTimeout: "PING timeout", .messageTooLarge: "Message larger than 128 KB",
+        .connectAckTimeout: "Connection ACK timeout", .wrongAppKey: "Wrong AppKey",
+        .serverUnavailable: "Server unavailable", .tokenIncorrect: "Token invalid",
+        .appBlockedOrDeleted: "AppKey banned or deleted", .userBlocked: "User banned; connection refused",
+        .kickedByOtherClient: "Logged in on another device", .tokenExpired: "Token expired",
+        .otherDeviceLogin: "Logged in on another device during reconnect",
+        .clientNotInit: "init not called", .databaseError: "Database error", .invalidParameter: "Invalid API parameter",
+        .connectionExists: "Connection already exists", .connectTimeout: "Connection timeout",
+        .tagUnsupportedConversationType: "Conversation type does not support tags",
+        .tagConversationsExceeded: "Too many conversations in a batch tag operation",
+        .messageTypeNotRegistered: "Message type not registered", .invalidPushParameter: "Invalid push parameter",
+        .userSettingsNotEnabled: "User-level settings not enabled",
+        .systemConversationNotWritable: "System conversations do not take this message",
+        .messageNotExpandable: "Message cannot be extended", .expansionFailed: "Message extension failed",
+        .expansionLimitExceeded: "Message extension too large",
+        .developerArgumentInvalid: "Invalid argument passed to an API", .unknown: "Unknown status",
+        .mutedInPrivateChat: "Muted for one-to-one chat", .signalingBanned: "Signalling banned",
+        .chatroomEntryConflict: "Several clients set the same chatroom attribute",
+        .clearHistoryFailed: "Internal error while clearing history", .syncTooFrequent: "Sync failed; operations too frequent",
+        .sightServiceNotEnabled: "Short video service not enabled", .navigationSendFailed: "Navigation request not sent",
+        .navigationRequestFailed: "Navigation request failed", .navigationResponseInvalid: "Navigation answer malformed",
+        .socketCreationFailed: "Socket creation failed", .pingFailed: "PING failed", .signalSendFailed: "Signalling send failed",
+        .connectTooFrequent: "Connecting too frequently", .appVerificationFailed: "App verification failed",
+        .bundleIdIncorrect: "BundleID incorrect", .bannedWhileOnline: "User banned while online",
+        .connectionRefused: "Connection refused; the SDK reconnects", .remoteHistoryDisabled: "History cloud storage not enabled",
+        .sightTooLong: "Short video too long", .gifTooLarge: "GIF too large", .wrongEnvironment: "Wrong connection environment",
+        .publicServiceNotFound: "Public service does not exist", .mediaUploadFailed: "Media upload failed",
+        .videoCompressionFailed: "Video compression failed", .messageProcessingFailed: "Message processing failed",
+        .mediaFileMissing: "Media file missing or empty", .mediaFormatUnsupported: "Media format not supported",
+        .fileExpired: "File expired or cleaned", .rtcRoomParameterInvalid: "RTC room parameter error",
+    ]
+
+    /// What the code means, when it is one of the declared codes.
+    public var meaning: String? { Self.catalogue[self] }
+
     public var description: String { "\(rawValue)" }
 
     /// Connect results after which a client must not reconnect by itself: the user or the app has
     /// to act (new token, unban, log in again).
     public var isUnrecoverableConnectError: Bool {
         switch self {
-        case .tokenIncorrect, .tokenExpired, .userBlocked, .appBlockedOrDeleted, .kickedByOtherClient,
+        case .tokenIncorrect, .tokenExpired, .userBlocked, .bannedWhileOnline, .appBlockedOrDeleted, .kickedByOtherClient,
              .otherDeviceLogin, .wrongAppKey, .invalidParameter:
             return true
         default:

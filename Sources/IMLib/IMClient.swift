@@ -113,6 +113,11 @@ public actor IMClient {
     /// The current connection status.
     public var connectionStatus: ConnectionStatus { status }
 
+    /// Why the server last closed this client's connection (a kick: another device logged in
+    /// 31010, the user banned while online 31011, the app banned 31008, ...), with the server's
+    /// words; nil until that happens, and again after the next successful connect.
+    public private(set) var lastKick: IMError?
+
     /// The base URL (one of `serverURLs`) of the server this client is connected to now; nil while
     /// not connected.
     public var connectedServerURL: String? { connectedIndex.map { serverURLs[$0] } }
@@ -281,7 +286,7 @@ public actor IMClient {
         switch code {
         case .tokenIncorrect, .tokenExpired: return .tokenIncorrect
         case .kickedByOtherClient, .otherDeviceLogin: return .kickedOfflineByOtherClient
-        case .userBlocked: return .disconnectException
+        case .userBlocked, .bannedWhileOnline, .appBlockedOrDeleted: return .disconnectException
         default: return .unconnected
         }
     }
@@ -347,6 +352,7 @@ public actor IMClient {
         lastConnectedIndex = serverIndex
         ultraCaughtUp = []
         if reply.heartbeatIntervalMs > 0 { heartbeatInterval = .milliseconds(Int64(reply.heartbeatIntervalMs)) }
+        lastKick = nil
         setStatus(.connected)
         startHeartbeat(generation: generation)
         syncing = true
@@ -450,6 +456,7 @@ public actor IMClient {
             conversationStateChanged(notice, generation: generation)
         case .kicked:
             let kicked = (try? frame.body(Im_Kicked.self)) ?? Im_Kicked()
+            lastKick = IMError(ErrorCode(Int(kicked.code)), kicked.reason)
             wantsConnection = false
             self.generation += 1
             heartbeat?.cancel()

@@ -44,14 +44,16 @@ struct ServerAPIUserTests {
         }
     }
 
-    @Test("block: the online user is disconnected with 31009, connects are refused until unblock; query lists the block")
+    @Test("block: the online user is disconnected with 31011 (banned while online), connects are refused with 31009 until unblock; query lists the block")
     func block() async throws {
         try await withTestServer(try await TestServer.start()) { server in
             let ann = try await server.connectedClient("ann")
             let statuses = EventRecorder(ann.connectionStatusUpdates())
             let (status, _) = try await server.api.post("/user/block.json", form: ["userId": "ann", "minute": "10"])
             #expect(status == 200)
-            #expect(await statuses.first { $0 == .disconnectException } != nil, "the live connection was closed with 31009")
+            #expect(await statuses.first { $0 == .disconnectException } != nil, "the live connection was closed")
+            let kick = await ann.lastKick
+            #expect(kick?.code == .bannedWhileOnline, "kicked with \(String(describing: kick))")
             await #expect { try await server.client().connect(token: try await server.token("ann")) } throws: { ($0 as? IMError)?.code == .userBlocked }
 
             let (_, query) = try await server.api.post("/user/block/query.json", form: [:])

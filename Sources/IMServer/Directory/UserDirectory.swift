@@ -43,16 +43,17 @@ public final class UserDirectory: Sendable {
         }
     }
 
-    /// Blocks users from connecting for `minutes` and disconnects their live sessions (31009).
+    /// Blocks users from connecting for `minutes` (a connect gets 31009) and disconnects their live
+    /// sessions with 31011, the seed's code for a user banned while online.
     func block(appId: Int64, userIds: [String], minutes: Int, now: Int64) async throws {
         try await store.setBlocked(appId: appId, userIds: userIds, until: now + Int64(minutes) * 60_000, now: now)
         for userId in userIds {
             for session in registry.sessions(appId: appId, userId: userId) {
-                session.kick(code: .userBlocked, reason: "user \(userId) was blocked by the app's server for \(minutes) minutes")
+                session.kick(code: .bannedWhileOnline, reason: "user \(userId) was blocked by the app's server for \(minutes) minutes")
                 registry.remove(session)
             }
         }
-        peers.disconnect(appId: appId, userIds: userIds, code: .userBlocked,
+        peers.disconnect(appId: appId, userIds: userIds, code: .bannedWhileOnline,
                          reason: "blocked by the app's server for \(minutes) minutes")
     }
 

@@ -181,7 +181,7 @@ struct Gateway: Sendable {
         }
         if blocked {
             core.sessionEnded(session)
-            for old in displaced { old.kick(code: .userBlocked, reason: "user \(claims.userId) is blocked") }
+            for old in displaced { old.kick(code: .bannedWhileOnline, reason: "user \(claims.userId) is blocked") }
             throw IMError(.userBlocked, "user \(claims.userId) is blocked: the app's server can lift it with /user/unblock.json")
         }
         // A shutdown that began meanwhile may have closed the sessions it found before this one
