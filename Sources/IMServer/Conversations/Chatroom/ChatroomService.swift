@@ -478,6 +478,24 @@ public final class ChatroomService: Sendable {
 
     // MARK: history
 
+    /// The room's stored history between two times, for the Server API's `/v3` query: ascending
+    /// from `start` to `end` when `end >= start`, else descending from `start` down to `end`;
+    /// within the retention window. 23414 when the server keeps no chatroom history.
+    public func history(appId: Int64, roomId: String, start: Int64, end: Int64, includeStart: Bool, limit: Int) async throws -> [StoredMessage] {
+        guard config.chatrooms.historyEnabled else {
+            throw IMError(.chatroomHistoryDisabled, "this server does not keep chatroom history: its operator can turn on chatroomHistoryEnabled")
+        }
+        let floor = clock.nowMilliseconds() - Int64(config.chatrooms.historyRetentionDays) * 86_400_000
+        // The store reads strictly after (ascending) or before (descending) its record time.
+        if end >= start {
+            let page = try await store.chatroomHistory(appId: appId, roomId: roomId, recordTime: includeStart ? start - 1 : start,
+                                                       count: limit, ascending: true, minSentTime: floor, maxBytes: .max)
+            return page.filter { $0.sentTime <= end }
+        }
+        return try await store.chatroomHistory(appId: appId, roomId: roomId, recordTime: includeStart ? start + 1 : start,
+                                               count: limit, ascending: false, minSentTime: max(floor, end), maxBytes: .max)
+    }
+
     /// CHATROOM_HISTORY: a page of the room's stored history (only when the server keeps it).
     func history(_ request: Im_ChatroomHistoryRequest, from session: ClientSession) async throws -> Im_ChatroomHistoryReply {
         guard config.chatrooms.historyEnabled else {

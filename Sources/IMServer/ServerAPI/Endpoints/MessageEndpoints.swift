@@ -132,21 +132,33 @@ extension ServerAPI {
                 summary: "Deletes one hour's message log: /message/history.json then returns an empty URL for it. Messages and cloud history are unchanged.",
                 params: [.string("date", required: true, "the hour, YYYYMMDDHH (UTC)")],
                 handler: deleteMessageLog),
-            APIEndpoint(
-                path: "/v3/message/private/query.json", tag: "message",
-                summary: "Cloud history of a one-to-one conversation between two times: ascending when endTime > startTime, descending otherwise.", body: .json,
-                params: [
-                    .string("userId", required: true, "one user of the conversation"),
-                    .string("targetId", required: true, "the other user"),
-                    .time("startTime", required: true, "ms"),
-                    .time("endTime", required: true, "ms"),
-                    .integer("pageSize", "1 to 100 (default 50)"),
-                    .boolean("includeStart", "include a message sent exactly at startTime (default true)"),
-                    .string("busChannel", "channel id"),
-                ],
-                response: [APIField("data", "array", items: "object", "{targetId, fromUserId, messageUID, msgTime, objectName, content, expansion, extraContent, busChannel}")],
-                handler: queryPrivateHistory),
+            historyQuery("private", "a one-to-one conversation", target: "the other user", handler: queryPrivateHistory),
+            historyQuery("group", "a group, as the user sees it (messages directed to other members left out)", target: "the group",
+                         handler: queryGroupHistory),
+            historyQuery("chatroom", "a chatroom (23414 when the server keeps no chatroom history; within chatroomHistoryRetentionDays)",
+                         target: "the chatroom", handler: queryChatroomHistory),
+            historyQuery("ultragroup", "an ultra group channel (busChannel; the default channel when empty), within ultraGroupHistoryRetentionDays",
+                         target: "the ultra group", handler: queryUltraGroupHistory),
         ]
+    }
+
+    /// `/v3/message/{kind}/query.json`: cloud history between two times, a JSON body.
+    private func historyQuery(_ kind: String, _ what: String, target: String,
+                              handler: @escaping @Sendable (APICall) async throws -> [String: any Sendable]) -> APIEndpoint {
+        APIEndpoint(
+            path: "/v3/message/\(kind)/query.json", tag: "message",
+            summary: "Cloud history of \(what) between two times: ascending when endTime > startTime, descending otherwise.", body: .json,
+            params: [
+                .string("userId", required: true, kind == "private" ? "one user of the conversation" : "the user asking"),
+                .string("targetId", required: true, target),
+                .time("startTime", required: true, "ms"),
+                .time("endTime", required: true, "ms"),
+                .integer("pageSize", "1 to 100 (default 50)"),
+                .boolean("includeStart", "include a message sent exactly at startTime (default true)"),
+                .string("busChannel", "channel id"),
+            ],
+            response: [APIField("data", "array", items: "object", "{targetId, fromUserId, messageUID, msgTime, objectName, content, expansion, extraContent, busChannel}")],
+            handler: handler)
     }
 
     static func templateParams(max: Int) -> [APIParam] {
@@ -402,15 +414,76 @@ extension ServerAPI {
 
     // MARK: history query
 
-    private func queryPrivateHistory(_ call: APICall) async throws -> [String: any Sendable] {
+    /// The window of a `/v3` history query.
+    private struct HistoryWindow {
+        var userId: String
+        var targetId: String
+        var start: Int64
+        var end: Int64
+        var includeStart: Bool
+        var pageSize: Int
+        var ascending: Bool { end >= start }
+    }
+
+    /// User, group, chatroom and ultra group ids share one rule (`UserID.rule`).
+    private func historyWindow(_ call: APICall) throws -> HistoryWindow {
         let userId = call.required("userId"), targetId = call.required("targetId")
-        let start = try call.int("startTime") ?? 0, end = try call.int("endTime") ?? 0
+        for (name, id) in [("userId", userId), ("targetId", targetId)] where !UserID.isValid(id) {
+            throw APIError.badParameter("\(name) \(TextLength.quoted(id)) is invalid: \(UserID.rule)")
+        }
         let pageSize = try call.int("pageSize") ?? 50
         guard (1...100).contains(pageSize) else { throw APIError.badParameter("pageSize must be 1 to 100, got \(pageSize)") }
+        return HistoryWindow(userId: userId, targetId: targetId, start: try call.int("startTime") ?? 0, end: try call.int("endTime") ?? 0,
+                             includeStart: try call.bool("includeStart") ?? true, pageSize: Int(pageSize))
+    }
+
+    private func queryPrivateHistory(_ call: APICall) async throws -> [String: any Sendable] {
+        let window = try historyWindow(call)
         let messages = try await core.archive.conversationMessages(
-            appId: call.app.id, conversationKey: privateConversationKey(userId, targetId), start: start, end: end,
-            includeStart: try call.bool("includeStart") ?? true, ascending: end >= start, limit: Int(pageSize))
-        return ["data": messages.map { message -> [String: any Sendable] in
+            appId: call.app.id, conversationKey: privateConversationKey(window.userId, window.targetId), start: window.start, end: window.end,
+            includeStart: window.includeStart, ascending: window.ascending, limit: window.pageSize)
+        return historyPage(messages)
+    }
+
+    /// A group's history as `userId` sees it: a message directed to other members is left out
+    /// (the page may then hold fewer than pageSize).
+    private func queryGroupHistory(_ call: APICall) async throws -> [String: any Sendable] {
+        let window = try historyWindow(call)
+        let messages = try await core.archive.conversationMessages(
+            appId: call.app.id, conversationKey: groupConversationKey(window.targetId), start: window.start, end: window.end,
+            includeStart: window.includeStart, ascending: window.ascending, limit: window.pageSize)
+        return historyPage(messages.filter { message in
+            message.directedUserIds.isEmpty || message.senderId == window.userId || message.directedUserIds.contains(window.userId)
+        })
+    }
+
+    private func queryChatroomHistory(_ call: APICall) async throws -> [String: any Sendable] {
+        let window = try historyWindow(call)
+        let messages = try await core.chatrooms.history(appId: call.app.id, roomId: window.targetId, start: window.start, end: window.end,
+                                                        includeStart: window.includeStart, limit: window.pageSize)
+        return historyPage(messages)
+    }
+
+    private func queryUltraGroupHistory(_ call: APICall) async throws -> [String: any Sendable] {
+        let window = try historyWindow(call)
+        let channelId = UltraGroupLimits.effectiveChannel(call.string("busChannel") ?? "")
+        // Ultra group history is kept for ultraGroupHistoryRetentionDays: nothing older is returned.
+        let floor = core.clock.nowMilliseconds() - Int64(core.config.ultraGroups.historyRetentionDays) * 86_400_000
+        var start = window.start, end = window.end, includeStart = window.includeStart
+        if window.ascending {
+            if start < floor { (start, includeStart) = (floor, true) }
+        } else if end < floor {
+            end = floor
+        }
+        guard max(start, end) >= floor else { return ["data": [[String: any Sendable]]()] }
+        let messages = try await core.archive.conversationMessages(
+            appId: call.app.id, conversationKey: ultraGroupConversationKey(window.targetId, channelId), start: start, end: end,
+            includeStart: includeStart, ascending: window.ascending, limit: window.pageSize)
+        return historyPage(messages)
+    }
+
+    private func historyPage(_ messages: [StoredMessage]) -> [String: any Sendable] {
+        ["data": messages.map { message -> [String: any Sendable] in
             let extra = (try? JSONSerialization.data(withJSONObject: message.expansion, options: [.sortedKeys])).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
             return [
                 "targetId": message.targetId, "fromUserId": message.senderId, "messageUID": message.uid,
