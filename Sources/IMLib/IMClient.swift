@@ -583,7 +583,7 @@ public actor IMClient {
             readReceiptInfo: ReadReceiptInfo(isReceiptRequestMessage: wire.receiptRequested),
             canIncludeExpansion: wire.canIncludeExpansion, expansion: wire.expansion,
             pushConfig: wire.pushConfig.isEmpty ? nil : (try? MessagePushConfig.decode(wire.pushConfig)) ?? nil,
-            disableNotification: wire.disableNotification)
+            disableNotification: wire.disableNotification, disableUpdateLastMessage: wire.disableUpdateLastMessage)
     }
 
     // MARK: sending
@@ -602,16 +602,19 @@ public actor IMClient {
     ///   - pushConfig: how offline devices are pushed (title, content, data, per-platform fields,
     ///     template); checked before anything is stored: `IMError` 26001 names the invalid field.
     ///   - disableNotification: a silent message: delivered, never pushed.
+    ///   - disableUpdateLastMessage: the message does not become its conversation's last message,
+    ///     here or on any device that receives it (RongCloud's `disableUpdateLastMessage`).
     public func sendMessage(
         _ conversationType: ConversationType, targetId: String, channelId: String = "", content: some MessageContent,
         pushContent: String? = nil, pushData: String? = nil,
         canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
-        pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false,
+        pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false, disableUpdateLastMessage: Bool = false,
         attached: @Sendable (Message) -> Void = { _ in }
     ) async throws -> Message {
         try await send(conversationType, targetId: targetId, channelId: channelId, directedUserIds: [], content: content,
                        pushContent: pushContent, pushData: pushData, canIncludeExpansion: canIncludeExpansion,
-                       expansion: expansion, pushConfig: pushConfig, disableNotification: disableNotification, attached: attached)
+                       expansion: expansion, pushConfig: pushConfig, disableNotification: disableNotification,
+                       disableUpdateLastMessage: disableUpdateLastMessage, attached: attached)
     }
 
     /// Sends a directional group message: only the listed members (and this user's other devices)
@@ -638,7 +641,7 @@ public actor IMClient {
     func send(
         _ conversationType: ConversationType, targetId: String, channelId: String = "", directedUserIds: [String], content: some MessageContent,
         pushContent: String?, pushData: String?, canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
-        pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false,
+        pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false, disableUpdateLastMessage: Bool = false,
         attached: @Sendable (Message) -> Void
     ) async throws -> Message {
         let store = try openStore()
@@ -668,7 +671,8 @@ public actor IMClient {
             sentTime: now, receivedTime: now, messageUId: "", clientMessageId: UUID().uuidString,
             pushContent: pushContent ?? "", pushData: pushData ?? "", directedUserIds: directedUserIds,
             canIncludeExpansion: canIncludeExpansion, expansion: expansion,
-            pushConfig: pushConfig.flatMap { $0.isEmpty ? nil : $0 }, disableNotification: disableNotification)
+            pushConfig: pushConfig.flatMap { $0.isEmpty ? nil : $0 }, disableNotification: disableNotification,
+            disableUpdateLastMessage: disableUpdateLastMessage)
         message = try store.insertOutgoing(message)
         attached(message)
         return try await transmit(message, store: store)
@@ -715,6 +719,7 @@ public actor IMClient {
         request.expansion = message.expansion
         request.pushConfig = message.pushConfig?.encoded() ?? Data()
         request.disableNotification = message.disableNotification
+        request.disableUpdateLastMessage = message.disableUpdateLastMessage
         do {
             let reply = try await connection.request(.sendMessage, request, timeout: options.requestTimeout)
                 .body(Im_SendMessageReply.self)

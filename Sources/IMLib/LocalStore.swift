@@ -264,15 +264,18 @@ final class LocalStore: Sendable {
             ])
     }
 
-    /// Creates or updates the conversation of a stored message.
+    /// Creates or updates the conversation of a stored message. A message sent with
+    /// `disableUpdateLastMessage` leaves an existing conversation's last message and time as they
+    /// were (it still counts as unread); it starts a conversation that did not exist.
     func touchConversation(_ message: Message, counted: Bool, mentioned: Bool = false, _ db: Database) throws {
+        let replaces = message.disableUpdateLastMessage ? "0" : "excluded.sort_time >= conversations.sort_time"
         try db.execute(sql: """
             INSERT INTO conversations (conv_type, target_id, channel_id, latest_message_id, sort_time, unread_count, mentioned_count)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(conv_type, target_id, channel_id) DO UPDATE SET
-                latest_message_id = CASE WHEN excluded.sort_time >= conversations.sort_time
+                latest_message_id = CASE WHEN \(replaces)
                     THEN excluded.latest_message_id ELSE conversations.latest_message_id END,
-                sort_time = MAX(conversations.sort_time, excluded.sort_time),
+                sort_time = CASE WHEN \(replaces) THEN MAX(conversations.sort_time, excluded.sort_time) ELSE conversations.sort_time END,
                 unread_count = conversations.unread_count + excluded.unread_count,
                 mentioned_count = conversations.mentioned_count + excluded.mentioned_count
             """, arguments: [message.conversationType.rawValue, message.targetId, message.channelId,

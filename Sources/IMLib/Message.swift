@@ -58,6 +58,10 @@ public struct Message: Sendable, Identifiable {
     public var pushConfig: MessagePushConfig?
     /// A silent message: no push for it (RongCloud's `RCMessageConfig.disableNotification`).
     public var disableNotification = false
+    /// RongCloud's `disableUpdateLastMessage`: the message does not become its conversation's last
+    /// message (on the sender's devices and the recipients'), though it is stored, counted and
+    /// shown in the conversation. Known when the message is sent or received, not kept locally.
+    public var disableUpdateLastMessage = false
 
     public var id: Int64 { messageId }
 

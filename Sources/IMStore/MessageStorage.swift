@@ -401,6 +401,7 @@ extension StoredMessage {
     private static let platformShift: UInt32 = 24
     private static let platformMask: UInt32 = 0xF << 24
     private static let wordReplacedBit: UInt32 = 1 << 28
+    private static let keepLastMessageBit: UInt32 = 1 << 29
 
     /// The platform of the device that sent the message; nil for the Server API and the server.
     public var senderPlatform: Platform? {
@@ -415,6 +416,13 @@ extension StoredMessage {
     public var hadWordReplaced: Bool {
         get { flags.rawValue & Self.wordReplacedBit != 0 }
         set { flags = PersistentFlag(rawValue: newValue ? flags.rawValue | Self.wordReplacedBit : flags.rawValue & ~Self.wordReplacedBit) }
+    }
+
+    /// RongCloud's disableUpdateLastMessage (`disableUpdateLastMsg` in the Server API): the
+    /// conversation's last message is not replaced by this one on any device.
+    public var disableUpdateLastMessage: Bool {
+        get { flags.rawValue & Self.keepLastMessageBit != 0 }
+        set { flags = PersistentFlag(rawValue: newValue ? flags.rawValue | Self.keepLastMessageBit : flags.rawValue & ~Self.keepLastMessageBit) }
     }
 
     /// The persistent flags as a client sees them.

@@ -756,6 +756,12 @@ public nonisolated struct Im_Message: @unchecked Sendable {
     set {_uniqueStorage()._pushConfig = newValue}
   }
 
+  /// RongCloud's disableUpdateLastMessage: the conversation's last message stays what it was.
+  public var disableUpdateLastMessage: Bool {
+    get {_storage._disableUpdateLastMessage}
+    set {_uniqueStorage()._disableUpdateLastMessage = newValue}
+  }
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -797,6 +803,9 @@ public nonisolated struct Im_SendMessageRequest: Sendable {
 
   /// RongCloud's MessagePushConfig as JSON (IMCore.MessagePushConfig); 26001 when a field breaks its rule.
   public var pushConfig: Data = Data()
+
+  /// RongCloud's disableUpdateLastMessage: the conversation's last message stays what it was.
+  public var disableUpdateLastMessage: Bool = false
 
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
@@ -2259,7 +2268,7 @@ nonisolated extension Im_Pong: SwiftProtobuf.Message, SwiftProtobuf._MessageImpl
 
 nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".Message"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}sender_user_id\0\u{3}object_name\0\u{1}content\0\u{3}message_uid\0\u{3}sent_time\0\u{1}seq\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}receipt_requested\0\u{3}push_config\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}sender_user_id\0\u{3}object_name\0\u{1}content\0\u{3}message_uid\0\u{3}sent_time\0\u{1}seq\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}receipt_requested\0\u{3}push_config\0\u{3}disable_update_last_message\0")
 
   fileprivate class _StorageClass {
     var _conversationType: Int32 = 0
@@ -2280,6 +2289,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
     var _channelID: String = String()
     var _receiptRequested: Bool = false
     var _pushConfig: Data = Data()
+    var _disableUpdateLastMessage: Bool = false
 
       // This property is used as the initial default value for new instances of the type.
       // The type itself is protecting the reference to its storage via CoW semantics.
@@ -2308,6 +2318,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
       _channelID = source._channelID
       _receiptRequested = source._receiptRequested
       _pushConfig = source._pushConfig
+      _disableUpdateLastMessage = source._disableUpdateLastMessage
     }
   }
 
@@ -2344,6 +2355,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
         case 16: try { try decoder.decodeSingularStringField(value: &_storage._channelID) }()
         case 17: try { try decoder.decodeSingularBoolField(value: &_storage._receiptRequested) }()
         case 18: try { try decoder.decodeSingularBytesField(value: &_storage._pushConfig) }()
+        case 19: try { try decoder.decodeSingularBoolField(value: &_storage._disableUpdateLastMessage) }()
         default: break
         }
       }
@@ -2406,6 +2418,9 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
       if !_storage._pushConfig.isEmpty {
         try visitor.visitSingularBytesField(value: _storage._pushConfig, fieldNumber: 18)
       }
+      if _storage._disableUpdateLastMessage != false {
+        try visitor.visitSingularBoolField(value: _storage._disableUpdateLastMessage, fieldNumber: 19)
+      }
     }
     try unknownFields.traverse(visitor: &visitor)
   }
@@ -2433,6 +2448,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
         if _storage._channelID != rhs_storage._channelID {return false}
         if _storage._receiptRequested != rhs_storage._receiptRequested {return false}
         if _storage._pushConfig != rhs_storage._pushConfig {return false}
+        if _storage._disableUpdateLastMessage != rhs_storage._disableUpdateLastMessage {return false}
         return true
       }
       if !storagesAreEqual {return false}
@@ -2444,7 +2460,7 @@ nonisolated extension Im_Message: SwiftProtobuf.Message, SwiftProtobuf._MessageI
 
 nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SendMessageRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}object_name\0\u{1}content\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}directed_user_ids\0\u{3}push_config\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}conversation_type\0\u{3}target_id\0\u{3}object_name\0\u{1}content\0\u{3}client_message_id\0\u{1}flags\0\u{3}push_content\0\u{3}push_data\0\u{3}disable_notification\0\u{3}can_include_expansion\0\u{1}expansion\0\u{3}channel_id\0\u{3}directed_user_ids\0\u{3}push_config\0\u{3}disable_update_last_message\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2466,6 +2482,7 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
       case 12: try { try decoder.decodeSingularStringField(value: &self.channelID) }()
       case 13: try { try decoder.decodeRepeatedStringField(value: &self.directedUserIds) }()
       case 14: try { try decoder.decodeSingularBytesField(value: &self.pushConfig) }()
+      case 15: try { try decoder.decodeSingularBoolField(value: &self.disableUpdateLastMessage) }()
       default: break
       }
     }
@@ -2514,6 +2531,9 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
     if !self.pushConfig.isEmpty {
       try visitor.visitSingularBytesField(value: self.pushConfig, fieldNumber: 14)
     }
+    if self.disableUpdateLastMessage != false {
+      try visitor.visitSingularBoolField(value: self.disableUpdateLastMessage, fieldNumber: 15)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
@@ -2532,6 +2552,7 @@ nonisolated extension Im_SendMessageRequest: SwiftProtobuf.Message, SwiftProtobu
     if lhs.channelID != rhs.channelID {return false}
     if lhs.directedUserIds != rhs.directedUserIds {return false}
     if lhs.pushConfig != rhs.pushConfig {return false}
+    if lhs.disableUpdateLastMessage != rhs.disableUpdateLastMessage {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -341,6 +341,7 @@ public final class MessageService: Sendable {
         message.mentions = mentions
         message.pushConfig = pushConfig?.encoded() ?? Data()
         message.senderPlatform = session.platform
+        message.disableUpdateLastMessage = request.disableUpdateLastMessage
         return message
     }
 }

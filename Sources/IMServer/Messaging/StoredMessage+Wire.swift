@@ -25,6 +25,7 @@ extension StoredMessage {
         message.channelID = channelId
         message.receiptRequested = receiptRequested
         message.pushConfig = pushConfig
+        message.disableUpdateLastMessage = disableUpdateLastMessage
         return message
     }
 

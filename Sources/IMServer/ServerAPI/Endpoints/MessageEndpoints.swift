@@ -204,7 +204,7 @@ extension ServerAPI {
             // The message's first extensions: the limits of any extension (keys, values, 300 in all).
             try ExpansionLimits.check(set: expansion, remove: [], perCall: ExpansionLimits.keysPerMessage)
         }
-        return StoredMessage(
+        var message = StoredMessage(
             appId: call.app.id, conversationType: type, conversationKey: "", targetId: "", senderId: sender,
             objectName: objectName, content: content, flags: flags,
             pushContent: pushContent, pushData: pushData,
@@ -212,6 +212,8 @@ extension ServerAPI {
             canIncludeExpansion: try call.bool("expansion") ?? !expansion.isEmpty, expansion: expansion,
             // A channel is an ultra group's; the ultra group endpoints check and set it themselves.
             channelId: type == .ultraGroup ? (call.string("busChannel") ?? "") : "", includeSender: try call.bool("isIncludeSender") ?? false)
+        message.disableUpdateLastMessage = try call.bool("disableUpdateLastMsg") ?? false
+        return message
     }
 
     /// The rate rules a publish of `count` messages is charged against.
