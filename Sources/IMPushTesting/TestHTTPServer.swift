@@ -32,6 +32,8 @@ public enum TestHTTPAnswer: Sendable {
     case respond(status: Int, headers: [(String, String)] = [], body: Data = Data())
     /// Never answer: the client's timeout is what ends the request.
     case hang
+    /// Answer after a while (a slow server), from the connection's event loop.
+    indirect case later(milliseconds: Int64, TestHTTPAnswer)
 
     public static func json(_ status: Int, _ object: Any, headers: [(String, String)] = []) -> TestHTTPAnswer {
         let body = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
@@ -198,7 +200,19 @@ private final class RequestHandler: ChannelInboundHandler {
             let request = TestHTTPRequest(method: head.method.rawValue, path: head.uri, headers: headers,
                                           body: Data(body.readableBytesView), httpVersion: version, connectionId: connection.id,
                                           clientCertificateSubject: certificate.subject, clientCertificateUID: certificate.uid)
-            guard case .respond(let status, let extraHeaders, let responseBody) = respond(request) else { return }
+            answer(respond(request), to: head, context: context)
+        }
+    }
+
+    private func answer(_ answer: TestHTTPAnswer, to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        switch answer {
+        case .hang:
+            return
+        case .later(let milliseconds, let then):
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
+                self.answer(then, to: head, context: context)
+            }
+        case .respond(let status, let extraHeaders, let responseBody):
             var responseHeaders = HTTPHeaders(extraHeaders)
             responseHeaders.replaceOrAdd(name: "content-length", value: String(responseBody.count))
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status),

@@ -98,7 +98,7 @@ enum Scenarios {
         var result = ScenarioResult(scenario: callbacks.isEmpty ? "private" : "callbacks")
         result.quick = p.quick
         let target = callbacks.isEmpty ? nil : try await CallbackTarget.start(
-            appKey: options.appKey, appSecret: options.appSecret, answerDelay: .milliseconds(Int64(p.receiverDelayMilliseconds)))
+            appKey: options.appKey, appSecret: options.appSecret, answerDelayMilliseconds: Int64(p.receiverDelayMilliseconds))
         let harness: Harness
         do {
             harness = try await Harness.start(result.scenario, options: options)
