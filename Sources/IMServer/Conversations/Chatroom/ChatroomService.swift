@@ -482,10 +482,7 @@ public final class ChatroomService: Sendable {
     /// from `start` to `end` when `end >= start`, else descending from `start` down to `end`;
     /// within the retention window. 23414 when the server keeps no chatroom history.
     public func history(appId: Int64, roomId: String, start: Int64, end: Int64, includeStart: Bool, limit: Int) async throws -> [StoredMessage] {
-        guard config.chatrooms.historyEnabled else {
-            throw IMError(.chatroomHistoryDisabled, "this server does not keep chatroom history: its operator can turn on chatroomHistoryEnabled")
-        }
-        let floor = clock.nowMilliseconds() - Int64(config.chatrooms.historyRetentionDays) * 86_400_000
+        let floor = try historyFloor()
         // The store reads strictly after (ascending) or before (descending) its record time.
         if end >= start {
             let page = try await store.chatroomHistory(appId: appId, roomId: roomId, recordTime: includeStart ? start - 1 : start,
@@ -496,11 +493,17 @@ public final class ChatroomService: Sendable {
                                                count: limit, ascending: false, minSentTime: max(floor, end), maxBytes: .max)
     }
 
-    /// CHATROOM_HISTORY: a page of the room's stored history (only when the server keeps it).
-    func history(_ request: Im_ChatroomHistoryRequest, from session: ClientSession) async throws -> Im_ChatroomHistoryReply {
+    /// The oldest time chatroom history is kept for; 23414 when the server keeps none.
+    private func historyFloor() throws -> Int64 {
         guard config.chatrooms.historyEnabled else {
             throw IMError(.chatroomHistoryDisabled, "this server does not keep chatroom history: its operator can turn on chatroomHistoryEnabled")
         }
+        return clock.nowMilliseconds() - Int64(config.chatrooms.historyRetentionDays) * 86_400_000
+    }
+
+    /// CHATROOM_HISTORY: a page of the room's stored history (only when the server keeps it).
+    func history(_ request: Im_ChatroomHistoryRequest, from session: ClientSession) async throws -> Im_ChatroomHistoryReply {
+        let minTime = try historyFloor()
         guard ChatroomLimits.historyCountRange.contains(Int(request.count)) else {
             throw IMError(.chatroomParameterInvalid, "count must be 1 to \(ChatroomLimits.historyCountRange.upperBound), got \(request.count)")
         }
@@ -508,7 +511,6 @@ public final class ChatroomService: Sendable {
             throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(request.roomID)) is invalid")
         }
         try checkMember(session, roomId: request.roomID)
-        let minTime = clock.nowMilliseconds() - Int64(config.chatrooms.historyRetentionDays) * 86_400_000
         let page = try await store.chatroomHistory(appId: session.appId, roomId: request.roomID, recordTime: request.recordTime,
                                                    count: Int(request.count), ascending: request.ascending, minSentTime: minTime,
                                                    maxBytes: Self.frameBudgetBytes)

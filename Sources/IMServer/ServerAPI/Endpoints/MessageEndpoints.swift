@@ -153,7 +153,7 @@ extension ServerAPI {
                 .string("targetId", required: true, target),
                 .time("startTime", required: true, "ms"),
                 .time("endTime", required: true, "ms"),
-                .integer("pageSize", "1 to 100 (default 50)"),
+                .integer("pageSize", in: 1...100, "default 50"),
                 .boolean("includeStart", "include a message sent exactly at startTime (default true)"),
                 .string("busChannel", "channel id"),
             ],
@@ -433,8 +433,8 @@ extension ServerAPI {
         for (name, id) in [("userId", userId), ("targetId", targetId)] where !UserID.isValid(id) {
             throw APIError.badParameter("\(name) \(TextLength.quoted(id)) is invalid: \(UserID.rule)")
         }
+        // pageSize is declared 1...100: the dispatcher refuses anything else with 1002.
         let pageSize = try call.int("pageSize") ?? 50
-        guard (1...100).contains(pageSize) else { throw APIError.badParameter("pageSize must be 1 to 100, got \(pageSize)") }
         return HistoryWindow(userId: userId, targetId: targetId, start: try call.int("startTime") ?? 0, end: try call.int("endTime") ?? 0,
                              includeStart: try call.bool("includeStart") ?? true, pageSize: Int(pageSize))
     }
@@ -470,7 +470,7 @@ extension ServerAPI {
         let window = try historyWindow(call)
         let channelId = UltraGroupLimits.effectiveChannel(call.string("busChannel") ?? "")
         // Ultra group history is kept for ultraGroupHistoryRetentionDays: nothing older is returned.
-        let floor = core.clock.nowMilliseconds() - Int64(core.config.ultraGroups.historyRetentionDays) * 86_400_000
+        let floor = ultraGroupHistoryFloor()
         var start = window.start, end = window.end, includeStart = window.includeStart
         if window.ascending {
             if start < floor { (start, includeStart) = (floor, true) }

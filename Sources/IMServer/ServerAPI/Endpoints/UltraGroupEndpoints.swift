@@ -532,7 +532,8 @@ extension ServerAPI {
         return message
     }
 
-    private func ultraGroupHistoryFloor() -> Int64 {
+    /// The oldest time ultra group history is kept for (ultraGroupHistoryRetentionDays back).
+    func ultraGroupHistoryFloor() -> Int64 {
         core.clock.nowMilliseconds() - Int64(core.config.ultraGroups.historyRetentionDays) * 86_400_000
     }
 
