@@ -11,6 +11,8 @@ public enum MessageLimits {
     /// Offline messages are kept 7 days by default, configurable 1 to 7 (spec/imlib-core.md §8.0).
     public static let defaultOfflineRetentionDays = 7
     public static let offlineRetentionDayRange = 1...7
+    /// Natural days a new device's first sync covers (RongCloud: today, raised by ticket up to 7).
+    public static let defaultCompensationDays = 1
     /// Remote history pages hold 1 to 100 messages.
     public static let historyCountRange = 1...100
     /// Local history returns at most 20 messages per call (spec/imlib-core.md §9.7).

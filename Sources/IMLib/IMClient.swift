@@ -479,6 +479,7 @@ public actor IMClient {
                 guard generation == self.generation, let connection else { return }
                 var request = Im_SyncRequest()
                 request.since = try store.watermark()
+                request.newDevice = try !store.hasSynced()
                 let reply = try await connection.request(.sync, request, timeout: options.requestTimeout).body(Im_SyncReply.self)
                 guard generation == self.generation else { return }
                 hasMore = reply.morePackages

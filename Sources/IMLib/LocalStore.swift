@@ -108,6 +108,12 @@ final class LocalStore: Sendable {
         try meta("sync_watermark")
     }
 
+    /// Whether this database ever completed a sync page (false on a new install): the server then
+    /// sends only its compensation window.
+    func hasSynced() throws -> Bool {
+        try pool.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM meta WHERE key = 'sync_watermark'") ?? false }
+    }
+
     /// The seq of the last read receipt of this user's messages pulled from the server.
     func receiptWatermark() throws -> UInt64 {
         try meta("receipt_watermark")

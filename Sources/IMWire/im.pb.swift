@@ -841,6 +841,11 @@ public nonisolated struct Im_SyncRequest: Sendable {
 
   public var limit: Int32 = 0
 
+  /// The device has never completed a sync (a new install or a wiped database): it gets the
+  /// compensation window (RongCloud's offline message compensation, today by default), not the
+  /// whole offline retention.
+  public var newDevice: Bool = false
+
   public var unknownFields = SwiftProtobuf.UnknownStorage()
 
   public init() {}
@@ -2605,7 +2610,7 @@ nonisolated extension Im_SendMessageReply: SwiftProtobuf.Message, SwiftProtobuf.
 
 nonisolated extension Im_SyncRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
   public static let protoMessageName: String = _protobuf_package + ".SyncRequest"
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}since\0\u{1}limit\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}since\0\u{1}limit\0\u{3}new_device\0")
 
   public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
     while let fieldNumber = try decoder.nextFieldNumber() {
@@ -2615,6 +2620,7 @@ nonisolated extension Im_SyncRequest: SwiftProtobuf.Message, SwiftProtobuf._Mess
       switch fieldNumber {
       case 1: try { try decoder.decodeSingularUInt64Field(value: &self.since) }()
       case 2: try { try decoder.decodeSingularInt32Field(value: &self.limit) }()
+      case 3: try { try decoder.decodeSingularBoolField(value: &self.newDevice) }()
       default: break
       }
     }
@@ -2627,12 +2633,16 @@ nonisolated extension Im_SyncRequest: SwiftProtobuf.Message, SwiftProtobuf._Mess
     if self.limit != 0 {
       try visitor.visitSingularInt32Field(value: self.limit, fieldNumber: 2)
     }
+    if self.newDevice != false {
+      try visitor.visitSingularBoolField(value: self.newDevice, fieldNumber: 3)
+    }
     try unknownFields.traverse(visitor: &visitor)
   }
 
   public static func ==(lhs: Im_SyncRequest, rhs: Im_SyncRequest) -> Bool {
     if lhs.since != rhs.since {return false}
     if lhs.limit != rhs.limit {return false}
+    if lhs.newDevice != rhs.newDevice {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

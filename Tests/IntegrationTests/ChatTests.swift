@@ -98,7 +98,11 @@ struct ChatTests {
     @Test("offline messages older than the retention are not delivered")
     func offlineRetention() async throws {
         let clock = ManualClock()
-        try await withTestServer(try await TestServer.start(clock: clock) { $0.messaging.offlineRetentionDays = 2 }) { server in
+        // Bob's device is new: the compensation window is raised to the retention's 2 days.
+        try await withTestServer(try await TestServer.start(clock: clock) {
+            $0.messaging.offlineRetentionDays = 2
+            $0.messaging.compensationDays = 2
+        }) { server in
             let alice = try await server.connectedClient("alice")
             _ = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "expires"))
             clock.advance(milliseconds: 86_400_000)

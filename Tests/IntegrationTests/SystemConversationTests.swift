@@ -227,6 +227,7 @@ struct SystemConversationTests {
         try await withTestServer(try await TestServer.start(clock: clock) { config in
             config.messaging.systemOfflineRetentionDays = 1
             config.messaging.offlineRetentionDays = 7
+            config.messaging.compensationDays = 7   // the devices below are new ones
         }) { server in
             let alice = try await server.connectedClient("alice")
             try await Self.publish(server, to: ["carol"], "expires")
@@ -249,6 +250,7 @@ struct SystemConversationTests {
             try await withTestServer(try await TestServer.start(clock: clock2) { config in
                 config.messaging.systemOfflineRetentionDays = 7
                 config.messaging.offlineRetentionDays = 1
+                config.messaging.compensationDays = 7
             }) { other in
                 let ann = try await other.connectedClient("ann")
                 _ = try await ann.sendMessage(.private, targetId: "dan", content: TextMessage(content: "private, expires"))

@@ -21,6 +21,9 @@ public final class SyncService: Sendable {
     /// what their groups got after they joined, with a seq above the client's watermark and younger
     /// than the offline retention.
     ///
+    /// A device that never synced (`newDevice`) reads from the start of the compensation window
+    /// instead: RongCloud's default is today since 00:00.
+    ///
     /// System messages have a retention of their own (`systemOfflineRetentionDays`): the store reads
     /// from the older of the two limits and the messages past their own are left out of the page
     /// (its watermark still covers them, so they are never offered again).
@@ -28,8 +31,15 @@ public final class SyncService: Sendable {
         try WireNumbers.checkWatermark(request.since, field: "since")
         let limit = request.limit > 0 ? min(Int(request.limit), config.messaging.syncPageSize) : config.messaging.syncPageSize
         let now = clock.nowMilliseconds()
-        let oldest = now - Int64(config.messaging.offlineRetentionDays) * 86_400_000
-        let oldestSystem = now - Int64(config.messaging.systemOfflineRetentionDays) * 86_400_000
+        var oldest = now - Int64(config.messaging.offlineRetentionDays) * 86_400_000
+        var oldestSystem = now - Int64(config.messaging.systemOfflineRetentionDays) * 86_400_000
+        if request.newDevice {
+            // RongCloud's offline message compensation: a new install gets the natural days of the
+            // window (today by default), within the retention.
+            let start = config.messaging.compensationStart(now: now)
+            oldest = max(oldest, start)
+            oldestSystem = max(oldestSystem, start)
+        }
         let page = try await store.syncPage(appId: session.appId, userId: session.userId,
                                             after: request.since, minSentTime: min(oldest, oldestSystem), limit: limit,
                                             maxBytes: FrameBudget.bytes)

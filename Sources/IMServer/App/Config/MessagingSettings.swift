@@ -1,3 +1,4 @@
+import Foundation
 import IMCore
 
 extension ServerConfig {
@@ -14,6 +15,14 @@ extension ServerConfig {
                  doc: "Days an offline system message (Server API system publish, `/push.json`, broadcasts) waits for its recipient, set apart from private and group messages as RongCloud does.")
         public var systemOfflineRetentionDays = MessageLimits.defaultOfflineRetentionDays
 
+        @Setting(key: "compensationDays", allowed: .range(MessageLimits.offlineRetentionDayRange),
+                 doc: "Offline message compensation: the natural days of messages a device that never synced (a new install, a wiped database) receives. 1 (RongCloud's default) is today since 00:00; at most 7. Never more than the offline retention.")
+        public var compensationDays = MessageLimits.defaultCompensationDays
+
+        @Setting(key: "dayTimeZone", allowed: .timeZone,
+                 doc: "The time zone whose midnight starts a natural day (the compensation window's \"today\"): an IANA name such as `Asia/Shanghai` or `UTC`; unset, the machine's time zone.")
+        public var dayTimeZone: String? = nil
+
         @Setting(key: "syncPageSize", allowed: .range(1...1000),
                  doc: "Offline messages per sync page.")
         public var syncPageSize = 200
@@ -23,5 +32,14 @@ extension ServerConfig {
         public var recallWindowSeconds = RecallLimits.defaultWindowSeconds
 
         public init() {}
+
+        /// 00:00 of the first natural day of the compensation window that contains `now` (ms).
+        public func compensationStart(now: Int64) -> Int64 {
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = dayTimeZone.flatMap(TimeZone.init(identifier:)) ?? .current
+            let today = calendar.startOfDay(for: Date(timeIntervalSince1970: Double(now) / 1000))
+            let first = calendar.date(byAdding: .day, value: -(compensationDays - 1), to: today) ?? today
+            return Int64((first.timeIntervalSince1970 * 1000).rounded())
+        }
     }
 }

@@ -154,6 +154,13 @@ extension Allowed where Value == String? {
         Allowed("\(range.lowerBound) to \(range.upperBound) bytes, or unset") { $0.map { range.contains($0.utf8.count) } ?? true }
     }
 
+    /// Unset, or a time zone the system knows by its IANA name.
+    public static var timeZone: Allowed {
+        Allowed("an IANA time zone name such as Asia/Shanghai or UTC, or unset") { value in
+            value.map { TimeZone(identifier: $0) != nil } ?? true
+        }
+    }
+
     /// Unset, or an absolute http or https URL.
     public static var httpURL: Allowed {
         Allowed("an http:// or https:// URL with a host, or unset") { value in
