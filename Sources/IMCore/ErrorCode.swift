@@ -173,6 +173,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let bundleIdIncorrect = ErrorCode(31007)
     /// 「用户在线时被封禁」: the user was banned while connected and has been disconnected.
     public static let bannedWhileOnline = ErrorCode(31011)
+    /// 「用户已销户」 (RongCloud's `RC_CONN_USER_ABANDON`, SDK 5.3.0 and later): the user was
+    /// deactivated (`/user/deactivate.json`); connecting is refused until the app reactivates them.
+    public static let userDeactivated = ErrorCode(31029)
     /// The server refused the connection; the SDK reconnects by itself.
     public static let connectionRefused = ErrorCode(32061)
     /// 「历史消息云存储业务未开通」 on the SDK's side (its remote history calls).
@@ -252,7 +255,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
         .navigationRequestFailed: "Navigation request failed", .navigationResponseInvalid: "Navigation answer malformed",
         .socketCreationFailed: "Socket creation failed", .pingFailed: "PING failed", .signalSendFailed: "Signalling send failed",
         .connectTooFrequent: "Connecting too frequently", .appVerificationFailed: "App verification failed",
-        .bundleIdIncorrect: "BundleID incorrect", .bannedWhileOnline: "User banned while online",
+        .bundleIdIncorrect: "BundleID incorrect", .bannedWhileOnline: "User banned while online", .userDeactivated: "User deactivated",
         .connectionRefused: "Connection refused; the SDK reconnects", .remoteHistoryDisabled: "History cloud storage not enabled",
         .sightTooLong: "Short video too long", .gifTooLarge: "GIF too large", .wrongEnvironment: "Wrong connection environment",
         .publicServiceNotFound: "Public service does not exist", .mediaUploadFailed: "Media upload failed",
@@ -270,7 +273,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// to act (new token, unban, log in again).
     public var isUnrecoverableConnectError: Bool {
         switch self {
-        case .tokenIncorrect, .tokenExpired, .userBlocked, .bannedWhileOnline, .appBlockedOrDeleted, .kickedByOtherClient,
+        case .tokenIncorrect, .tokenExpired, .userBlocked, .bannedWhileOnline, .userDeactivated, .appBlockedOrDeleted, .kickedByOtherClient,
              .otherDeviceLogin, .wrongAppKey, .invalidParameter:
             return true
         default:

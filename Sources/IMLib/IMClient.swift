@@ -287,6 +287,7 @@ public actor IMClient {
         case .tokenIncorrect, .tokenExpired: return .tokenIncorrect
         case .kickedByOtherClient, .otherDeviceLogin: return .kickedOfflineByOtherClient
         case .userBlocked, .bannedWhileOnline, .appBlockedOrDeleted: return .disconnectException
+        case .userDeactivated: return .userAbandon
         default: return .unconnected
         }
     }

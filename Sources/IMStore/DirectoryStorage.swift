@@ -27,9 +27,35 @@ public struct UserAccess: Sendable, Equatable {
     /// Connecting is refused until this time (ms); 0 when not blocked.
     public var blockedUntil: Int64
 
-    public init(tokensValidAfter: Int64 = 0, blockedUntil: Int64 = 0) {
+    /// When the user was deactivated (ms); 0 while active. A deactivated user cannot connect (31029).
+    public var deactivatedAt: Int64
+    /// The user's sync and cloud history start after this seq of the message log: what came before
+    /// their deactivation was deleted for them (their reactivation sets it).
+    public var historyAfterSeq: UInt64
+
+    public init(tokensValidAfter: Int64 = 0, blockedUntil: Int64 = 0, deactivatedAt: Int64 = 0, historyAfterSeq: UInt64 = 0) {
         self.tokensValidAfter = tokensValidAfter
         self.blockedUntil = blockedUntil
+        self.deactivatedAt = deactivatedAt
+        self.historyAfterSeq = historyAfterSeq
+    }
+}
+
+/// A user's hosted profile (RongCloud's user profile hosting, `/user/profile/*`): the basic fields
+/// and the app's own `ext_` fields, each a JSON object, and a version that grows with every change.
+public struct HostedProfile: Sendable, Equatable {
+    public var userId: String
+    /// JSON object text, e.g. `{"name":"Ann","gender":2}`.
+    public var profile: String
+    /// JSON object text of `ext_` keys and string values.
+    public var extProfile: String
+    public var version: Int64
+
+    public init(userId: String, profile: String, extProfile: String, version: Int64) {
+        self.userId = userId
+        self.profile = profile
+        self.extProfile = extProfile
+        self.version = version
     }
 }
 
@@ -163,6 +189,37 @@ public protocol UserStore: Sendable {
     /// The users (sorted) who carry every tag of `allOf` and at least one of `anyOf`; an empty list
     /// is no condition, and both empty match nobody.
     func users(appId: Int64, withAllTags allOf: [String], anyTag anyOf: [String]) async throws -> [String]
+
+    /// Registered users (deleted ones left out) by registration time, then id, and how many there are.
+    func users(appId: Int64, offset: Int, limit: Int, descending: Bool) async throws -> (total: Int, users: [UserRecord])
+    /// Deletes users: their registration (the user is unknown afterwards, and their tokens stop
+    /// working: tokens issued up to `now` are refused) and their personal data (see
+    /// `deactivateUsers`). Registering the id again starts a new user.
+    func deleteUsers(appId: Int64, userIds: [String], now: Int64) async throws
+    /// Deactivates users, registered or not: their name, portrait and personal data are deleted
+    /// (hosted profile, push tags, devices and push profile, black and white lists, remarks, the
+    /// conversation state: pins, do-not-disturb, quiet hours, tags), connecting is refused until they
+    /// are reactivated, and group memberships stay. Already deactivated users keep their time.
+    func deactivateUsers(appId: Int64, userIds: [String], now: Int64) async throws
+    /// Reactivates users: they may connect again, and their sync and history start after the
+    /// message log's current end (`UserAccess.historyAfterSeq`). Users not deactivated are left.
+    func reactivateUsers(appId: Int64, userIds: [String], now: Int64) async throws
+    /// Deactivated users, by deactivation time, then id.
+    func deactivatedUsers(appId: Int64, offset: Int, limit: Int) async throws -> [String]
+
+    /// Mutes (or unmutes) users in one-to-one chat: their clients' private messages are refused (20106).
+    func setPrivateChatMuted(appId: Int64, userIds: [String], muted: Bool, now: Int64) async throws
+    /// The users muted in one-to-one chat, by user id.
+    func privateChatMutedUsers(appId: Int64) async throws -> [String]
+
+    /// Merges JSON objects into the user's hosted profile (a key given replaces its value, the
+    /// others stay) and raises its version; returns false, storing nothing, for an unknown user.
+    func mergeHostedProfile(appId: Int64, userId: String, profile: String, extProfile: String, now: Int64) async throws -> Bool
+    func removeHostedProfiles(appId: Int64, userIds: [String]) async throws
+    /// The hosted profiles of these users (those without one left out), in the order asked.
+    func hostedProfiles(appId: Int64, userIds: [String]) async throws -> [HostedProfile]
+    /// Hosted profiles by their users' registration time, then id.
+    func hostedProfiles(appId: Int64, offset: Int, limit: Int, descending: Bool) async throws -> [HostedProfile]
 }
 
 /// Groups: members, dismissal and mutes.

@@ -8,6 +8,7 @@ extension StoreConformance {
     /// black and white lists, push tags and the tag query.
     public func userStore() async throws {
         let area = "UserStore"
+        await accountChecks()
 
         await check(area, "upsertUser registers a user, then updates name and portrait; empty values leave them") { f in
             #expect(try await f.store.user(appId: f.appId, userId: "alice") == nil)

@@ -27,6 +27,25 @@ enum PostgresMigrations {
         Migration(version: 2, name: "commit in one statement", statements: [commitFunctionV2]),
         Migration(version: 3, name: "push", statements: push),
         Migration(version: 4, name: "callbacks", statements: callbacks),
+        Migration(version: 5, name: "accounts", statements: accounts),
+    ]
+
+    /// The embedded store's v13-accounts (`SQLiteStore.createAccountTables`).
+    private static let accounts: [String] = [
+        "ALTER TABLE users ADD COLUMN deleted_at BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE users ADD COLUMN deactivated_at BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE users ADD COLUMN history_after_seq BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE users ADD COLUMN private_muted_at BIGINT NOT NULL DEFAULT 0",
+        "CREATE INDEX users_by_created ON users (app_id, created_at, user_id)",
+        "CREATE INDEX users_deactivated ON users (app_id, deactivated_at, user_id) WHERE deactivated_at > 0",
+        "CREATE INDEX users_private_muted ON users (app_id, user_id) WHERE private_muted_at > 0",
+        """
+        CREATE TABLE user_profiles (
+            app_id BIGINT NOT NULL, user_id \(text) NOT NULL,
+            profile \(text) NOT NULL, ext_profile \(text) NOT NULL, version BIGINT NOT NULL,
+            PRIMARY KEY (app_id, user_id)
+        )
+        """,
     ]
 
     /// The embedded store's v12-callbacks (`SQLiteStore.createCallbackTables`).

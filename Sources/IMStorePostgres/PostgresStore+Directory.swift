@@ -11,23 +11,27 @@ extension PostgresStore {
         _ = try await rows("""
             INSERT INTO users (app_id, user_id, name, portrait_uri, created_at) VALUES (\(appId), \(userId), \(name), \(portraitUri), \(now))
             ON CONFLICT (app_id, user_id) DO UPDATE SET
-                name = CASE WHEN excluded.name = '' THEN users.name ELSE excluded.name END,
-                portrait_uri = CASE WHEN excluded.portrait_uri = '' THEN users.portrait_uri ELSE excluded.portrait_uri END
+                name = CASE WHEN excluded.name = '' AND users.deleted_at = 0 THEN users.name ELSE excluded.name END,
+                portrait_uri = CASE WHEN excluded.portrait_uri = '' AND users.deleted_at = 0 THEN users.portrait_uri ELSE excluded.portrait_uri END,
+                created_at = CASE WHEN users.deleted_at > 0 THEN excluded.created_at ELSE users.created_at END,
+                deleted_at = 0
             """)
     }
 
     public func user(appId: Int64, userId: String) async throws -> UserRecord? {
         try await rows("""
-            SELECT user_id, name, portrait_uri, created_at, blocked_until FROM users WHERE app_id = \(appId) AND user_id = \(userId)
+            SELECT user_id, name, portrait_uri, created_at, blocked_until FROM users WHERE app_id = \(appId) AND user_id = \(userId) AND deleted_at = 0
             """).first.map(Self.user)
     }
 
     public func userAccess(appId: Int64, userId: String) async throws -> UserAccess {
         guard let row = try await rows("""
-            SELECT tokens_valid_after, blocked_until FROM users WHERE app_id = \(appId) AND user_id = \(userId)
+            SELECT tokens_valid_after, blocked_until, deactivated_at, history_after_seq FROM users
+            WHERE app_id = \(appId) AND user_id = \(userId)
             """).first else { return UserAccess() }
         var cells = Cells(row)
-        return UserAccess(tokensValidAfter: try cells.int(), blockedUntil: try cells.int())
+        return UserAccess(tokensValidAfter: try cells.int(), blockedUntil: try cells.int(), deactivatedAt: try cells.int(),
+                          historyAfterSeq: try cells.seq())
     }
 
     public func expireTokens(appId: Int64, userIds: [String], before: Int64, now: Int64) async throws {

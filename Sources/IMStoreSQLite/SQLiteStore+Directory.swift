@@ -12,8 +12,10 @@ extension SQLiteStore {
             try db.execute(sql: """
                 INSERT INTO users (app_id, user_id, name, portrait_uri, created_at) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(app_id, user_id) DO UPDATE SET
-                    name = CASE WHEN excluded.name = '' THEN users.name ELSE excluded.name END,
-                    portrait_uri = CASE WHEN excluded.portrait_uri = '' THEN users.portrait_uri ELSE excluded.portrait_uri END
+                    name = CASE WHEN excluded.name = '' AND users.deleted_at = 0 THEN users.name ELSE excluded.name END,
+                    portrait_uri = CASE WHEN excluded.portrait_uri = '' AND users.deleted_at = 0 THEN users.portrait_uri ELSE excluded.portrait_uri END,
+                    created_at = CASE WHEN users.deleted_at > 0 THEN excluded.created_at ELSE users.created_at END,
+                    deleted_at = 0
                 """, arguments: [appId, userId, name, portraitUri, now])
         }
     }
@@ -21,7 +23,7 @@ extension SQLiteStore {
     public func user(appId: Int64, userId: String) async throws -> UserRecord? {
         try await pool.read { db in
             try Row.fetchOne(db, sql: """
-                SELECT user_id, name, portrait_uri, created_at, blocked_until FROM users WHERE app_id = ? AND user_id = ?
+                SELECT user_id, name, portrait_uri, created_at, blocked_until FROM users WHERE app_id = ? AND user_id = ? AND deleted_at = 0
                 """, arguments: [appId, userId]).map(Self.user)
         }
     }
@@ -29,9 +31,11 @@ extension SQLiteStore {
     public func userAccess(appId: Int64, userId: String) async throws -> UserAccess {
         try await pool.read { db in
             guard let row = try Row.fetchOne(db.cachedStatement(sql: """
-                SELECT tokens_valid_after, blocked_until FROM users WHERE app_id = ? AND user_id = ?
+                SELECT tokens_valid_after, blocked_until, deactivated_at, history_after_seq FROM users WHERE app_id = ? AND user_id = ?
                 """), arguments: [appId, userId]) else { return UserAccess() }
-            return UserAccess(tokensValidAfter: row["tokens_valid_after"], blockedUntil: row["blocked_until"])
+            let historyAfterSeq: Int64 = row["history_after_seq"]
+            return UserAccess(tokensValidAfter: row["tokens_valid_after"], blockedUntil: row["blocked_until"],
+                              deactivatedAt: row["deactivated_at"], historyAfterSeq: UInt64(max(0, historyAfterSeq)))
         }
     }
 

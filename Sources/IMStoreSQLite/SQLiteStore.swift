@@ -198,6 +198,9 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v12-callbacks") { db in
             try Self.createCallbackTables(db)
         }
+        migrator.registerMigration("v13-accounts") { db in
+            try Self.createAccountTables(db)
+        }
         return migrator
     }
 

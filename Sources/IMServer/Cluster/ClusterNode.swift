@@ -115,6 +115,8 @@ extension ServerCore {
             sensitiveWords.forget(appId: appId)
         case .userLists(let appId, let owners):
             directory.forgetLists(appId: appId, owners: owners)
+        case .privateChatMutes(let appId):
+            directory.forgetPrivateChatMutes(appId: appId)
         case .chatroomSettings(let appId):
             await chatrooms.reloadSettings(appId: appId)
         case .apps:

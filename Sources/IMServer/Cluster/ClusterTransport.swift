@@ -186,6 +186,8 @@ public enum CacheInvalidation: Sendable, Equatable, Codable {
     case sensitiveWords(appId: Int64)
     /// Black and white lists of these owners.
     case userLists(appId: Int64, owners: [String])
+    /// The app's users muted in one-to-one chat.
+    case privateChatMutes(appId: Int64)
     /// The app's chatroom moderation settings (mutes, bans, blocks, whitelists).
     case chatroomSettings(appId: Int64)
     /// The apps (a new app, a changed secret).

@@ -22,6 +22,9 @@ public final class UserDirectory: Sendable {
     /// change happened meanwhile, so a concurrent reader cannot put back a list older than a change.
     private let lists = Mutex<(entries: [OwnerKey: Set<String>], changes: UInt64)>(([:], 0))
     private static let cachedOwnerLimit = 200_000
+    /// The users muted in one-to-one chat, per app, read on every private message a client sends:
+    /// cached like the lists, a whole app at a time.
+    private let privateMutes = Mutex<(entries: [Int64: Set<String>], changes: UInt64)>(([:], 0))
 
     private let peers: ClusterPeers
 
@@ -32,15 +35,26 @@ public final class UserDirectory: Sendable {
         self.whitelistMode = whitelistMode
     }
 
-    /// Refuses a connect with a revoked token (31004) or by a blocked user (31009).
-    func checkConnect(appId: Int64, userId: String, tokenIssuedAt: Int64, now: Int64) async throws {
+    /// Refuses a connect with a revoked token (31004), by a deactivated user (31029) or by a blocked
+    /// user (31009); returns what the session needs of the user's access.
+    @discardableResult
+    func checkConnect(appId: Int64, userId: String, tokenIssuedAt: Int64, now: Int64) async throws -> UserAccess {
         let access = try await store.userAccess(appId: appId, userId: userId)
         guard tokenIssuedAt >= access.tokensValidAfter else {
             throw IMError(.tokenIncorrect, "this token was revoked: get a new token from your app server")
         }
-        guard access.blockedUntil <= now else {
-            throw IMError(.userBlocked, "user \(userId) is blocked until \(APITime.text(access.blockedUntil)) UTC: the app's server can lift it with /user/unblock.json")
+        if let refusal = Self.refusal(access, userId: userId, now: now) { throw refusal }
+        return access
+    }
+
+    private static func refusal(_ access: UserAccess, userId: String, now: Int64) -> IMError? {
+        if access.deactivatedAt > 0 {
+            return IMError(.userDeactivated, "user \(userId) was deactivated: the app's server can reactivate them with /user/reactivate.json")
         }
+        if access.blockedUntil > now {
+            return IMError(.userBlocked, "user \(userId) is blocked until \(APITime.text(access.blockedUntil)) UTC: the app's server can lift it with /user/unblock.json")
+        }
+        return nil
     }
 
     /// Blocks users from connecting for `minutes` (a connect gets 31009) and disconnects their live
@@ -116,10 +130,115 @@ public final class UserDirectory: Sendable {
         return members
     }
 
-    /// Whether the user is blocked at `now` (read from the store, not a cache: a block committed
-    /// a moment ago counts).
-    func isBlocked(appId: Int64, userId: String, now: Int64) async throws -> Bool {
-        try await store.userAccess(appId: appId, userId: userId).blockedUntil > now
+    /// Why the user may not be online at `now` (blocked: 31009, deactivated: 31029), or nil; read
+    /// from the store, not a cache, so that a block committed a moment ago counts.
+    func accessRefusal(appId: Int64, userId: String, now: Int64) async throws -> IMError? {
+        Self.refusal(try await store.userAccess(appId: appId, userId: userId), userId: userId, now: now)
+    }
+
+    // MARK: one-to-one chat mute
+
+    /// Throws 20106 when the user is muted in one-to-one chat (`/user/chat/fb/set.json`). Only
+    /// clients are held to it: the Server API's private publish is not, as RongCloud documents.
+    func checkPrivateChatMute(appId: Int64, sender: String) async throws {
+        if try await privateChatMuted(appId: appId).contains(sender) {
+            throw IMError(.mutedInPrivateChat, "user \(sender) is muted in one-to-one chat: the app's server can lift it with /user/chat/fb/set.json (state=0)")
+        }
+    }
+
+    func setPrivateChatMuted(appId: Int64, userIds: [String], muted: Bool, now: Int64) async throws {
+        try await store.setPrivateChatMuted(appId: appId, userIds: userIds, muted: muted, now: now)
+        forgetPrivateChatMutes(appId: appId)
+        peers.announce(.privateChatMutes(appId: appId))
+    }
+
+    /// The users muted in one-to-one chat, by user id.
+    func privateChatMuted(appId: Int64) async throws -> Set<String> {
+        let (cached, changes) = privateMutes.withLock { ($0.entries[appId], $0.changes) }
+        if let cached { return cached }
+        let users = Set(try await store.privateChatMutedUsers(appId: appId))
+        privateMutes.withLock { mutes in
+            guard mutes.changes == changes else { return }
+            mutes.entries[appId] = users
+        }
+        return users
+    }
+
+    /// Drops the app's cached one-to-one chat mutes (changed here or on another node).
+    func forgetPrivateChatMutes(appId: Int64) {
+        privateMutes.withLock { mutes in
+            mutes.entries.removeValue(forKey: appId)
+            mutes.changes &+= 1
+        }
+    }
+
+    // MARK: deactivation and deletion
+
+    /// Deactivates users (their personal data deleted, see `UserStore.deactivateUsers`) and closes
+    /// their connections with 31029, here and on the other nodes.
+    func deactivate(appId: Int64, userIds: [String], now: Int64) async throws {
+        try await store.deactivateUsers(appId: appId, userIds: userIds, now: now)
+        forgetAll(appId: appId, owners: userIds)
+        disconnect(appId: appId, userIds: userIds, code: .userDeactivated, reason: "the user was deactivated by the app's server")
+    }
+
+    func isDeactivated(appId: Int64, userId: String) async throws -> Bool {
+        try await store.userAccess(appId: appId, userId: userId).deactivatedAt > 0
+    }
+
+    func reactivate(appId: Int64, userIds: [String], now: Int64) async throws {
+        try await store.reactivateUsers(appId: appId, userIds: userIds, now: now)
+    }
+
+    func deactivatedUsers(appId: Int64, offset: Int, limit: Int) async throws -> [String] {
+        try await store.deactivatedUsers(appId: appId, offset: offset, limit: limit)
+    }
+
+    /// Deletes users and their personal data; their tokens stop working (a live connection is
+    /// closed with 31004) until they are registered again.
+    func delete(appId: Int64, userIds: [String], now: Int64) async throws {
+        try await store.deleteUsers(appId: appId, userIds: userIds, now: now)
+        forgetAll(appId: appId, owners: userIds)
+        disconnect(appId: appId, userIds: userIds, code: .tokenIncorrect, reason: "the user was deleted by the app's server")
+    }
+
+    func users(appId: Int64, offset: Int, limit: Int, descending: Bool) async throws -> (total: Int, users: [UserRecord]) {
+        try await store.users(appId: appId, offset: offset, limit: limit, descending: descending)
+    }
+
+    private func forgetAll(appId: Int64, owners: [String]) {
+        forgetLists(appId: appId, owners: owners)
+        forgetPrivateChatMutes(appId: appId)
+        peers.announce(.userLists(appId: appId, owners: owners))
+        peers.announce(.privateChatMutes(appId: appId))
+    }
+
+    private func disconnect(appId: Int64, userIds: [String], code: ErrorCode, reason: String) {
+        for userId in userIds {
+            for session in registry.sessions(appId: appId, userId: userId) {
+                session.kick(code: code, reason: reason)
+                registry.remove(session)
+            }
+        }
+        peers.disconnect(appId: appId, userIds: userIds, code: code, reason: reason)
+    }
+
+    // MARK: hosted profiles
+
+    func mergeHostedProfile(appId: Int64, userId: String, profile: String, extProfile: String, now: Int64) async throws -> Bool {
+        try await store.mergeHostedProfile(appId: appId, userId: userId, profile: profile, extProfile: extProfile, now: now)
+    }
+
+    func removeHostedProfiles(appId: Int64, userIds: [String]) async throws {
+        try await store.removeHostedProfiles(appId: appId, userIds: userIds)
+    }
+
+    func hostedProfiles(appId: Int64, userIds: [String]) async throws -> [HostedProfile] {
+        try await store.hostedProfiles(appId: appId, userIds: userIds)
+    }
+
+    func hostedProfiles(appId: Int64, offset: Int, limit: Int, descending: Bool) async throws -> [HostedProfile] {
+        try await store.hostedProfiles(appId: appId, offset: offset, limit: limit, descending: descending)
     }
 
     // MARK: profiles, tokens, lists and tags (Server API)

@@ -28,6 +28,9 @@ public final class ClientSession: Sendable {
     public let clientAddress: String
     /// Sends waiting for the app's message callback, per conversation.
     let sendLanes = SendLanes()
+    /// The user's sync and cloud history start after this seq (a reactivated user's; 0 otherwise).
+    /// Read at connect: deactivating a user closes their sessions, so it cannot change meanwhile.
+    let historyAfterSeq: UInt64
 
     let outbound: SessionOutbound
     private let maxHeldBytes: Int
@@ -60,8 +63,9 @@ public final class ClientSession: Sendable {
     }
 
     init(id: String, appId: Int64, userId: String, platform: Platform, deviceId: String, now: Int64,
-         outbound: SessionOutbound, maxHeldBytes: Int, clientAddress: String = "") {
+         outbound: SessionOutbound, maxHeldBytes: Int, clientAddress: String = "", historyAfterSeq: UInt64 = 0) {
         self.id = id
+        self.historyAfterSeq = historyAfterSeq
         self.clientAddress = clientAddress
         self.maxHeldBytes = maxHeldBytes
         self.appId = appId

@@ -162,27 +162,31 @@ struct Gateway: Sendable {
             throw IMError(.wrongAppKey, "app key '\(request.appKey)' does not exist on this server: check the app key the client was initialised with")
         }
         let claims = try core.tokens.verify(request.token, app: app)
-        try await core.directory.checkConnect(appId: app.id, userId: claims.userId, tokenIssuedAt: claims.issuedAt,
-                                              now: core.clock.nowMilliseconds())
+        let access = try await core.directory.checkConnect(appId: app.id, userId: claims.userId, tokenIssuedAt: claims.issuedAt,
+                                                           now: core.clock.nowMilliseconds())
         let session = ClientSession(
             id: UUID().uuidString, appId: app.id, userId: claims.userId, platform: platform,
             deviceId: request.deviceID, now: core.clock.nowMilliseconds(),
             outbound: try await SessionOutbound.attach(to: channel, maxQueuedBytes: core.config.network.maxQueuedBytesPerConnection),
             maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.network.maxQueuedBytesPerConnection),
-            clientAddress: channel.remoteAddress.map { "\($0.ipAddress ?? ""):\($0.port ?? 0)" } ?? "")
+            clientAddress: channel.remoteAddress.map { "\($0.ipAddress ?? ""):\($0.port ?? 0)" } ?? "",
+            historyAfterSeq: access.historyAfterSeq)
         let displaced = try await core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
-        // A block committed while this connect was being checked must not leave the user online.
-        let blocked: Bool
+        // A block or a deactivation committed while this connect was being checked must not leave
+        // the user online.
+        let refusal: IMError?
         do {
-            blocked = try await core.directory.isBlocked(appId: app.id, userId: claims.userId, now: core.clock.nowMilliseconds())
+            refusal = try await core.directory.accessRefusal(appId: app.id, userId: claims.userId, now: core.clock.nowMilliseconds())
         } catch {
             core.sessionEnded(session)
             throw error
         }
-        if blocked {
+        if let refusal {
             core.sessionEnded(session)
-            for old in displaced { old.kick(code: .bannedWhileOnline, reason: "user \(claims.userId) is blocked") }
-            throw IMError(.userBlocked, "user \(claims.userId) is blocked: the app's server can lift it with /user/unblock.json")
+            for old in displaced {
+                old.kick(code: refusal.code == .userBlocked ? .bannedWhileOnline : refusal.code, reason: refusal.message)
+            }
+            throw refusal
         }
         // A shutdown that began meanwhile may have closed the sessions it found before this one
         // was registered: refused, and what it displaced is closed as the shutdown would have.

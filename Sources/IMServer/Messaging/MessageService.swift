@@ -68,6 +68,7 @@ public final class MessageService: Sendable {
                 throw IMError(.invalidParameter, "user \(outsider) is not a member of group \(message.targetId): a directional message goes to members only")
             }
         } else {
+            try await directory.checkPrivateChatMute(appId: message.appId, sender: message.senderId)
             try await directory.checkPrivateMessage(appId: message.appId, from: message.senderId, to: message.targetId)
         }
         let sent = try await send(message, origin: session.origin, session: session)

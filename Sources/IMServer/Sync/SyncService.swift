@@ -41,7 +41,7 @@ public final class SyncService: Sendable {
             oldestSystem = max(oldestSystem, start)
         }
         let page = try await store.syncPage(appId: session.appId, userId: session.userId,
-                                            after: request.since, minSentTime: min(oldest, oldestSystem), limit: limit,
+                                            after: max(request.since, session.historyAfterSeq), minSentTime: min(oldest, oldestSystem), limit: limit,
                                             maxBytes: FrameBudget.bytes)
         var reply = Im_SyncReply()
         reply.morePackages = page.hasMore
@@ -78,14 +78,14 @@ public final class SyncService: Sendable {
             page = try await store.history(
                 appId: session.appId, conversationKey: groupConversationKey(request.targetID), recordTime: request.recordTime,
                 count: Int(request.count), ascending: request.order == 1,
-                viewer: HistoryViewer(userId: session.userId, afterSeq: member.historyAfterSeq), maxBytes: FrameBudget.bytes)
+                viewer: HistoryViewer(userId: session.userId, afterSeq: max(member.historyAfterSeq, session.historyAfterSeq)), maxBytes: FrameBudget.bytes)
         } else if type == .system {
             page = try await systemHistory(request, for: session)
         } else {
             page = try await store.history(
                 appId: session.appId, conversationKey: privateConversationKey(session.userId, request.targetID),
                 recordTime: request.recordTime, count: Int(request.count), ascending: request.order == 1,
-                viewer: HistoryViewer(userId: session.userId, afterSeq: 0), maxBytes: FrameBudget.bytes)
+                viewer: HistoryViewer(userId: session.userId, afterSeq: session.historyAfterSeq), maxBytes: FrameBudget.bytes)
         }
         var reply = Im_HistoryReply()
         reply.messages = page.messages.map(\.wire)
@@ -96,7 +96,7 @@ public final class SyncService: Sendable {
     /// A system conversation's history: what the account sent to this user and its broadcasts to
     /// everyone, two logs read alike and merged by time.
     private func systemHistory(_ request: Im_HistoryRequest, for session: ClientSession) async throws -> HistoryPage {
-        let viewer = HistoryViewer(userId: session.userId, afterSeq: 0)
+        let viewer = HistoryViewer(userId: session.userId, afterSeq: session.historyAfterSeq)
         let ascending = request.order == 1
         var pages: [HistoryPage] = []
         for recipient in [session.userId, StoredMessage.everyone] {

@@ -107,6 +107,9 @@ extension ServerAPI {
     private func getToken(_ call: APICall) async throws -> [String: any Sendable] {
         let userId = try validUserIds([call.required("userId")])[0]
         let now = core.clock.nowMilliseconds()
+        if try await core.directory.isDeactivated(appId: call.app.id, userId: userId) {
+            throw APIError(.userDeactivated, .badRequest, "user \(userId) was deactivated: reactivate them with /user/reactivate.json before issuing a token")
+        }
         try await core.directory.register(appId: call.app.id, userId: userId, name: call.string("name") ?? "",
                                           portraitUri: call.string("portraitUri") ?? "", now: now)
         return ["userId": userId, "token": core.tokens.issue(app: call.app, userId: userId, now: now)]

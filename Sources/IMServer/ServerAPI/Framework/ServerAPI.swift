@@ -15,7 +15,7 @@ struct ServerAPI: Sendable {
 
     /// Every endpoint this server answers, in documentation order.
     var endpoints: [APIEndpoint] {
-        userEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + chatroomEndpoints + moderationEndpoints
+        userEndpoints + accountEndpoints + messageEndpoints + lifecycleEndpoints + groupMessageEndpoints + groupEndpoints + chatroomEndpoints + moderationEndpoints
             + conversationEndpoints + pushEndpoints + pushSettingsEndpoints + callbackEndpoints + ultraGroupEndpoints
     }
 
