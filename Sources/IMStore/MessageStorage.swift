@@ -90,7 +90,7 @@ public struct StoredMessage: Sendable, Equatable, Codable {
 
     /// Whether the message belongs in cloud history (ISPERSISTED); other stored messages are kept
     /// only for offline delivery.
-    public var isInHistory: Bool { flags.contains(.isPersisted) }
+    public var isInHistory: Bool { flags.contains(.isPersisted) && !isOnlineBroadcast }
 
     /// Whether `userId` may see this message: everyone in the conversation may, except that a
     /// directional message is seen only by its listed members and its sender.
@@ -402,6 +402,7 @@ extension StoredMessage {
     private static let platformMask: UInt32 = 0xF << 24
     private static let wordReplacedBit: UInt32 = 1 << 28
     private static let keepLastMessageBit: UInt32 = 1 << 29
+    private static let onlineBroadcastBit: UInt32 = 1 << 30
 
     /// The platform of the device that sent the message; nil for the Server API and the server.
     public var senderPlatform: Platform? {
@@ -424,6 +425,17 @@ extension StoredMessage {
         get { flags.rawValue & Self.keepLastMessageBit != 0 }
         set { flags = PersistentFlag(rawValue: newValue ? flags.rawValue | Self.keepLastMessageBit : flags.rawValue & ~Self.keepLastMessageBit) }
     }
+
+    /// An online broadcast (`/message/online/broadcast.json`): it reaches the users online when it
+    /// is sent and those who connect within `onlineBroadcastWindow`; it is not in cloud history,
+    /// not pushed and not recalled.
+    public var isOnlineBroadcast: Bool {
+        get { flags.rawValue & Self.onlineBroadcastBit != 0 }
+        set { flags = PersistentFlag(rawValue: newValue ? flags.rawValue | Self.onlineBroadcastBit : flags.rawValue & ~Self.onlineBroadcastBit) }
+    }
+
+    /// How long an online broadcast waits for users who connect after it was sent (RongCloud: 10 minutes).
+    public static let onlineBroadcastWindow: Int64 = 600_000
 
     /// The persistent flags as a client sees them.
     public var clientFlags: UInt32 { flags.rawValue & Self.clientFlagBits }

@@ -294,6 +294,8 @@ public final class PushService: Sendable {
 
     /// The users a message is for (its sender excluded); nil for a broadcast to every user.
     func audience(of message: StoredMessage) async throws -> [String]? {
+        // An online broadcast is for the users online: nobody is pushed.
+        guard !message.isOnlineBroadcast else { return [] }
         var users: [String]
         switch message.conversationType {
         case .group:

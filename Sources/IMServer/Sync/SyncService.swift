@@ -47,6 +47,7 @@ public final class SyncService: Sendable {
         reply.morePackages = page.hasMore
         reply.messages = page.messages
             .filter { $0.sentTime >= ($0.conversationType == .system ? oldestSystem : oldest) }
+            .filter { !$0.isOnlineBroadcast || $0.sentTime >= now - StoredMessage.onlineBroadcastWindow }
             .map(\.wire)
         reply.watermark = max(page.watermark, request.since)
         return reply

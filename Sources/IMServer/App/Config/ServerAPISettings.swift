@@ -30,6 +30,14 @@ extension ServerConfig {
                  doc: "Ultra group messages per second one app may publish through the Server API.")
         public var ultraGroupPublishPerSecond = UltraGroupLimits.serverMessagesPerSecond
 
+        @Setting(key: "onlineBroadcastEnabled",
+                 doc: "Whether /message/online/broadcast.json is served (RongCloud enables it per app; off, it answers 1009).")
+        public var onlineBroadcastEnabled = true
+
+        @Setting(key: "onlineBroadcastsPerMinute", allowed: .atLeast(0, note: "0 = no limit"),
+                 doc: "Online broadcasts per minute one app may send (1008 beyond): each one reaches every online user.")
+        public var onlineBroadcastsPerMinute = 60
+
         @Setting(key: "apiTimestampWindowSeconds", allowed: .range(0...31_536_000, note: "0 = off; at most a year"),
                  doc: "Refuse Server API calls whose timestamp is further than this many seconds from now (1004). Off, a signed call is accepted at any age and can be replayed, because RongCloud's SDKs send seconds or milliseconds and some reuse signatures (see the README on signatures and replay).")
         public var timestampWindowSeconds = 0

@@ -49,7 +49,92 @@ extension ServerAPI {
                     appId: call.app.id, userId: call.required("requestId"), type: try stateConversationType(call), targetId: "", channelId: "")
                 return ["isMuted": level > 0 ? 1 : 0, "unpushLevel": level]
             },
+            APIEndpoint(
+                path: "/user/conversation/tag/set.json", tag: "conversation",
+                summary: "Adds conversation tags to a user, or renames the ones they have (JSON body). At most 20 tags per user; a tag id is 1 to 10 characters, a name 1 to 15.",
+                body: .json,
+                params: [
+                    .id("userId", required: true, "the user whose tags these are"),
+                    .list("tags", required: true, max: ConversationStateLimits.maxTagsPerUser, "[{tagId, tagName}]"),
+                ]) { call in
+                let object = try Self.jsonBody(call)
+                let userId = call.required("userId")
+                guard let tags = object["tags"] as? [[String: Any]], !tags.isEmpty else {
+                    throw APIError.badParameter("tags must be an array of {tagId, tagName} objects")
+                }
+                for tag in tags {
+                    guard let tagId = tag["tagId"] as? String, let name = tag["tagName"] as? String else {
+                        throw APIError.badParameter("every entry of tags needs a tagId and a tagName, both strings")
+                    }
+                    // A tag the user has is renamed; any other is added.
+                    do {
+                        try await editConversationState(call, userId: userId, .renameTag(tagId: tagId, name: name))
+                    } catch {
+                        try await editConversationState(call, userId: userId,
+                                                        .addTag(tagId: tagId, name: name, limit: ConversationStateLimits.maxTagsPerUser))
+                    }
+                }
+                return [:]
+            },
+            APIEndpoint(
+                path: "/user/conversation/tag/del.json", tag: "conversation",
+                summary: "Removes conversation tags of a user (JSON body), taking every conversation out of them; tags the user does not have are ignored.",
+                body: .json,
+                params: [
+                    .id("userId", required: true, "the user whose tags these are"),
+                    .list("tagIds", required: true, max: ConversationStateLimits.maxTagsPerUser, "tag ids"),
+                ]) { call in
+                for tagId in call.list("tagIds").uniqued() {
+                    try await editConversationState(call, userId: call.required("userId"), .removeTag(tagId: tagId))
+                }
+                return [:]
+            },
+            APIEndpoint(
+                path: "/tag/conversation/set.json", tag: "conversation",
+                summary: "Puts conversations (private 1, group 3, system 6) into a user's tag (JSON body); the tag must exist. At most 100 conversations per call.",
+                body: .json,
+                params: [
+                    .id("userId", required: true, "the user whose tag this is"),
+                    .string("tagId", required: true, "the tag"),
+                    .list("conversations", required: true, max: Self.maxTaggedConversationsPerCall, "[{targetId, conversationType}]"),
+                ]) { call in
+                let conversations = try Self.taggedConversations(try Self.jsonBody(call))
+                try await editConversationState(call, userId: call.required("userId"),
+                                                .addConversations(tagId: call.required("tagId"), conversations))
+                return [:]
+            },
+            APIEndpoint(
+                path: "/tag/conversation/del.json", tag: "conversation",
+                summary: "Takes conversations out of a user's tag (JSON body); the conversations and the tag stay.",
+                body: .json,
+                params: [
+                    .id("userId", required: true, "the user whose tag this is"),
+                    .string("tagId", required: true, "the tag"),
+                    .list("conversations", required: true, max: Self.maxTaggedConversationsPerCall, "[{targetId, conversationType}]"),
+                ]) { call in
+                let conversations = try Self.taggedConversations(try Self.jsonBody(call))
+                try await editConversationState(call, userId: call.required("userId"),
+                                                .removeConversations(tagId: call.required("tagId"), conversations))
+                return [:]
+            },
         ]
+    }
+
+    /// RongCloud's Server API takes at most 100 conversations per tag call (clients 1000).
+    static let maxTaggedConversationsPerCall = 100
+
+    private static func taggedConversations(_ object: [String: Any]) throws -> [ConversationIdentifier] {
+        guard let entries = object["conversations"] as? [[String: Any]], !entries.isEmpty else {
+            throw APIError.badParameter("conversations must be an array of {targetId, conversationType} objects")
+        }
+        return try entries.map { entry in
+            guard let targetId = entry["targetId"] as? String,
+                  let raw = (entry["conversationType"] as? NSNumber).flatMap({ Int(exactly: $0.doubleValue) }) ?? (entry["conversationType"] as? String).flatMap(Int.init),
+                  let type = ConversationType(rawValue: raw) else {
+                throw APIError.badParameter("every conversation needs a targetId (string) and a conversationType (1 private, 3 group, 6 system)")
+            }
+            return ConversationIdentifier(type, targetId: targetId)
+        }
     }
 
     private func stateConversationType(_ call: APICall) throws -> ConversationType {

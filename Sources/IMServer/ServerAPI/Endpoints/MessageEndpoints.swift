@@ -88,6 +88,27 @@ extension ServerAPI {
                 response: [APIField("messageUID", "string", "the broadcast's message uid"), APIField("id", "string", "the same uid (older clients read this)")],
                 handler: broadcast),
             APIEndpoint(
+                path: "/message/online/broadcast.json", tag: "message",
+                summary: "Sends a system message from fromUserId to the users online now and to those who connect within 10 minutes; it is not stored in cloud history, not pushed and cannot be recalled. 1009 when onlineBroadcastEnabled is off.",
+                params: [
+                    .string("fromUserId", required: true, "system sender: the system conversation's target"),
+                    .string("objectName", required: true, maxLength: MessageLimits.maxObjectNameLength, "message type"),
+                    .json("content", required: true, "the message content, a JSON object up to 128 KB"),
+                    .boolean("disableUpdateLastMsg", "do not update the conversation's last message"),
+                ],
+                response: [APIField("messageUID", "string", "the broadcast's message uid")]) { call in
+                guard core.config.serverAPI.onlineBroadcastEnabled else {
+                    throw APIError(.apiServiceNotEnabled, .badRequest, "online broadcast is not enabled on this server: set onlineBroadcastEnabled")
+                }
+                var message = try message(call, type: .system, content: Data(call.required("content").utf8), status: false)
+                message.isOnlineBroadcast = true
+                try core.apiLimits.admit(appId: call.app.id, cost: 1, rules: [
+                    APIRateLimiter.Rule(name: "online broadcast", limit: core.config.serverAPI.onlineBroadcastsPerMinute, windowMilliseconds: 60_000),
+                ])
+                let sent = try await core.messages.broadcast(message)
+                return ["messageUID": sent.uid]
+            },
+            APIEndpoint(
                 path: "/message/broadcast/recall.json", tag: "message",
                 summary: "Recalls a broadcast: every user, online now or at their next sync, sees a recall notification in its place.",
                 params: [

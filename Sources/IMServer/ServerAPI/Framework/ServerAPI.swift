@@ -43,7 +43,6 @@ struct ServerAPI: Sendable {
     /// Known RongCloud endpoints whose feature arrives in a later release: they answer 404 with the reason.
     static let laterEndpoints: [(String, String)] = [
         ("/message/discussion/publish.json", "discussions were retired by RongCloud; use groups"),
-        ("/message/online/broadcast.json", "online broadcast arrives with push"),
     ]
 
     private func call(_ request: Request, _ endpoint: APIEndpoint) async -> Response {
