@@ -102,4 +102,43 @@ struct ServerAPIGroupTests {
             #expect(whitelist["userIds"] as? [String] == ["ann"])
         }
     }
+
+    @Test("bindNotifyMsg sends the message given with create, join, quit and dismiss; maxMember caps one call; a bind without its message changes nothing")
+    func boundNotifications() async throws {
+        try await withTestServer(try await TestServer.start()) { server in
+            let (bob, inbox) = try await server.syncedDevice("bob")
+            func notice(_ text: String) -> [String: String] {
+                ["bindNotifyMsg": "true", "fromUserId": "ann", "objectName": "RC:TxtMsg", "content": "{\"content\":\"\(text)\"}"]
+            }
+            let (missing, missingBody) = try await server.api.post("/group/create.json", form: [
+                "userId": "ann,bob", "groupId": "g1", "groupName": "G", "bindNotifyMsg": "true", "fromUserId": "ann"])
+            #expect(missing == 400 && missingBody["code"] as? Int == 1002)
+            let (_, none) = try await server.api.post("/user/group/query.json", form: ["userId": "bob"])
+            #expect((none["groups"] as? [Any])?.isEmpty == true, "nothing was created")
+
+            let (created, body) = try await server.api.post("/group/create.json", form: [
+                "userId": "ann,bob", "groupId": "g1", "groupName": "G"].merging(notice("welcome")) { $1 })
+            #expect(created == 200 && body["memberCount"] as? Int == 2)
+            let uid = try #require(body["messageUID"] as? String)
+            let welcome = try #require(await inbox.wait(for: 1).first?.message)
+            #expect(welcome.messageUId == uid && welcome.conversationType == .group && welcome.targetId == "g1" && welcome.senderUserId == "ann")
+
+            let (capped, cappedBody) = try await server.api.post("/group/join.json", form: ["userId": "carol", "groupId": "g1", "maxMember": "2"])
+            #expect(capped == 400 && cappedBody["code"] as? Int == 1002)
+            let (joined, joinedBody) = try await server.api.post("/group/join.json", form: [
+                "userId": "carol", "groupId": "g1", "maxMember": "3"].merging(notice("carol joined")) { $1 })
+            #expect(joined == 200 && joinedBody["memberCount"] as? Int == 3)
+            let (carol, carolInbox) = try await server.syncedDevice("carol")
+            #expect(carolInbox.items.map { $0.message.content(as: TextMessage.self)?.content } == ["carol joined"], "carol syncs from her joining")
+
+            let (quit, _) = try await server.api.post("/group/quit.json", form: ["userId": "carol", "groupId": "g1"].merging(notice("carol left")) { $1 })
+            #expect(quit == 200)
+            let (dismissed, _) = try await server.api.post("/group/dismiss.json", form: ["userId": "ann", "groupId": "g1"].merging(notice("goodbye")) { $1 })
+            #expect(dismissed == 200)
+            let texts = await inbox.wait(for: 5).map { $0.message.content(as: TextMessage.self)?.content ?? $0.message.objectName }
+            #expect(texts == ["welcome", "carol joined", "carol left", "goodbye", "RC:GrpNtf"])
+            #expect(carolInbox.items.count == 1, "carol left before her notice")
+            await bob.disconnect(); await carol.disconnect()
+        }
+    }
 }

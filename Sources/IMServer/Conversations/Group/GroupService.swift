@@ -39,9 +39,12 @@ public final class GroupService: Sendable {
     // MARK: membership (Server API)
 
     /// Adds members, all or none (see `GroupStore.joinGroup`).
-    func join(appId: Int64, groupId: String, name: String?, userIds: [String]) async throws -> GroupJoinOutcome {
+    /// Adds members (creating the group if needed), all or none within `maxMembers` (the app's
+    /// limit when nil or above it).
+    func join(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int? = nil) async throws -> GroupJoinOutcome {
+        let limit = min(maxMembers ?? config.groups.maxMembers, config.groups.maxMembers)
         let outcome = try await rosters.changing(appId: appId, groupIds: [groupId]) {
-            try await store.joinGroup(appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: config.groups.maxMembers,
+            try await store.joinGroup(appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: limit,
                                       preJoinHistory: config.groups.preJoinHistory, now: clock.nowMilliseconds())
         }
         if case .joined = outcome, !userIds.isEmpty {

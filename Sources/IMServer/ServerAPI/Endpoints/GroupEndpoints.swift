@@ -13,28 +13,43 @@ extension ServerAPI {
         return [
             APIEndpoint(
                 path: "/group/create.json", tag: "group",
-                summary: "Creates a group with these members (an existing group gets them added). At most maxGroupMembers (3000) members.",
-                params: [members, groupId, .string("groupName", maxLength: GroupLimits.maxNameCharacters, "group name")],
+                summary: "Creates a group with these members (an existing group gets them added). At most maxGroupMembers (3000) members, or maxMember for this call. With bindNotifyMsg, the message given is sent to the group once the members are in.",
+                params: [members, groupId, .string("groupName", maxLength: GroupLimits.maxNameCharacters, "group name"), Self.maxMemberParam]
+                    + Self.bindNotifyParams,
+                response: Self.bindNotifyResponse,
                 handler: joinGroup),
             APIEndpoint(
                 path: "/group/join.json", tag: "group",
-                summary: "Adds members to a group (creating it if needed); all or none when the member limit would be passed.",
-                params: [members, groupId, .string("groupName", maxLength: GroupLimits.maxNameCharacters, "group name")],
+                summary: "Adds members to a group (creating it if needed); all or none when the member limit would be passed. With bindNotifyMsg, the message given is sent to the group once they are in.",
+                params: [members, groupId, .string("groupName", maxLength: GroupLimits.maxNameCharacters, "group name"), Self.maxMemberParam]
+                    + Self.bindNotifyParams,
+                response: Self.bindNotifyResponse,
                 handler: joinGroup),
             APIEndpoint(
-                path: "/group/quit.json", tag: "group", summary: "Removes members from a group.",
-                params: [members, groupId]) { call in
-                try await core.groups.quit(appId: call.app.id, groupId: try validGroupId(call), userIds: call.list("userId"))
-                return [:]
+                path: "/group/quit.json", tag: "group",
+                summary: "Removes members from a group. With bindNotifyMsg, the message given is sent to the members who stay.",
+                params: [members, groupId] + Self.bindNotifyParams,
+                response: Self.bindNotifyResponse) { call in
+                let id = try validGroupId(call)
+                let notice = try boundNotice(call)
+                try await core.groups.quit(appId: call.app.id, groupId: id, userIds: call.list("userId"))
+                return try await send(notice, to: id)
             },
             APIEndpoint(
                 path: "/group/dismiss.json", tag: "group",
-                summary: "Dismisses a group: members get an RC:GrpNtf Dismiss notification, nobody can send any more, history stays readable.",
-                params: [.id("userId", required: true, "the operator"), groupId]) { call in
+                summary: "Dismisses a group: members get an RC:GrpNtf Dismiss notification, nobody can send any more, history stays readable. With bindNotifyMsg, the message given is sent to the members first.",
+                params: [.id("userId", required: true, "the operator"), groupId] + Self.bindNotifyParams,
+                response: Self.bindNotifyResponse) { call in
                 let operatorId = call.required("userId")
                 guard UserID.isValid(operatorId) else { throw APIError.badParameter("userId '\(operatorId)' is invalid") }
-                _ = try await core.groups.dismiss(appId: call.app.id, groupId: try validGroupId(call), operatorId: operatorId)
-                return [:]
+                let id = try validGroupId(call)
+                let notice = try boundNotice(call)
+                if notice != nil, try await core.groups.rosters.roster(appId: call.app.id, groupId: id) == nil {
+                    throw APIError.badParameter("there is no group \(id): nothing was sent or dismissed")
+                }
+                let answer = try await send(notice, to: id)
+                _ = try await core.groups.dismiss(appId: call.app.id, groupId: id, operatorId: operatorId)
+                return answer
             },
             APIEndpoint(
                 path: "/group/refresh.json", tag: "group", summary: "Renames a group (creating it, without members, if it does not exist).",
@@ -139,12 +154,55 @@ extension ServerAPI {
         let id = try validGroupId(call)
         let userIds = call.list("userId")
         for user in userIds where !UserID.isValid(user) { throw APIError.badParameter("userId '\(user)' is invalid") }
-        switch try await core.groups.join(appId: call.app.id, groupId: id, name: call.string("groupName"), userIds: userIds) {
-        case .joined:
-            return [:]
+        let notice = try boundNotice(call)
+        let maxMembers = try call.int("maxMember").map { min(Int($0), core.config.groups.maxMembers) }
+        switch try await core.groups.join(appId: call.app.id, groupId: id, name: call.string("groupName"), userIds: userIds,
+                                          maxMembers: maxMembers) {
+        case .joined(let memberCount):
+            var answer = try await send(notice, to: id)
+            answer["memberCount"] = memberCount
+            return answer
         case .tooManyMembers(let limit):
             throw APIError.badParameter("group \(id) would have more than \(limit) members; nobody was added")
         }
+    }
+
+    /// `maxMember`: the most members the group may have after this call (never above the app's limit).
+    static let maxMemberParam = APIParam.integer("maxMember", in: 1...Int64(Int32.max),
+                                                 "the group's member limit for this call, at most maxGroupMembers (not stored)")
+
+    /// A notification message bound to a membership change (the Go and Java SDKs' `bindNotifyMsg`).
+    static let bindNotifyParams: [APIParam] = [
+        .boolean("bindNotifyMsg", "send the message below to the group with the change"),
+        .string("fromUserId", "the message's sender (required with bindNotifyMsg)"),
+        .string("objectName", maxLength: MessageLimits.maxObjectNameLength, "the message's type (required with bindNotifyMsg)"),
+        .json("content", "the message's content, a JSON object (required with bindNotifyMsg)"),
+        .string("pushContent", "push notification text"),
+        .string("pushData", maxLength: MessageFieldLimits.maxPushDataBytes, "push payload for the app"),
+        .json("pushExt", "push options, a JSON object"),
+        .boolean("isIncludeSender", "the sender's own devices get a copy (default 0)"),
+        .boolean("isPersisted", "stored in cloud history (default 1)"),
+        .boolean("isCounted", "counted as unread (default 1)"),
+        .boolean("disableUpdateLastMsg", "do not update the conversation's last message"),
+    ]
+    static let bindNotifyResponse = [
+        APIField("messageUID", "string", "the bound message's uid (with bindNotifyMsg)"),
+        APIField("memberCount", "integer", "members after the call (create and join)"),
+    ]
+
+    /// The message of `bindNotifyMsg`, checked before the change is made (nil without it).
+    private func boundNotice(_ call: APICall) throws -> StoredMessage? {
+        guard try call.bool("bindNotifyMsg") == true else { return nil }
+        for name in ["fromUserId", "objectName", "content"] where call.string(name) == nil {
+            throw APIError.badParameter("\(name) is required with bindNotifyMsg: the notification needs a sender, a type and a content")
+        }
+        return try message(call, type: .group, content: Data(call.required("content").utf8), status: false)
+    }
+
+    private func send(_ notice: StoredMessage?, to groupId: String) async throws -> [String: any Sendable] {
+        guard let notice else { return [:] }
+        let sent = try await core.groups.publish(notice, to: [groupId])
+        return ["messageUID": sent.first?.uid ?? ""]
     }
 
     private func syncGroups(_ call: APICall) async throws -> [String: any Sendable] {
