@@ -43,6 +43,32 @@ public struct RecallNotificationMessage: MessageContent, Codable, Equatable {
 
 /// `RC:RcCmd`: the server's command telling every device that a message was recalled. Not stored
 /// or counted; delivered offline.
+/// The server's notice that the sender (through the app's server) modified a private or group
+/// message: it travels the conversation's log like a recall command, so every device of both
+/// sides applies it, live or at its next sync. Only the server sends it.
+public struct MessageModifyCommand: MessageContent, Codable, Equatable {
+    public static let objectName = "RC:MsgModifyCmd"
+    public static let persistentFlag = PersistentFlag.none
+
+    public var messageUId: String
+    public var conversationType: Int
+    public var targetId: String
+    /// The message's type, which a modification keeps.
+    public var objectName: String
+    /// The new content, as JSON text.
+    public var content: String
+    public var modifiedTime: Int64
+
+    public init(messageUId: String, conversationType: Int, targetId: String, objectName: String, content: String, modifiedTime: Int64) {
+        self.messageUId = messageUId
+        self.conversationType = conversationType
+        self.targetId = targetId
+        self.objectName = objectName
+        self.content = content
+        self.modifiedTime = modifiedTime
+    }
+}
+
 public struct RecallCommandMessage: MessageContent, Codable, Equatable {
     public static let objectName = "RC:RcCmd"
     public static let persistentFlag = PersistentFlag.none

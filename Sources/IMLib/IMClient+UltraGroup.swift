@@ -60,7 +60,9 @@ extension IMClient {
     }
 
     /// Messages whose content their sender modified (RongCloud's `onMessagesModified`), live and
-    /// found at a catch-up; each carries the new content.
+    /// found at a catch-up or sync; each carries the new content. Ultra group messages come from
+    /// their channel summaries, private and group messages (modified through the Server API) from
+    /// the conversation's log.
     public nonisolated func messageModifications() -> AsyncStream<Message> {
         modificationEvents.stream()
     }

@@ -561,6 +561,7 @@ public actor IMClient {
             messageEvents.yield(ReceivedMessage(message: message, left: fresh.count - index - 1, offline: offline, hasPackage: hasPackage))
         }
         changes.recalled.forEach(recallEvents.yield)
+        changes.modified.forEach(modificationEvents.yield)
         changes.readReceipts.forEach(conversationReadEvents.yield)
         changes.readStatuses.forEach(readStatusEvents.yield)
         changes.expansions.forEach(expansionEvents.yield)

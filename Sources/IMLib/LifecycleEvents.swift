@@ -61,6 +61,8 @@ struct IncomingChanges {
     var receiptRequests: [Message] = []
     /// Local messages replaced by a recall notification.
     var recalled: [Message] = []
+    /// Local messages whose content their sender modified.
+    var modified: [Message] = []
     var readReceipts: [ConversationReadReceipt] = []
     var readStatuses: [ConversationReadStatus] = []
     var typing: [TypingStatus] = []

@@ -18,6 +18,14 @@ extension LocalStore {
                 request.messageUId = uid
                 changes.receiptRequests.append(request)
             }
+        case MessageModifyCommand.objectName:
+            guard let command = try? decoder.decode(MessageModifyCommand.self, from: message.contentData) else { break }
+            try db.execute(sql: "UPDATE messages SET content = ? WHERE uid = ? AND object_name = ? AND content <> ?",
+                           arguments: [Data(command.content.utf8), command.messageUId, command.objectName, Data(command.content.utf8)])
+            if db.changesCount > 0, let row = try Row.fetchOne(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE uid = ?",
+                                                             arguments: [command.messageUId]) {
+                changes.modified.append(self.message(row))
+            }
         case RecallCommandMessage.objectName:
             guard let command = try? decoder.decode(RecallCommandMessage.self, from: message.contentData) else { break }
             let notification = RecallNotificationMessage(

@@ -127,10 +127,10 @@ public actor MessageLog {
         try await store.replaceMessage(appId: appId, uid: uid, objectName: objectName, content: content)
     }
 
-    /// Stamps an ultra group message as changed (its new content included), so that devices away
-    /// find it in their next channel summary.
-    nonisolated func markModified(appId: Int64, uid: String, content: Data, at time: Int64) async throws {
-        try await store.modifyMessage(appId: appId, uid: uid, content: content, mentions: nil, modifiedTime: time)
+    /// Replaces a message's content and stamps it as changed (so that ultra group devices away
+    /// find it in their next channel summary).
+    nonisolated func markModified(appId: Int64, uid: String, content: Data, mentions: MentionedInfo? = nil, at time: Int64) async throws {
+        try await store.modifyMessage(appId: appId, uid: uid, content: content, mentions: mentions, modifiedTime: time)
     }
 
     nonisolated func deleteStoredMessage(appId: Int64, uid: String) async throws {

@@ -251,9 +251,54 @@ public final class MessageService: Sendable {
         return RecallOutcome(command: try await log.append(recall, origin: origin).message, notification: notification, recallTime: now)
     }
 
+    /// Replaces the content of a private or group message for its sender (the Server API's
+    /// `/message/private/modify.json` and `/message/group/modify.json`): same uid, time and type;
+    /// the stored message and cloud history show the new content, and an `RC:MsgModifyCmd` command
+    /// carries it to every device of the conversation, online now or at its next sync. 20116 for a
+    /// message that is not the sender's, not of this conversation, not kept in history, recalled,
+    /// or asked to change its type.
+    func modify(appId: Int64, senderId: String, type: ConversationType, targetId: String, uid: String, objectName: String?,
+                content: Data, origin: Origin) async throws -> StoredMessage {
+        try Self.checkContent(content)
+        let key = type == .group ? groupConversationKey(targetId) : privateConversationKey(senderId, targetId)
+        guard var original = try await log.storedMessage(appId: appId, uid: uid), original.conversationType == type,
+              original.conversationKey == key else {
+            throw IMError(.messageNotModifiable, "no \(type == .group ? "group" : "private") message \(uid) between \(senderId) and \(targetId): check msgUID, fromUserId and the target")
+        }
+        guard original.senderId == senderId else {
+            throw IMError(.messageNotModifiable, "message \(uid) was sent by another user: only its sender's modification is accepted")
+        }
+        guard original.isInHistory, original.objectName != RecallNotificationMessage.objectName else {
+            throw IMError(.messageNotModifiable, "message \(uid) is \(original.objectName == RecallNotificationMessage.objectName ? "recalled" : "not kept in history"): it cannot be modified")
+        }
+        if let objectName, !objectName.isEmpty, objectName != original.objectName {
+            throw IMError(.messageNotModifiable, "message \(uid) is a \(original.objectName); a modification keeps the type, got \(objectName)")
+        }
+        var content = content
+        switch try await words.apply(appId: appId, objectName: original.objectName, content: content) {
+        case .block:
+            throw IMError(.blockedBySensitiveWord, "the new content contains a word this app blocks: the message keeps its content")
+        case .deliver(let filtered):
+            content = filtered
+        }
+        let now = clock.nowMilliseconds()
+        let mentions = type == .group ? MentionedInfo.of(content: content) : nil
+        try await log.markModified(appId: appId, uid: uid, content: content, mentions: mentions, at: now)
+        original.content = content
+        let command = MessageModifyCommand(messageUId: uid, conversationType: type.rawValue, targetId: original.targetId,
+                                           objectName: original.objectName, content: String(decoding: content, as: UTF8.self),
+                                           modifiedTime: now)
+        let notice = StoredMessage(
+            appId: appId, conversationType: type, conversationKey: original.conversationKey,
+            targetId: original.targetId, senderId: original.senderId, objectName: MessageModifyCommand.objectName,
+            content: try command.encode(), flags: .none, includeSender: true, directedUserIds: original.directedUserIds)
+        _ = try await log.append(notice, origin: origin)
+        return original
+    }
+
     /// Object names only the server sends: a client forging one could rewrite others' messages.
     static let serverOnlyObjectNames: Set<String> = [
-        RecallCommandMessage.objectName, RecallNotificationMessage.objectName, ExpansionChangeMessage.objectName,
+        RecallCommandMessage.objectName, MessageModifyCommand.objectName, RecallNotificationMessage.objectName, ExpansionChangeMessage.objectName,
         ReadReceiptObjectNames.request, ChatroomKVNotificationMessage.objectName,
     ]
 

@@ -88,6 +88,18 @@ extension ServerAPI {
                 response: [APIField("messageUID", "string", "the broadcast's message uid"), APIField("id", "string", "the same uid (older clients read this)")],
                 handler: broadcast),
             APIEndpoint(
+                path: "/message/private/modify.json", tag: "message",
+                summary: "Replaces the content of a private message for its sender: same uid, time and type. History shows the new content and every device of both users gets it (IMLib's messageModifications), online now or at its next sync. 20116 when the message cannot be modified.",
+                params: Self.modifyParams(target: .id("targetId", required: true, "the message's recipient"))) { call in
+                try await modify(call, type: .private, targetId: call.required("targetId"))
+            },
+            APIEndpoint(
+                path: "/message/group/modify.json", tag: "message",
+                summary: "Replaces the content of a group message for its sender: same uid, time and type. History shows the new content and every member's devices get it, online now or at their next sync. 20116 when the message cannot be modified.",
+                params: Self.modifyParams(target: .id("groupId", required: true, "the message's group"))) { call in
+                try await modify(call, type: .group, targetId: call.required("groupId"))
+            },
+            APIEndpoint(
                 path: "/message/online/broadcast.json", tag: "message",
                 summary: "Sends a system message from fromUserId to the users online now and to those who connect within 10 minutes; it is not stored in cloud history, not pushed and cannot be recalled. 1009 when onlineBroadcastEnabled is off.",
                 params: [
@@ -316,6 +328,27 @@ extension ServerAPI {
         let sent = try await core.messages.publish(message, to: recipients, contents: contents, pushContents: pushContents,
                                                    pushData: pushData, verifyBlacklist: try call.bool("verifyBlacklist") ?? false)
         return ["messageUIDs": sent.map { ["userId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]
+    }
+
+    static func modifyParams(target: APIParam) -> [APIParam] {
+        [
+            .id("fromUserId", required: true, "the message's sender"),
+            target,
+            .string("msgUID", required: true, "the message's uid"),
+            .string("objectName", maxLength: MessageLimits.maxObjectNameLength, "the message's type, if given (a modification cannot change it)"),
+            .json("content", required: true, "the new content, a JSON object up to 128 KB"),
+        ]
+    }
+
+    private func modify(_ call: APICall, type: ConversationType, targetId: String) async throws -> [String: any Sendable] {
+        let content = Data(call.required("content").utf8)
+        if let violation = MessageContentRule.violation(of: content) {
+            throw APIError.badParameter(MessageContentRule.message(violation, field: "content"))
+        }
+        _ = try await core.messages.modify(appId: call.app.id, senderId: call.required("fromUserId"), type: type, targetId: targetId,
+                                           uid: call.required("msgUID"), objectName: call.string("objectName"), content: content,
+                                           origin: .serverAPI)
+        return [:]
     }
 
     private func broadcast(_ call: APICall) async throws -> [String: any Sendable] {
