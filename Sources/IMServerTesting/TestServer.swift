@@ -193,8 +193,17 @@ public struct ServerAPIClient: Sendable {
     }
 
     public func post(_ path: String, body: Data, contentType: String, signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {
+        try await send("POST", path, body: body, contentType: contentType, signatureSecret: signatureSecret)
+    }
+
+    /// A signed call with any method (the `/v2` family uses GET, PUT and DELETE too); a JSON body when given.
+    public func send(_ method: String, _ path: String, json: [String: Any]? = nil) async throws -> (Int, [String: Any]) {
+        try await send(method, path, body: try json.map { try JSONSerialization.data(withJSONObject: $0) } ?? Data(), contentType: "application/json")
+    }
+
+    public func send(_ method: String, _ path: String, body: Data, contentType: String, signatureSecret: String? = nil) async throws -> (Int, [String: Any]) {
         var request = URLRequest(url: URL(string: baseURL + path)!)
-        request.httpMethod = "POST"
+        request.httpMethod = method
         let nonce = String(Int.random(in: 0..<1_000_000_000))
         let timestamp = String(Int(Date().timeIntervalSince1970))
         let signature = APISignature.sign(secret: signatureSecret ?? app.appSecret, nonce: nonce, timestamp: timestamp)
@@ -203,7 +212,8 @@ public struct ServerAPIClient: Sendable {
         request.setValue(timestamp, forHTTPHeaderField: "Timestamp")
         request.setValue(signature, forHTTPHeaderField: "Signature")
         request.setValue(contentType, forHTTPHeaderField: "Content-Type")
-        request.httpBody = body
+        request.setValue(UUID().uuidString, forHTTPHeaderField: "X-Request-Id")
+        if !body.isEmpty { request.httpBody = body }
         let (data, response) = try await URLSession.shared.data(for: request)
         let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, object)

@@ -30,6 +30,7 @@ struct ServerAPI: Sendable {
                 APIResponse.failure(APIError(.apiNotFound, .notFound, "\(path) is not available on this server yet: \(reason)"))
             }
         }
+        registerUltraGroupV2(on: router)
         let document = OpenAPIDocument.json(for: endpoints)
         router.get("/openapi.json") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
@@ -48,34 +49,47 @@ struct ServerAPI: Sendable {
     private func call(_ request: Request, _ endpoint: APIEndpoint) async -> Response {
         do {
             let app = try await authenticate(request)
-            let parameters = try await parameters(of: request)
-            for param in endpoint.params { try param.check(parameters) }
-            try core.apiLimits.admit(appId: app.id, cost: 1, rules: [
-                APIRateLimiter.Rule(name: endpoint.path, limit: core.config.serverAPI.callsPerSecond, windowMilliseconds: 1000),
-            ])
-            let host = request.head.authority ?? "\(core.config.network.host):\(core.config.network.port)"
-            let announced = core.peers.announcements
-            let fields = try await endpoint.handler(APICall(app: app, parameters: parameters, baseURL: "http://\(host)"))
-            // In a cluster, what the call told the other nodes (kicks, frames) is on the bus, and
-            // the cache drops it announced applied by every node, before the app's server hears
-            // that it is done.
-            await core.cluster?.flush()
-            await core.peers.applied(since: announced)
-            // The callbacks the call caused (chatroom changes) are durable before it is answered.
-            await core.callbacks?.durable()
-            return APIResponse.success(fields)
-        } catch let error as APIError {
-            return APIResponse.failure(error)
-        } catch let error as IMError {
-            return APIResponse.failure(APIError(error.code, error.code == .apiRateLimited ? .tooManyRequests : .badRequest, error.message))
+            return APIResponse.success(try await invoke(endpoint, app: app, parameters: try await parameters(of: request), request: request))
         } catch {
+            return APIResponse.failure(apiError(error, request))
+        }
+    }
+
+    /// Runs an endpoint for an authenticated app: its parameter checks, the rate limit, the
+    /// handler, and what must be done before the call is answered.
+    func invoke(_ endpoint: APIEndpoint, app: AppRecord, parameters: APIParameters, request: Request) async throws -> [String: any Sendable] {
+        for param in endpoint.params { try param.check(parameters) }
+        try core.apiLimits.admit(appId: app.id, cost: 1, rules: [
+            APIRateLimiter.Rule(name: endpoint.path, limit: core.config.serverAPI.callsPerSecond, windowMilliseconds: 1000),
+        ])
+        let host = request.head.authority ?? "\(core.config.network.host):\(core.config.network.port)"
+        let announced = core.peers.announcements
+        let fields = try await endpoint.handler(APICall(app: app, parameters: parameters, baseURL: "http://\(host)"))
+        // In a cluster, what the call told the other nodes (kicks, frames) is on the bus, and
+        // the cache drops it announced applied by every node, before the app's server hears
+        // that it is done.
+        await core.cluster?.flush()
+        await core.peers.applied(since: announced)
+        // The callbacks the call caused (chatroom changes) are durable before it is answered.
+        await core.callbacks?.durable()
+        return fields
+    }
+
+    /// What a failed call answers: RongCloud's code and the reason.
+    func apiError(_ error: any Error, _ request: Request) -> APIError {
+        switch error {
+        case let error as APIError:
+            return error
+        case let error as IMError:
+            return APIError(error.code, error.code == .apiRateLimited ? .tooManyRequests : .badRequest, error.message)
+        default:
             core.logger.error("server API call failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
-            return APIResponse.failure(APIError(.apiInternalError, .internalServerError, "internal error: retry the call"))
+            return APIError(.apiInternalError, .internalServerError, "internal error: retry the call")
         }
     }
 
     /// Checks the signature: hex SHA1 of app secret + nonce + timestamp, either header spelling.
-    private func authenticate(_ request: Request) async throws -> AppRecord {
+    func authenticate(_ request: Request) async throws -> AppRecord {
         func header(_ name: String) -> String? {
             request.headers[HTTPField.Name(name)!] ?? request.headers[HTTPField.Name("RC-" + name)!]
         }
