@@ -13,6 +13,8 @@ public enum MessageLimits {
     public static let offlineRetentionDayRange = 1...7
     /// Natural days a new device's first sync covers (RongCloud: today, raised by ticket up to 7).
     public static let defaultCompensationDays = 1
+    /// RongCloud keeps cloud history 6 months by default.
+    public static let defaultCloudHistoryRetentionDays = 180
     /// Remote history pages hold 1 to 100 messages.
     public static let historyCountRange = 1...100
     /// Local history returns at most 20 messages per call (spec/imlib-core.md §9.7).

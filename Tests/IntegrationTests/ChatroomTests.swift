@@ -171,11 +171,14 @@ struct ChatroomTests {
         }
     }
 
-    @Test("membership is per device: a quit on one device leaves the other in the room, and deletes the quitting device's local messages")
+    @Test("membership is per device: a quit on one device leaves the other in the room, and deletes the quitting device's local messages; a device that never joined gets nothing")
     func perDeviceQuit() async throws {
         try await withTestServer(try await Self.server()) { server in
             let phone = try await server.connectedClient("alice", platform: .iOS)
             let desk = try await server.connectedClient("alice", platform: .macOS)
+            // Online, but never in the room (RongCloud would send it the room's messages: README).
+            let web = try await server.connectedClient("alice", platform: .web)
+            let webInbox = EventRecorder(web.receivedMessages())
             try await phone.joinChatRoom("r1", messageCount: -1)
             try await desk.joinChatRoom("r1", messageCount: -1)
             let phoneInbox = EventRecorder(phone.receivedMessages())
@@ -190,6 +193,7 @@ struct ChatroomTests {
             #expect(try await Self.publish(server, room: "r1", text: "after"))
             #expect(await deskInbox.wait(for: 2).compactMap(Self.text) == ["before", "after"])
             #expect(phoneInbox.items.count == 1, "the phone left")
+            #expect(webInbox.items.isEmpty, "the web session never joined")
             try await desk.quitChatRoom("r1")
             #expect(server.core.chatrooms.areMembers(appId: server.app.id, roomId: "r1", userIds: ["alice"]) == [false])
         }

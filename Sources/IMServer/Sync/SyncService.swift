@@ -68,6 +68,7 @@ public final class SyncService: Sendable {
         guard request.order == 0 || request.order == 1 else {
             throw IMError(.invalidParameter, "order must be 0 (descending) or 1 (ascending), got \(request.order)")
         }
+        let floor = try config.messaging.cloudHistoryFloor(now: clock.nowMilliseconds())
         let page: HistoryPage
         if type == .group {
             // Members, present or of a dismissed group, read from their joining (or the pre-join
@@ -79,14 +80,14 @@ public final class SyncService: Sendable {
             page = try await store.history(
                 appId: session.appId, conversationKey: groupConversationKey(request.targetID), recordTime: request.recordTime,
                 count: Int(request.count), ascending: request.order == 1,
-                viewer: HistoryViewer(userId: session.userId, afterSeq: max(member.historyAfterSeq, session.historyAfterSeq)), maxBytes: FrameBudget.bytes)
+                viewer: HistoryViewer(userId: session.userId, afterSeq: max(member.historyAfterSeq, session.historyAfterSeq), minSentTime: floor), maxBytes: FrameBudget.bytes)
         } else if type == .system {
-            page = try await systemHistory(request, for: session)
+            page = try await systemHistory(request, for: session, floor: floor)
         } else {
             page = try await store.history(
                 appId: session.appId, conversationKey: privateConversationKey(session.userId, request.targetID),
                 recordTime: request.recordTime, count: Int(request.count), ascending: request.order == 1,
-                viewer: HistoryViewer(userId: session.userId, afterSeq: session.historyAfterSeq), maxBytes: FrameBudget.bytes)
+                viewer: HistoryViewer(userId: session.userId, afterSeq: session.historyAfterSeq, minSentTime: floor), maxBytes: FrameBudget.bytes)
         }
         var reply = Im_HistoryReply()
         reply.messages = page.messages.map(\.wire)
@@ -96,8 +97,8 @@ public final class SyncService: Sendable {
 
     /// A system conversation's history: what the account sent to this user and its broadcasts to
     /// everyone, two logs read alike and merged by time.
-    private func systemHistory(_ request: Im_HistoryRequest, for session: ClientSession) async throws -> HistoryPage {
-        let viewer = HistoryViewer(userId: session.userId, afterSeq: session.historyAfterSeq)
+    private func systemHistory(_ request: Im_HistoryRequest, for session: ClientSession, floor: Int64) async throws -> HistoryPage {
+        let viewer = HistoryViewer(userId: session.userId, afterSeq: session.historyAfterSeq, minSentTime: floor)
         let ascending = request.order == 1
         var pages: [HistoryPage] = []
         for recipient in [session.userId, StoredMessage.everyone] {

@@ -23,6 +23,14 @@ extension ServerConfig {
                  doc: "The time zone whose midnight starts a natural day (the compensation window's \"today\"): an IANA name such as `Asia/Shanghai` or `UTC`; unset, the machine's time zone.")
         public var dayTimeZone: String? = nil
 
+        @Setting(key: "cloudHistoryEnabled",
+                 doc: "Whether private, group and system messages are served as cloud history (remote history, /v3 queries); off, those calls fail with 25102. Offline sync is not affected.")
+        public var cloudHistoryEnabled = true
+
+        @Setting(key: "cloudHistoryRetentionDays", allowed: .range(1...36_500),
+                 doc: "Days of cloud history served (RongCloud's default is 6 months); older messages are left out of remote history and /v3 queries.")
+        public var cloudHistoryRetentionDays = MessageLimits.defaultCloudHistoryRetentionDays
+
         @Setting(key: "syncPageSize", allowed: .range(1...1000),
                  doc: "Offline messages per sync page.")
         public var syncPageSize = 200
@@ -32,6 +40,14 @@ extension ServerConfig {
         public var recallWindowSeconds = RecallLimits.defaultWindowSeconds
 
         public init() {}
+
+        /// The oldest sent time cloud history serves at `now`, or 25102 when it is off.
+        public func cloudHistoryFloor(now: Int64) throws -> Int64 {
+            guard cloudHistoryEnabled else {
+                throw IMError(.cloudHistoryDisabled, "this server does not serve cloud history (cloudHistoryEnabled is off): read the messages this device holds")
+            }
+            return now - Int64(cloudHistoryRetentionDays) * 86_400_000
+        }
 
         /// 00:00 of the first natural day of the compensation window that contains `now` (ms).
         public func compensationStart(now: Int64) -> Int64 {

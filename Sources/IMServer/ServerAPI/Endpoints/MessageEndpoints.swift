@@ -495,21 +495,23 @@ extension ServerAPI {
 
     private func queryPrivateHistory(_ call: APICall) async throws -> [String: any Sendable] {
         let window = try historyWindow(call)
+        let floor = try core.config.messaging.cloudHistoryFloor(now: core.clock.nowMilliseconds())
         let messages = try await core.archive.conversationMessages(
             appId: call.app.id, conversationKey: privateConversationKey(window.userId, window.targetId), start: window.start, end: window.end,
             includeStart: window.includeStart, ascending: window.ascending, limit: window.pageSize)
-        return historyPage(messages)
+        return historyPage(messages.filter { $0.sentTime >= floor })
     }
 
     /// A group's history as `userId` sees it: a message directed to other members is left out
     /// (the page may then hold fewer than pageSize).
     private func queryGroupHistory(_ call: APICall) async throws -> [String: any Sendable] {
         let window = try historyWindow(call)
+        let floor = try core.config.messaging.cloudHistoryFloor(now: core.clock.nowMilliseconds())
         let messages = try await core.archive.conversationMessages(
             appId: call.app.id, conversationKey: groupConversationKey(window.targetId), start: window.start, end: window.end,
             includeStart: window.includeStart, ascending: window.ascending, limit: window.pageSize)
         return historyPage(messages.filter { message in
-            message.directedUserIds.isEmpty || message.senderId == window.userId || message.directedUserIds.contains(window.userId)
+            message.sentTime >= floor && (message.directedUserIds.isEmpty || message.senderId == window.userId || message.directedUserIds.contains(window.userId))
         })
     }
 
