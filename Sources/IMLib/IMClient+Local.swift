@@ -67,18 +67,24 @@ extension IMClient {
 
     // MARK: inserted messages
 
-    /// Stores an outgoing message on this device only: it is never sent and has no messageUId. It
-    /// appears in history and the conversation list by `sentTime` (ms; 0: now).
+    /// Stores an outgoing message on this device only: it has no messageUId until
+    /// `sendMessage(messageId:)` sends it. It appears in history and the conversation list by
+    /// `sentTime` (ms; 0: now). `canIncludeExpansion` and `expansion` are kept with it (and sent
+    /// with it); `extra` is the local text of `setMessageExtra`.
     ///
     /// - Throws: 34021 when the content's type is not registered; 33003 for an invalid target, a
-    ///   negative time or a type that is not stored (its persistent flag lacks `isPersisted`).
+    ///   negative time or a type that is not stored (its persistent flag lacks `isPersisted`);
+    ///   34008 for extensions without `canIncludeExpansion`, 34010 past the extension limits.
     @discardableResult
     public func insertOutgoingMessage(
-        _ type: ConversationType, targetId: String, sentStatus: SentStatus = .sent, content: some MessageContent, sentTime: Int64 = 0
+        _ type: ConversationType, targetId: String, sentStatus: SentStatus = .sent, content: some MessageContent, sentTime: Int64 = 0,
+        canIncludeExpansion: Bool = false, expansion: [String: String] = [:], extra: String = ""
     ) throws -> Message {
         let store = try openStore()
-        return try store.insertLocal(localMessage(type, targetId: targetId, senderUserId: store.userId, direction: .send,
-                                                  sentStatus: sentStatus, isRead: true, content: content, sentTime: sentTime))
+        var message = try localMessage(type, targetId: targetId, senderUserId: store.userId, direction: .send,
+                                       sentStatus: sentStatus, isRead: true, content: content, sentTime: sentTime)
+        try Self.expand(&message, canIncludeExpansion: canIncludeExpansion, expansion: expansion, extra: extra)
+        return try store.insertLocal(message)
     }
 
     /// Stores a received message on this device only, as if `senderUserId` had sent it: it has no
@@ -89,11 +95,32 @@ extension IMClient {
     @discardableResult
     public func insertIncomingMessage(
         _ type: ConversationType, targetId: String, senderUserId: String, isRead: Bool = false, content: some MessageContent,
-        sentTime: Int64 = 0
+        sentTime: Int64 = 0, canIncludeExpansion: Bool = false, expansion: [String: String] = [:], extra: String = ""
     ) throws -> Message {
         guard UserID.isValid(senderUserId) else { throw IMError(.invalidParameter, "senderUserId '\(senderUserId)' is not a valid user id") }
-        return try openStore().insertLocal(localMessage(type, targetId: targetId, senderUserId: senderUserId, direction: .receive,
-                                                        sentStatus: .received, isRead: isRead, content: content, sentTime: sentTime))
+        var message = try localMessage(type, targetId: targetId, senderUserId: senderUserId, direction: .receive,
+                                       sentStatus: .received, isRead: isRead, content: content, sentTime: sentTime)
+        try Self.expand(&message, canIncludeExpansion: canIncludeExpansion, expansion: expansion, extra: extra)
+        return try openStore().insertLocal(message)
+    }
+
+    private static func expand(_ message: inout Message, canIncludeExpansion: Bool, expansion: [String: String], extra: String) throws {
+        if !expansion.isEmpty {
+            guard canIncludeExpansion else {
+                throw IMError(.messageNotExpandable, "the message carries extensions but canIncludeExpansion is off: set it to keep extensions")
+            }
+            try ExpansionLimits.check(set: expansion, remove: [])
+        }
+        message.canIncludeExpansion = canIncludeExpansion
+        message.expansion = expansion
+        message.extra = extra
+    }
+
+    /// Sets the text the app keeps with a message on this device only (RongCloud's
+    /// `setMessageExtra`); false when there is no such message.
+    @discardableResult
+    public func setMessageExtra(messageId: Int64, value: String) throws -> Bool {
+        try openStore().setExtra(messageId: messageId, value: value)
     }
 
     private func localMessage(

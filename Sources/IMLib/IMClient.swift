@@ -685,11 +685,22 @@ public actor IMClient {
     /// stored it (the reply was lost), it answers with the first messageUId and stores nothing twice.
     @discardableResult
     public func resendMessage(messageId: Int64) async throws -> Message {
+        try await sendMessage(messageId: messageId)
+    }
+
+    /// Sends an outgoing message this device holds and the server does not: one stored by
+    /// `insertOutgoingMessage`, or one whose send failed (RongCloud's `sendMessage` with an
+    /// inserted message). The same local message becomes the sent one, with its extensions and
+    /// `extra`; its time becomes the server's. A message already sent is returned as it is.
+    ///
+    /// - Throws: 33003 when there is no such outgoing message; `SendMessageError` as `sendMessage`.
+    @discardableResult
+    public func sendMessage(messageId: Int64) async throws -> Message {
         let store = try openStore()
         guard var message = try store.message(id: messageId), message.direction == .send else {
             throw IMError(.invalidParameter, "no outgoing message \(messageId) in the local database")
         }
-        guard message.sentStatus != .sent else { return message }
+        guard message.messageUId.isEmpty else { return message }
         message.sentStatus = .sending
         return try await transmit(message, store: store)
     }

@@ -140,6 +140,14 @@ extension LocalStore {
 
     /// Stores a message made on this device that the server never sees (no messageUId), in its
     /// conversation's history and list; an unread, counted received one counts as unread.
+    /// Sets a message's local `extra`; false when there is no such message.
+    func setExtra(messageId: Int64, value: String) throws -> Bool {
+        try pool.write { db in
+            try db.execute(sql: "UPDATE messages SET extra = ? WHERE id = ?", arguments: [value, messageId])
+            return db.changesCount > 0
+        }
+    }
+
     func insertLocal(_ message: Message) throws -> Message {
         try pool.write { db in
             var message = message

@@ -99,6 +99,9 @@ final class LocalStore: Sendable {
                 ALTER TABLE messages ADD COLUMN disable_notification INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        migrator.registerMigration("v8-local-extra") { db in
+            try db.execute(sql: "ALTER TABLE messages ADD COLUMN extra TEXT NOT NULL DEFAULT ''")
+        }
         return migrator
     }
 
@@ -257,8 +260,8 @@ final class LocalStore: Sendable {
         try db.execute(sql: """
             INSERT INTO messages (conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags,
                 uid, client_msg_id, sent_time, received_time, sent_status, is_read, push_content, push_data,
-                directed_user_ids, receipt_requested, can_include_expansion, expansion, push_config, disable_notification)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                directed_user_ids, receipt_requested, can_include_expansion, expansion, push_config, disable_notification, extra)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [
                 message.conversationType.rawValue, message.targetId, message.channelId, message.senderUserId,
                 message.direction.rawValue, message.objectName, message.contentData, Int64(message.flags.rawValue),
@@ -266,7 +269,7 @@ final class LocalStore: Sendable {
                 message.receivedTime, message.sentStatus.rawValue, message.isRead, message.pushContent, message.pushData,
                 message.directedUserIds.joined(separator: "\n"), message.readReceiptInfo.isReceiptRequestMessage,
                 message.canIncludeExpansion, Self.encodeExpansion(message.expansion),
-                message.pushConfig.map { $0.encoded() }, message.disableNotification,
+                message.pushConfig.map { $0.encoded() }, message.disableNotification, message.extra,
             ])
     }
 
@@ -362,7 +365,7 @@ final class LocalStore: Sendable {
         id, conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags, uid, client_msg_id,
         sent_time, received_time, sent_status, is_read, push_content, push_data, directed_user_ids, receipt_requested,
         receipt_responded, (SELECT COUNT(*) FROM message_readers r WHERE r.uid = messages.uid) AS reader_count,
-        can_include_expansion, expansion, push_config, disable_notification
+        can_include_expansion, expansion, push_config, disable_notification, extra
         """
 
     /// Up to `count` messages older than `oldestMessageId` (-1 or 0: from the newest), newest first.
@@ -411,6 +414,6 @@ final class LocalStore: Sendable {
                                              readerCount: row["reader_count"]),
             canIncludeExpansion: row["can_include_expansion"], expansion: Self.decodeExpansion(row["expansion"]),
             pushConfig: (row["push_config"] as Data?).flatMap { try? MessagePushConfig.decode($0) },
-            disableNotification: row["disable_notification"])
+            disableNotification: row["disable_notification"], extra: row["extra"])
     }
 }

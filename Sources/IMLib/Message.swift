@@ -62,6 +62,9 @@ public struct Message: Sendable, Identifiable {
     /// message (on the sender's devices and the recipients'), though it is stored, counted and
     /// shown in the conversation. Known when the message is sent or received, not kept locally.
     public var disableUpdateLastMessage = false
+    /// RongCloud's `extra`: text the app keeps with the message on this device only; it is never
+    /// sent, and nothing from the server replaces it (`setMessageExtra`).
+    public var extra = ""
 
     public var id: Int64 { messageId }
 

@@ -234,6 +234,35 @@ struct LocalFeaturesTests {
         }
     }
 
+    @Test("an inserted message keeps its extensions and local extra, and sendMessage(messageId:) sends it as the same local message; extra never leaves the device")
+    func sendingInsertedMessages() async throws {
+        try await withTestServer(try await Self.startServer()) { server in
+            let (alice, aliceInbox) = try await server.syncedDevice("alice")
+            let bob = try await server.connectedClient("bob")
+            let draft = try await bob.insertOutgoingMessage(.private, targetId: "alice", content: TextMessage(content: "queued"),
+                                                            canIncludeExpansion: true, expansion: ["votes": "0"], extra: "draft #1")
+            #expect(draft.canIncludeExpansion && draft.expansion == ["votes": "0"] && draft.extra == "draft #1")
+            #expect(await failureCode {
+                try await bob.insertOutgoingMessage(.private, targetId: "alice", content: TextMessage(content: "x"), expansion: ["k": "v"])
+            } == 34008, "extensions need canIncludeExpansion")
+            #expect(try await bob.setMessageExtra(messageId: draft.messageId, value: "edited locally"))
+            #expect(try await !bob.setMessageExtra(messageId: 999_999, value: "x"))
+
+            let sent = try await bob.sendMessage(messageId: draft.messageId)
+            #expect(sent.messageId == draft.messageId && !sent.messageUId.isEmpty && sent.sentStatus == .sent)
+            let local = try #require(try await bob.getMessage(messageId: draft.messageId))
+            #expect(local.messageUId == sent.messageUId && local.extra == "edited locally" && local.expansion == ["votes": "0"])
+            #expect(try await bob.getHistoryMessages(.private, targetId: "alice").count == 1, "the inserted message became the sent one, not a copy")
+            let received = try #require(await aliceInbox.wait(for: 1).first?.message)
+            #expect(received.messageUId == sent.messageUId && received.expansion == ["votes": "0"] && received.canIncludeExpansion)
+            #expect(received.extra.isEmpty, "extra stays on the device that set it")
+            let again = try await bob.sendMessage(messageId: draft.messageId)
+            #expect(again.messageUId == sent.messageUId, "a sent message is not sent twice")
+            #expect(await failureCode { try await bob.sendMessage(messageId: 999_999) } == 33003)
+            await alice.disconnect(); await bob.disconnect()
+        }
+    }
+
     @Test("unregistered types cannot be sent or inserted (34021); RC: names cannot be registered")
     func registration() async throws {
         try await withTestServer(try await Self.startServer()) { server in
