@@ -74,8 +74,9 @@ extension IMClient {
     // MARK: deleting
 
     /// Removes messages from this user's cloud history (and from what a new device syncs); the
-    /// other side keeps them, and local copies stay. Irreversible.
-    public func deleteRemoteMessages(_ type: ConversationType, targetId: String, messages: [Message]) async throws {
+    /// other side keeps them, and local copies stay. Irreversible. In an ultra group, `channelId`
+    /// names the messages' channel (none: RCDefault).
+    public func deleteRemoteMessages(_ type: ConversationType, targetId: String, channelId: String = "", messages: [Message]) async throws {
         let uids = messages.map(\.messageUId).filter { !$0.isEmpty }
         guard !uids.isEmpty, uids.count <= MessageLimits.remoteDeleteBatch else {
             throw IMError(.invalidParameter, "pass 1 to \(MessageLimits.remoteDeleteBatch) sent or received messages (with a messageUId)")
@@ -84,6 +85,7 @@ extension IMClient {
         request.conversationType = Int32(type.rawValue)
         request.targetID = targetId
         request.messageUids = uids
+        request.channelID = try Self.channel(channelId, of: type)
         _ = try await connected().request(.deleteRemoteMessages, request, timeout: options.requestTimeout)
     }
 
@@ -91,7 +93,7 @@ extension IMClient {
     /// Irreversible.
     ///
     /// - Throws: 25103 when `recordTime` is later than the server's time.
-    public func clearRemoteHistoryMessages(_ type: ConversationType, targetId: String, recordTime: Int64) async throws {
+    public func clearRemoteHistoryMessages(_ type: ConversationType, targetId: String, channelId: String = "", recordTime: Int64) async throws {
         guard recordTime >= 0 else {
             throw IMError(.invalidParameter, "recordTime must be 0 (all) or a sentTime in ms")
         }
@@ -99,20 +101,23 @@ extension IMClient {
         request.conversationType = Int32(type.rawValue)
         request.targetID = targetId
         request.recordTime = recordTime
+        request.channelID = try Self.channel(channelId, of: type)
         _ = try await connected().request(.clearRemoteHistory, request, timeout: options.requestTimeout)
     }
 
     /// Deletes a conversation's messages sent at or before `recordTime` (0: all) from this device
     /// and, with `clearRemote`, from this user's cloud history first (RongCloud's
     /// `clearHistoryMessages`). When the server refuses, nothing local is deleted.
-    public func clearHistoryMessages(_ type: ConversationType, targetId: String, recordTime: Int64, clearRemote: Bool) async throws {
+    public func clearHistoryMessages(_ type: ConversationType, targetId: String, channelId: String = "", recordTime: Int64,
+                                     clearRemote: Bool) async throws {
         let store = try openStore()
+        let channel = try Self.channel(channelId, of: type)
         if clearRemote {
-            try await clearRemoteHistoryMessages(type, targetId: targetId, recordTime: recordTime)
+            try await clearRemoteHistoryMessages(type, targetId: targetId, channelId: channelId, recordTime: recordTime)
         } else if recordTime < 0 {
             throw IMError(.invalidParameter, "recordTime must be 0 (all) or a sentTime in ms")
         }
-        _ = try store.deleteMessages(type: type, targetId: targetId, channelId: "", sentAtOrBefore: recordTime)
+        _ = try store.deleteMessages(type: type, targetId: targetId, channelId: channel, sentAtOrBefore: recordTime)
     }
 
     // MARK: read receipts and read status
@@ -146,14 +151,16 @@ extension IMClient {
     /// Tells the others in a conversation that this user is typing a message of `typingContentType`
     /// (an object name, e.g. `RC:TxtMsg`). At most one status per conversation is sent every 6 s;
     /// calls in between are dropped. Returns whether a status was sent.
+    /// In an ultra group the status goes to the members online in `channelId` (none: RCDefault).
     @discardableResult
-    public func sendTypingStatus(_ type: ConversationType, targetId: String, typingContentType: String) async throws -> Bool {
-        let key = "\(type.rawValue)|\(targetId)"
+    public func sendTypingStatus(_ type: ConversationType, targetId: String, channelId: String = "", typingContentType: String) async throws -> Bool {
+        let channel = try Self.channel(channelId, of: type)
+        let key = "\(type.rawValue)|\(targetId)|\(channel)"
         let now = options.clock.nowMilliseconds()
         if let last = lastTypingSent[key], now - last < TypingLimits.intervalMilliseconds { return false }
         lastTypingSent[key] = now
         do {
-            _ = try await sendSignal(type, targetId: targetId, content: TypingStatusMessage(typingContentType: typingContentType))
+            _ = try await sendSignal(type, targetId: targetId, channelId: channel, content: TypingStatusMessage(typingContentType: typingContentType))
         } catch {
             lastTypingSent[key] = nil
             throw error
@@ -196,13 +203,15 @@ extension IMClient {
     // MARK: helpers
 
     /// Sends a command content that is not stored locally (read status, typing).
-    private func sendSignal(_ conversationType: ConversationType, targetId: String, content: some MessageContent) async throws -> Im_SendMessageReply {
+    private func sendSignal(_ conversationType: ConversationType, targetId: String, channelId: String = "",
+                            content: some MessageContent) async throws -> Im_SendMessageReply {
         guard UserID.isValid(targetId) else {
             throw IMError(.invalidParameter, "targetId '\(targetId)' is not a valid id")
         }
         var request = Im_SendMessageRequest()
         request.conversationType = Int32(conversationType.rawValue)
         request.targetID = targetId
+        request.channelID = channelId
         request.objectName = type(of: content).objectName
         request.content = try content.encode()
         request.flags = type(of: content).persistentFlag.rawValue

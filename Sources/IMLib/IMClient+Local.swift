@@ -44,25 +44,27 @@ extension IMClient {
     // MARK: drafts
 
     /// Saves the text the user has typed but not sent; an empty text clears it. Drafts stay on
-    /// this device. A conversation not in the list yet is added.
+    /// this device. A conversation not in the list yet is added. An ultra group keeps one draft
+    /// per channel (`channelId`; none: RCDefault).
     @discardableResult
-    public func saveTextMessageDraft(_ type: ConversationType, targetId: String, content: String) throws -> Bool {
+    public func saveTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "", content: String) throws -> Bool {
         try Self.checkTarget(targetId)
-        try openStore().saveDraft(type: type, targetId: targetId, channelId: "", draft: content, now: options.clock.nowMilliseconds())
+        try openStore().saveDraft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), draft: content,
+                                  now: options.clock.nowMilliseconds())
         return true
     }
 
-    /// The conversation's draft, or nil when it has none.
-    public func getTextMessageDraft(_ type: ConversationType, targetId: String) throws -> String? {
+    /// The conversation's (or ultra group channel's) draft, or nil when it has none.
+    public func getTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "") throws -> String? {
         try Self.checkTarget(targetId)
-        return try openStore().draft(type: type, targetId: targetId, channelId: "")
+        return try openStore().draft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type))
     }
 
-    /// Clears the conversation's draft; false if the conversation is not in the list.
+    /// Clears the conversation's (or ultra group channel's) draft; false if it is not in the list.
     @discardableResult
-    public func clearTextMessageDraft(_ type: ConversationType, targetId: String) throws -> Bool {
+    public func clearTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Bool {
         try Self.checkTarget(targetId)
-        return try openStore().clearDraft(type: type, targetId: targetId, channelId: "")
+        return try openStore().clearDraft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type))
     }
 
     // MARK: inserted messages
@@ -173,11 +175,12 @@ extension IMClient {
     /// the conversation stays in the list, with no unread messages. Returns false if there was
     /// nothing to delete and no such conversation.
     @discardableResult
-    public func clearMessages(_ type: ConversationType, targetId: String) throws -> Bool {
+    public func clearMessages(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Bool {
         try Self.checkTarget(targetId)
         let store = try openStore()
-        let deleted = try store.deleteMessages(type: type, targetId: targetId, channelId: "", sentAtOrBefore: 0)
-        return try deleted > 0 || store.conversation(type: type, targetId: targetId, channelId: "") != nil
+        let channel = try Self.channel(channelId, of: type)
+        let deleted = try store.deleteMessages(type: type, targetId: targetId, channelId: channel, sentAtOrBefore: 0)
+        return try deleted > 0 || store.conversation(type: type, targetId: targetId, channelId: channel) != nil
     }
 
     // MARK: search
@@ -186,20 +189,25 @@ extension IMClient {
     /// newest first; `startTime` > 0 returns only messages sent before it (pass the last result's
     /// sentTime for the next page). Chinese, Japanese and Korean text matches anywhere ("天气" finds
     /// "今天天气很好"); other words match from their start, case-insensitively ("wor" finds "World").
-    public func searchMessages(_ type: ConversationType, targetId: String, keyword: String, count: Int = 50, startTime: Int64 = 0) throws -> [Message] {
+    /// In an ultra group, `channelId` names the channel searched (none: RCDefault).
+    public func searchMessages(_ type: ConversationType, targetId: String, channelId: String = "", keyword: String, count: Int = 50,
+                               startTime: Int64 = 0) throws -> [Message] {
         try Self.checkSearch(targetId: targetId, count: count, startTime: startTime)
         guard !keyword.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw IMError(.invalidParameter, "keyword is empty: give the text to search for")
         }
-        return try openStore().searchMessages(type: type, targetId: targetId, channelId: "", keyword: keyword, count: count, before: startTime)
+        return try openStore().searchMessages(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), keyword: keyword,
+                                              count: count, before: startTime)
     }
 
     /// Up to `count` (1-100) messages of a conversation sent by `userId`, newest first; `startTime`
     /// > 0 returns only messages sent before it.
-    public func searchMessages(_ type: ConversationType, targetId: String, userId: String, count: Int = 50, startTime: Int64 = 0) throws -> [Message] {
+    public func searchMessages(_ type: ConversationType, targetId: String, channelId: String = "", userId: String, count: Int = 50,
+                               startTime: Int64 = 0) throws -> [Message] {
         try Self.checkSearch(targetId: targetId, count: count, startTime: startTime)
         guard UserID.isValid(userId) else { throw IMError(.invalidParameter, "userId '\(userId)' is not a valid user id") }
-        return try openStore().searchMessages(type: type, targetId: targetId, channelId: "", senderId: userId, count: count, before: startTime)
+        return try openStore().searchMessages(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), senderId: userId,
+                                              count: count, before: startTime)
     }
 
     /// The conversations of these types whose messages (of these object names; nil: any) contain

@@ -38,6 +38,8 @@ public struct ConversationReadStatus: Sendable, Equatable {
 public struct TypingStatus: Sendable, Equatable {
     public var conversationType: ConversationType
     public var targetId: String
+    /// The ultra group channel typed in ("" for other conversations).
+    public var channelId: String = ""
     public var userId: String
     /// The object name of what is being typed, e.g. `RC:TxtMsg`.
     public var typingContentType: String

@@ -75,7 +75,7 @@ extension LocalStore {
             guard message.direction == .receive,
                   let typing = try? decoder.decode(TypingStatusMessage.self, from: message.contentData) else { break }
             changes.typing.append(TypingStatus(conversationType: message.conversationType, targetId: message.targetId,
-                                               userId: message.senderUserId, typingContentType: typing.typingContentType,
+                                               channelId: message.channelId, userId: message.senderUserId, typingContentType: typing.typingContentType,
                                                sentTime: message.sentTime))
         default:
             return false

@@ -417,4 +417,52 @@ struct UltraGroupTests {
             #expect(try await carol.syncUltraGroups().modified == 0, "nothing is applied twice")
         }
     }
+
+    @Test("per channel: typing reaches the channel's online members, drafts and local search stay apart, remote delete and clear touch one channel of this user's history")
+    func perChannel() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await withTestServer(try await TestServer.start(clock: clock)) { server in
+            try await Self.group(server, "ug1", ["ann", "bob"])
+            try await server.core.ultraGroups.createChannel(appId: server.app.id, groupId: "ug1", channelId: "news", type: .publicChannel)
+            let (ann, _) = try await Self.member(server, "ann")
+            let (bob, bobInbox) = try await Self.member(server, "bob")
+
+            let typing = EventRecorder(bob.typingStatusUpdates())
+            #expect(try await ann.sendTypingStatus(.ultraGroup, targetId: "ug1", channelId: "news", typingContentType: "RC:TxtMsg"))
+            #expect(try await ann.sendTypingStatus(.ultraGroup, targetId: "ug1", typingContentType: "RC:TxtMsg"), "another channel is throttled apart")
+            let statuses = await typing.wait(for: 2)
+            #expect(Set(statuses.map(\.channelId)) == ["news", "RCDefault"] && statuses.allSatisfy { $0.userId == "ann" && $0.targetId == "ug1" })
+            #expect(await failureCode { _ = try await ann.sendTypingStatus(.private, targetId: "bob", channelId: "news", typingContentType: "RC:TxtMsg") } == 33003)
+
+            #expect(try await bob.saveTextMessageDraft(.ultraGroup, targetId: "ug1", channelId: "news", content: "news draft"))
+            #expect(try await bob.saveTextMessageDraft(.ultraGroup, targetId: "ug1", content: "default draft"))
+            #expect(try await bob.getTextMessageDraft(.ultraGroup, targetId: "ug1", channelId: "news") == "news draft")
+            #expect(try await bob.getTextMessageDraft(.ultraGroup, targetId: "ug1") == "default draft")
+            #expect(try await bob.clearTextMessageDraft(.ultraGroup, targetId: "ug1", channelId: "news"))
+            #expect(try await bob.getTextMessageDraft(.ultraGroup, targetId: "ug1", channelId: "news") == nil)
+            #expect(try await bob.getTextMessageDraft(.ultraGroup, targetId: "ug1") == "default draft")
+
+            let first = try await Self.send(ann, "ug1", "news", "weather today")
+            clock.advance(milliseconds: 10)
+            let second = try await Self.send(ann, "ug1", "news", "weather tomorrow")
+            clock.advance(milliseconds: 10)
+            _ = try await Self.send(ann, "ug1", "", "weather in the default channel")
+            #expect(await bobInbox.wait(for: 3).count == 3)
+            #expect(try await bob.searchMessages(.ultraGroup, targetId: "ug1", channelId: "news", keyword: "weather").map(Self.text)
+                    == ["weather tomorrow", "weather today"])
+            #expect(try await bob.searchMessages(.ultraGroup, targetId: "ug1", keyword: "weather").map(Self.text) == ["weather in the default channel"])
+            #expect(try await bob.searchMessages(.ultraGroup, targetId: "ug1", channelId: "news", userId: "ann").count == 2)
+
+            try await bob.deleteRemoteMessages(.ultraGroup, targetId: "ug1", channelId: "news", messages: [second])
+            #expect(try await bob.getRemoteHistoryMessages(.ultraGroup, targetId: "ug1", channelId: "news", count: 10).messages.map(\.messageUId)
+                    == [first.messageUId], "gone from bob's history")
+            #expect(try await ann.getRemoteHistoryMessages(.ultraGroup, targetId: "ug1", channelId: "news", count: 10).messages.count == 2,
+                    "ann keeps hers")
+            try await bob.clearHistoryMessages(.ultraGroup, targetId: "ug1", channelId: "news", recordTime: 0, clearRemote: true)
+            #expect(try await bob.getRemoteHistoryMessages(.ultraGroup, targetId: "ug1", channelId: "news", count: 10).messages.isEmpty)
+            #expect(try await bob.getHistoryMessages(.ultraGroup, targetId: "ug1", channelId: "news").isEmpty, "and from this device")
+            #expect(try await bob.getRemoteHistoryMessages(.ultraGroup, targetId: "ug1", count: 10).messages.count == 1, "the default channel keeps its message")
+            await ann.disconnect(); await bob.disconnect()
+        }
+    }
 }

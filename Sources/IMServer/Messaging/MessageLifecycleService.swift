@@ -67,13 +67,13 @@ public final class MessageLifecycleService: Sendable {
     /// DELETE_REMOTE_MESSAGES: removes messages of one conversation from the caller's cloud history
     /// and offline sync; the other side keeps them.
     func deleteRemote(_ request: Im_DeleteRemoteMessagesRequest, from session: ClientSession) async throws {
-        let type = try conversationType(request.conversationType, allowed: [.private, .group, .system], what: "remote delete")
+        let type = try conversationType(request.conversationType, allowed: [.private, .group, .system, .ultraGroup], what: "remote delete")
         try checkTarget(request.targetID, type: type)
         let uids = Array(Set(request.messageUids))
         guard (1...MessageLimits.remoteDeleteBatch).contains(uids.count) else {
             throw IMError(.invalidParameter, "delete 1 to \(MessageLimits.remoteDeleteBatch) messages per call, got \(uids.count)")
         }
-        let keys = conversationKeys(type, user: session.userId, target: request.targetID)
+        let keys = conversationKeys(type, user: session.userId, target: request.targetID, channel: try channel(request.channelID, type))
         let found = Dictionary(try await store.messages(appId: session.appId, uids: uids).map { ($0.uid, $0) }) { a, _ in a }
         for uid in uids {
             guard let message = found[uid], keys.contains(message.conversationKey), message.isVisible(to: session.userId) else {
@@ -86,14 +86,15 @@ public final class MessageLifecycleService: Sendable {
     /// CLEAR_REMOTE_HISTORY: removes the caller's messages of a conversation sent at or before a
     /// time (0: all of them) from their cloud history and offline sync, for good.
     func clearRemote(_ request: Im_ClearRemoteHistoryRequest, from session: ClientSession) async throws {
-        let type = try conversationType(request.conversationType, allowed: [.private, .group, .system], what: "clearing history")
+        let type = try conversationType(request.conversationType, allowed: [.private, .group, .system, .ultraGroup], what: "clearing history")
         try checkTarget(request.targetID, type: type)
-        try await clear(appId: session.appId, userId: session.userId, type: type, targetId: request.targetID, recordTime: request.recordTime)
+        try await clear(appId: session.appId, userId: session.userId, type: type, targetId: request.targetID,
+                        channelId: try channel(request.channelID, type), recordTime: request.recordTime)
     }
 
     /// Clears one user's view of a conversation up to `recordTime` (0: everything sent so far).
     /// Also the Server API's /conversation/message/history/clean.json.
-    func clear(appId: Int64, userId: String, type: ConversationType, targetId: String, recordTime: Int64) async throws {
+    func clear(appId: Int64, userId: String, type: ConversationType, targetId: String, channelId: String = "", recordTime: Int64) async throws {
         let now = clock.nowMilliseconds()
         guard recordTime >= 0 else {
             throw IMError(.invalidParameter, "recordTime must be 0 (everything) or a time in ms, got \(recordTime)")
@@ -101,7 +102,7 @@ public final class MessageLifecycleService: Sendable {
         guard recordTime <= now else {
             throw IMError(.clearHistoryTimeInvalid, "recordTime \(recordTime) is later than the server's time \(now): pass the sentTime of the last message to remove, or 0 for all")
         }
-        for key in conversationKeys(type, user: userId, target: targetId) {
+        for key in conversationKeys(type, user: userId, target: targetId, channel: channelId) {
             var through = recordTime
             if recordTime == 0 {
                 // Sent times of a burst can run a few ms ahead of the clock: take the latest one.
@@ -190,8 +191,21 @@ public final class MessageLifecycleService: Sendable {
 
     /// The logs a user's conversation is made of: a system conversation holds the account's
     /// messages to the user and its broadcasts to everyone.
-    private func conversationKeys(_ type: ConversationType, user: String, target: String) -> Set<String> {
+    /// An ultra group's channel as the request names it (none: RCDefault); other conversations have none.
+    private func channel(_ channelId: String, _ type: ConversationType) throws -> String {
+        guard type == .ultraGroup else {
+            guard channelId.isEmpty else { throw IMError(.invalidParameter, "only ultra group conversations have channels") }
+            return ""
+        }
+        guard channelId.isEmpty || UltraGroupLimits.isValidChannelId(channelId) else {
+            throw IMError(.ultraGroupParameterInvalid, "channel id \(TextLength.quoted(channelId)) is invalid: use 1 to \(UltraGroupLimits.maxChannelIdLength) letters and digits")
+        }
+        return UltraGroupLimits.effectiveChannel(channelId)
+    }
+
+    private func conversationKeys(_ type: ConversationType, user: String, target: String, channel: String = "") -> Set<String> {
         switch type {
+        case .ultraGroup: return [ultraGroupConversationKey(target, channel)]
         case .group: return [groupConversationKey(target)]
         case .system: return [systemConversationKey(sender: target, recipient: user),
                               systemConversationKey(sender: target, recipient: StoredMessage.everyone)]
