@@ -218,6 +218,11 @@ public protocol PushStore: Sendable {
     func remarks(appId: Int64, userId: String, afterUserId: String, limit: Int) async throws -> [(userId: String, remark: String)]
     /// The names these owners give `targetId` (owners without a remark for it are left out).
     func remarks(appId: Int64, owners: [String], for targetId: String) async throws -> [String: String]
+    /// Sets the name `userId` shows as the sender of group `groupId`'s pushes (RongCloud's group
+    /// member push alias); an empty remark removes it.
+    func setGroupRemark(appId: Int64, groupId: String, userId: String, remark: String) async throws
+    /// The group member push alias of `userId` in `groupId`, if set.
+    func groupRemark(appId: Int64, groupId: String, userId: String) async throws -> String?
 
     /// The app's push settings and credentials, as the server encodes them (nil: never set).
     func pushSettings(appId: Int64) async throws -> Data?

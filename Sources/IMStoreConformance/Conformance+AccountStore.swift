@@ -40,6 +40,7 @@ extension StoreConformance {
             try await f.store.addToUserList(appId: f.appId, owner: "alice", kind: .blacklist, members: ["bob"], now: f.now)
             try await f.store.setUserTags(appId: f.appId, userIds: ["bob", "alice"], tags: ["vip"])
             try await f.store.setRemarks(appId: f.appId, userId: "bob", remarks: ["alice": "Al"])
+            try await f.store.setGroupRemark(appId: f.appId, groupId: "g1", userId: "bob", remark: "Bobby")
             #expect(try await f.store.mergeHostedProfile(appId: f.appId, userId: "bob", profile: #"{"name":"B"}"#, extProfile: "{}", now: f.now))
             _ = try await f.store.editConversationState(appId: f.appId, userId: "bob", .setLevel(ConversationIdentifier(.private, targetId: "alice"), .blocked), now: f.now)
             _ = try await f.store.editConversationState(appId: f.appId, userId: "bob", .addTag(tagId: "t1", name: "Work", limit: 20), now: f.now)
@@ -56,6 +57,7 @@ extension StoreConformance {
             #expect(try await f.store.userTags(appId: f.appId, userIds: ["bob", "alice"]) == ["bob": [], "alice": ["vip"]])
             #expect(try await f.store.remarks(appId: f.appId, userId: "bob", afterUserId: "", limit: 10).isEmpty)
             #expect(try await f.store.hostedProfiles(appId: f.appId, userIds: ["bob"]).isEmpty)
+            #expect(try await f.store.groupRemark(appId: f.appId, groupId: "g1", userId: "bob") == nil)
             #expect(try await f.store.conversationUnpushLevel(appId: f.appId, userId: "bob", type: .private, targetId: "alice", channelId: "") == 0)
 
             try await f.store.reactivateUsers(appId: f.appId, userIds: ["bob", "carol"], now: f.now + 30)
@@ -63,6 +65,18 @@ extension StoreConformance {
             #expect(access.deactivatedAt == 0 && access.historyAfterSeq >= sent[0].seq)
             #expect(try await f.store.userAccess(appId: f.appId, userId: "carol") == UserAccess(), "a user never deactivated is left alone")
             #expect(try await f.store.deactivatedUsers(appId: f.appId, offset: 0, limit: 10) == ["ghost"])
+        }
+
+        await check(area, "group member push aliases: set, replaced, per group and app, removed by an empty one") { f in
+            try await f.store.setGroupRemark(appId: f.appId, groupId: "g1", userId: "ann", remark: "Annie")
+            try await f.store.setGroupRemark(appId: f.appId, groupId: "g1", userId: "ann", remark: "Captain")
+            try await f.store.setGroupRemark(appId: f.appId, groupId: "g2", userId: "ann", remark: "Ann B")
+            #expect(try await f.store.groupRemark(appId: f.appId, groupId: "g1", userId: "ann") == "Captain")
+            #expect(try await f.store.groupRemark(appId: f.appId, groupId: "g2", userId: "ann") == "Ann B")
+            #expect(try await f.store.groupRemark(appId: f.appId, groupId: "g1", userId: "ben") == nil)
+            #expect(try await f.store.groupRemark(appId: try await f.otherApp(), groupId: "g1", userId: "ann") == nil)
+            try await f.store.setGroupRemark(appId: f.appId, groupId: "g1", userId: "ann", remark: "")
+            #expect(try await f.store.groupRemark(appId: f.appId, groupId: "g1", userId: "ann") == nil)
         }
 
         await check(area, "the one-to-one chat mute: set for unseen users too, lifted, listed by user id, per app") { f in

@@ -28,6 +28,18 @@ enum PostgresMigrations {
         Migration(version: 3, name: "push", statements: push),
         Migration(version: 4, name: "callbacks", statements: callbacks),
         Migration(version: 5, name: "accounts", statements: accounts),
+        Migration(version: 6, name: "group remarks", statements: groupRemarks),
+    ]
+
+    /// The embedded store's v14-group-remarks.
+    private static let groupRemarks: [String] = [
+        """
+        CREATE TABLE group_remarks (
+            app_id BIGINT NOT NULL, group_id \(text) NOT NULL, user_id \(text) NOT NULL, remark \(text) NOT NULL,
+            PRIMARY KEY (app_id, group_id, user_id)
+        )
+        """,
+        "CREATE INDEX group_remarks_by_user ON group_remarks (app_id, user_id)",
     ]
 
     /// The embedded store's v13-accounts (`SQLiteStore.createAccountTables`).

@@ -9,7 +9,7 @@ extension PostgresStore {
     /// The tables that hold a user's personal data, and the column naming the user.
     private static let personalData: [(table: String, column: String)] = [
         ("user_profiles", "user_id"), ("user_tags", "user_id"), ("user_lists", "owner"),
-        ("push_devices", "user_id"), ("push_profiles", "user_id"), ("user_remarks", "user_id"),
+        ("push_devices", "user_id"), ("push_profiles", "user_id"), ("user_remarks", "user_id"), ("group_remarks", "user_id"),
         ("conversation_settings", "user_id"), ("conversation_tags", "user_id"), ("conversation_tag_links", "user_id"),
     ]
 

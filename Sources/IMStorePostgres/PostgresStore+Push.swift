@@ -168,6 +168,23 @@ extension PostgresStore {
         }
     }
 
+    public func setGroupRemark(appId: Int64, groupId: String, userId: String, remark: String) async throws {
+        if remark.isEmpty {
+            _ = try await rows("DELETE FROM group_remarks WHERE app_id = \(appId) AND group_id = \(groupId) AND user_id = \(userId)")
+        } else {
+            _ = try await rows("""
+                INSERT INTO group_remarks (app_id, group_id, user_id, remark) VALUES (\(appId), \(groupId), \(userId), \(remark))
+                ON CONFLICT (app_id, group_id, user_id) DO UPDATE SET remark = excluded.remark
+                """)
+        }
+    }
+
+    public func groupRemark(appId: Int64, groupId: String, userId: String) async throws -> String? {
+        try await rows("""
+            SELECT remark FROM group_remarks WHERE app_id = \(appId) AND group_id = \(groupId) AND user_id = \(userId)
+            """).first.map { row in var cells = Cells(row); return try cells.string() }
+    }
+
     public func remarks(appId: Int64, userId: String, afterUserId: String, limit: Int) async throws -> [(userId: String, remark: String)] {
         try await rows("""
             SELECT target_id, remark FROM user_remarks WHERE app_id = \(appId) AND user_id = \(userId) AND target_id > \(afterUserId)

@@ -220,6 +220,27 @@ extension SQLiteStore {
         }
     }
 
+    public func setGroupRemark(appId: Int64, groupId: String, userId: String, remark: String) async throws {
+        try await pool.write { db in
+            if remark.isEmpty {
+                try db.execute(sql: "DELETE FROM group_remarks WHERE app_id = ? AND group_id = ? AND user_id = ?",
+                               arguments: [appId, groupId, userId])
+            } else {
+                try db.execute(sql: """
+                    INSERT INTO group_remarks (app_id, group_id, user_id, remark) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (app_id, group_id, user_id) DO UPDATE SET remark = excluded.remark
+                    """, arguments: [appId, groupId, userId, remark])
+            }
+        }
+    }
+
+    public func groupRemark(appId: Int64, groupId: String, userId: String) async throws -> String? {
+        try await pool.read { db in
+            try String.fetchOne(db, sql: "SELECT remark FROM group_remarks WHERE app_id = ? AND group_id = ? AND user_id = ?",
+                                arguments: [appId, groupId, userId])
+        }
+    }
+
     public func remarks(appId: Int64, owners: [String], for targetId: String) async throws -> [String: String] {
         guard !owners.isEmpty else { return [:] }
         return try await pool.read { db in

@@ -201,6 +201,15 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v13-accounts") { db in
             try Self.createAccountTables(db)
         }
+        migrator.registerMigration("v14-group-remarks") { db in
+            try db.execute(sql: """
+                CREATE TABLE group_remarks (
+                    app_id INTEGER NOT NULL, group_id TEXT NOT NULL, user_id TEXT NOT NULL, remark TEXT NOT NULL,
+                    PRIMARY KEY (app_id, group_id, user_id)
+                ) WITHOUT ROWID;
+                CREATE INDEX group_remarks_by_user ON group_remarks (app_id, user_id);
+                """)
+        }
         return migrator
     }
 

@@ -114,9 +114,24 @@ struct PushDecisionTests {
         let push = try Self.notification(PushDecision.decide(Self.context(message, mentions: mention), for: Self.recipient(preferences: blocked)))
         #expect(push.body == "Ann mentioned you" && push.title == "Group One")
         let everyone = MentionedInfo(type: .all)
-        #expect(try Self.notification(PushDecision.decide(Self.context(message, mentions: everyone), for: Self.recipient(preferences: blocked))).body == "hello")
+        #expect(try Self.notification(PushDecision.decide(Self.context(message, mentions: everyone), for: Self.recipient(preferences: blocked))).body == "Ann: hello",
+                "a group push's default text names the sender")
         let someoneElse = MentionedInfo(type: .users, userIdList: ["carol"], mentionedContent: "x")
         #expect(Self.code(PushDecision.decide(Self.context(message, mentions: someoneElse), for: Self.recipient(preferences: blocked))) == PushCode.quietHours)
+    }
+
+    @Test("a group push names its sender in the default text: the recipient's remark > the sender's group alias > the sender's name; explicit texts and private pushes stay as given")
+    func groupSenderName() throws {
+        let group = Self.message(.group)
+        var context = Self.context(group)
+        #expect(try Self.notification(PushDecision.decide(context, for: Self.recipient())).body == "Ann: hello")
+        context.senderAlias = "Captain Ann"
+        #expect(try Self.notification(PushDecision.decide(context, for: Self.recipient())).body == "Captain Ann: hello")
+        #expect(try Self.notification(PushDecision.decide(context, for: Self.recipient(remark: "Mum"))).body == "Mum: hello")
+        let explicit = Self.message(.group, pushContent: "New order")
+        #expect(try Self.notification(PushDecision.decide(Self.context(explicit), for: Self.recipient(remark: "Mum"))).body == "New order")
+        let direct = try Self.notification(PushDecision.decide(Self.context(Self.message(.private)), for: Self.recipient(remark: "Mum")))
+        #expect(direct.body == "hello" && direct.title == "Mum")
     }
 
     @Test("content precedence: mentionedContent > pushConfig.pushContent > pushContent > template (recipient's language) > default")

@@ -561,4 +561,38 @@ struct PushDeliveryTests {
             #expect(remaining["total"] as? Int == 1)
         }
     }
+
+    @Test("group member push aliases: a group push names its sender with the alias, the recipient's own remark for the sender winning; set, get and del")
+    func groupRemarks() async throws {
+        try await Self.withPushServer(settings: [:]) { server, providers in
+            try await Self.offlineDevice(server, "bob", token: TestPushProviders.apnsToken("bob"))
+            try await Self.offlineDevice(server, "carol", token: TestPushProviders.apnsToken("carol"))
+            _ = try await server.api.post("/group/create.json", rawForm: "userId=alice&userId=bob&userId=carol&groupId=team&groupName=Team")
+            let (set, setBody) = try await server.api.post("/group/remarks/set.json", form: ["userId": "alice", "groupId": "team", "remark": "Captain"])
+            #expect(set == 200, "\(setBody)")
+            let (_, got) = try await server.api.post("/group/remarks/get.json", form: ["userId": "alice", "groupId": "team"])
+            #expect(got["remark"] as? String == "Captain")
+            _ = try await server.api.post("/user/remarks/set.json", form: ["userId": "carol", "remarks": #"[{"id": "alice", "remark": "Boss"}]"#])
+
+            let alice = try await server.connectedClient("alice")
+            _ = try await server.api.post("/user/refresh.json", form: ["userId": "alice", "name": "Alice"])
+            let sent = try await alice.sendMessage(.group, targetId: "team", content: TextMessage(content: "standup"))
+            let records = try await Self.settledRecords(server, messageUID: sent.messageUId, count: 2)
+            let bodies = Dictionary(uniqueKeysWithValues: records.map { ($0["userId"] as? String ?? "", $0["body"] as? String ?? "") })
+            #expect(bodies == ["bob": "Captain: standup", "carol": "Boss: standup"])
+            #expect(Self.alert(try #require(Self.requests(providers, to: TestPushProviders.apnsToken("bob")).last))["title"] as? String == "Team")
+
+            let (deleted, _) = try await server.api.post("/group/remarks/del.json", form: ["userId": "alice", "groupId": "team"])
+            #expect(deleted == 200)
+            let (_, none) = try await server.api.post("/group/remarks/get.json", form: ["userId": "alice", "groupId": "team"])
+            #expect(none["remark"] as? String == "")
+            let next = try await alice.sendMessage(.group, targetId: "team", content: TextMessage(content: "retro"))
+            let after = try await Self.settledRecords(server, messageUID: next.messageUId, count: 2)
+            #expect(after.first { $0["userId"] as? String == "bob" }?["body"] as? String == "Alice: retro", "the sender's name without an alias")
+            let (tooLong, tooLongBody) = try await server.api.post("/group/remarks/set.json", form: [
+                "userId": "alice", "groupId": "team", "remark": String(repeating: "x", count: 65)])
+            #expect(tooLong == 400 && tooLongBody["code"] as? Int == 1005)
+            await alice.disconnect()
+        }
+    }
 }

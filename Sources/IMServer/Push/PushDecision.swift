@@ -29,6 +29,8 @@ struct PushMessageContext {
     var mentions: MentionedInfo?
     /// The sender's name (its user id when it has none).
     var senderName: String
+    /// The sender's group member push alias (`/group/remarks/set.json`), for group pushes.
+    var senderAlias: String? = nil
     /// The group's or ultra group's name, for the default title.
     var conversationName: String?
     var templates: [String: PushTemplateRecord]
@@ -117,11 +119,19 @@ enum PushDecision {
         let template = config?.templateId.flatMap { context.templates[$0] }
         let templateEntry = template.flatMap { $0.entries[language] ?? $0.entries[settings.defaultLanguage] }
         let nonEmpty = { (text: String?) in text.flatMap { $0.isEmpty ? nil : $0 } }
+        // A group push's default text names its sender ("Ann: hello"): the name the recipient gave
+        // the sender, else the sender's alias in the group, else the sender's name.
+        let defaultContent = PushLanguage.defaultContent(objectName: message.objectName, content: message.content, language: language)
+            .map { text in
+                guard message.conversationType == .group else { return text }
+                let sender = nonEmpty(recipient.remark) ?? nonEmpty(context.senderAlias) ?? context.senderName
+                return "\(sender): \(text)"
+            }
         var body = (mentioned ? nonEmpty(context.mentions?.mentionedContent) : nil)
             ?? nonEmpty(config?.pushContent)
             ?? nonEmpty(message.pushContent)
             ?? nonEmpty(templateEntry?.content)
-            ?? PushLanguage.defaultContent(objectName: message.objectName, content: message.content, language: language)
+            ?? defaultContent
         if body == nil && mentioned { body = PushLanguage.mentioned(language) }
         guard var body else { return suppressed(PushCode.noContent) }
         let showDetails = settings.showDetails && (!settings.userSettingsEnabled || recipient.profile.showContent)

@@ -21,6 +21,16 @@ extension PushService {
         try await store.setRemarks(appId: appId, userId: userId, remarks: remarks)
     }
 
+    /// Sets (or, with an empty remark, removes) the name `userId` shows as the sender of the
+    /// group's pushes to its other members (RongCloud's group member push alias).
+    public func setGroupRemark(_ remark: String, groupId: String, userId: String, appId: Int64) async throws {
+        try await store.setGroupRemark(appId: appId, groupId: groupId, userId: userId, remark: remark)
+    }
+
+    public func groupRemark(groupId: String, userId: String, appId: Int64) async throws -> String? {
+        try await store.groupRemark(appId: appId, groupId: groupId, userId: userId)
+    }
+
     /// Every remark `userId` gave, by user id.
     public func remarks(userId: String, appId: Int64) async throws -> [(userId: String, remark: String)] {
         var all: [(userId: String, remark: String)] = []

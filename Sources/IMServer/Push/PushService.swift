@@ -355,7 +355,10 @@ public final class PushService: Sendable {
                                                           targetId: namedAfterSender ? message.senderId : message.targetId,
                                                           channelId: message.channelId)
         let profiles = settings.userSettingsEnabled ? try await store.pushProfiles(appId: appId, userIds: away) : [:]
-        let remarks = namedAfterSender ? try await store.remarks(appId: appId, owners: away, for: message.senderId) : [:]
+        // Private and system pushes are titled with the sender, group pushes name the sender in
+        // their default text: with the name the recipient gave the sender, if any.
+        let namesSender = namedAfterSender || message.conversationType == .group
+        let remarks = namesSender ? try await store.remarks(appId: appId, owners: away, for: message.senderId) : [:]
         let config = (try? MessagePushConfig.decode(message.pushConfig)) ?? nil
         let templates: [String: PushTemplateRecord]
         if config?.templateId != nil {
@@ -364,10 +367,12 @@ public final class PushService: Sendable {
             templates = [:]
         }
         var conversationName: String?
+        var senderAlias: String?
         var groupDefault = PushNotificationLevel.default
         switch message.conversationType {
         case .group:
             conversationName = try await store.group(appId: appId, groupId: message.targetId)?.name
+            senderAlias = try await store.groupRemark(appId: appId, groupId: message.targetId, userId: message.senderId)
         case .ultraGroup:
             conversationName = try await ultraGroups.roster(appId: appId, groupId: message.targetId)?.name
             let channelDefault = message.channelId.isEmpty ? 0
@@ -383,7 +388,7 @@ public final class PushService: Sendable {
         let now = clock.nowMilliseconds()
         let context = PushMessageContext(message: message, pushConfig: config,
                                          mentions: message.mentions ?? MentionedInfo.of(content: message.content),
-                                         senderName: senderName, conversationName: conversationName, templates: templates,
+                                         senderName: senderName, senderAlias: senderAlias, conversationName: conversationName, templates: templates,
                                          settings: settings, groupDefaultLevel: groupDefault, now: now)
         var records: [PushRecord] = []
         var badges: [PushBadge] = []

@@ -141,6 +141,33 @@ extension ServerAPI {
                 response: [APIField("total", "integer", "remarks in all"), APIField("users", "array", items: "object", "{id, remark}")],
                 handler: remarks),
             APIEndpoint(
+                path: "/group/remarks/set.json", tag: "push",
+                summary: "Sets a member's push alias in a group: the group's pushes to its other members name the sender with it (\"Alias: text\"), unless the recipient gave the sender a remark of their own.",
+                params: [
+                    .id("userId", required: true, "the group member"),
+                    .id("groupId", required: true, "the group"),
+                    .string("remark", required: true, maxLength: Self.maxRemarkLength, "the alias (at most 64 characters)"),
+                ]) { call in
+                try await core.requirePush().setGroupRemark(call.required("remark"), groupId: call.required("groupId"),
+                                                            userId: call.required("userId"), appId: call.app.id)
+                return [:]
+            },
+            APIEndpoint(
+                path: "/group/remarks/del.json", tag: "push", summary: "Removes a member's push alias in a group.",
+                params: [.id("userId", required: true, "the group member"), .id("groupId", required: true, "the group")]) { call in
+                try await core.requirePush().setGroupRemark("", groupId: call.required("groupId"), userId: call.required("userId"),
+                                                            appId: call.app.id)
+                return [:]
+            },
+            APIEndpoint(
+                path: "/group/remarks/get.json", tag: "push", summary: "A member's push alias in a group (empty when none is set).",
+                params: [.id("userId", required: true, "the group member"), .id("groupId", required: true, "the group")],
+                response: [APIField("remark", "string", "the alias")]) { call in
+                let remark = try await core.requirePush().groupRemark(groupId: call.required("groupId"), userId: call.required("userId"),
+                                                                      appId: call.app.id)
+                return ["remark": remark ?? ""]
+            },
+            APIEndpoint(
                 path: "/user/blockPushPeriod/set.json", tag: "push",
                 summary: "The user's quiet hours (user-level do-not-disturb) from `startTime` for `period` minutes each day: pushes are held back (P17) except those the level lets through; @ messages always pass. Reaches the user's devices like the client's own setting.",
                 params: [
