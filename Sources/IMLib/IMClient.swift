@@ -700,7 +700,9 @@ public actor IMClient {
         guard var message = try store.message(id: messageId), message.direction == .send else {
             throw IMError(.invalidParameter, "no outgoing message \(messageId) in the local database")
         }
-        guard message.messageUId.isEmpty else { return message }
+        // Sent and acknowledged: nothing to do. A failed message is sent again even with a uid
+        // (its acknowledgement may have been lost: the server answers with the stored one).
+        guard message.messageUId.isEmpty || message.sentStatus != .sent else { return message }
         message.sentStatus = .sending
         return try await transmit(message, store: store)
     }

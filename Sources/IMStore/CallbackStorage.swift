@@ -10,6 +10,8 @@ public enum CallbackKind: Int, Sendable, Codable, CaseIterable {
     case chatroomStatus = 3
     /// Chatroom attribute sync (聊天室属性同步): a KV set, delete or clear, JSON.
     case chatroomAttribute = 4
+    /// The result of a user's deactivation or reactivation (用户注销/激活结果), form-encoded.
+    case deactivation = 5
 }
 
 /// One callback the server has taken on: the outbox row the sender works from, kept until the

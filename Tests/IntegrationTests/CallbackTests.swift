@@ -133,6 +133,24 @@ struct CallbackTests {
 
     // MARK: online status
 
+    @Test("Deactivation results: one form-encoded callback per user with the call's operateId, type 0 for a deactivation and 1 for a reactivation")
+    func deactivationResults() async throws {
+        try await Self.withCallbacks(settings: ["deactivationUrl": "{receiver}/accounts"]) { server, receiver in
+            let (_, deactivated) = try await server.api.post("/user/deactivate.json", form: ["userId": "ann,bob"])
+            let operateId = try #require(deactivated["operateId"] as? String)
+            let (_, reactivated) = try await server.api.post("/user/reactivate.json", form: ["userId": "ann"])
+            let calls = await receiver.wait(for: 3)
+            try #require(calls.count == 3)
+            #expect(calls.allSatisfy { $0.signatureValid && $0.path == "/accounts" && $0.header("content-type") == "application/x-www-form-urlencoded" })
+            let forms = calls.map(\.form)
+            #expect(Set(forms.prefix(2).map { $0["userId"] ?? "" }) == ["ann", "bob"])
+            #expect(forms.prefix(2).allSatisfy { $0["operateId"] == operateId && $0["type"] == "0" && $0["code"] == "0" && Int64($0["time"] ?? "") != nil })
+            #expect(forms[2]["userId"] == "ann" && forms[2]["type"] == "1" && forms[2]["operateId"] == reactivated["operateId"] as? String)
+            let (_, settings) = try await server.api.post("/callback/settings/get.json", form: [:])
+            #expect((settings["settings"] as? [String: Any])?["deactivationUrl"] as? String == receiver.baseURL + "/accounts")
+        }
+    }
+
     @Test("Online status: each device's online, offline and logout, in order, in RongCloud's JSON")
     func onlineStatus() async throws {
         try await Self.withCallbacks(settings: ["statusUrl": "{receiver}/status"]) { server, receiver in

@@ -47,6 +47,8 @@ public struct CallbackAppSettings: Sendable, Codable, Equatable {
     public var chatroomStatusURL: String?
     /// Chatroom attribute sync (聊天室属性同步).
     public var chatroomAttributeURL: String?
+    /// Deactivation and reactivation results (用户注销结果回调).
+    public var deactivationURL: String?
     public var messageCallback: MessageCallback?
     /// Tell the sender's device when its message is held back (RongCloud's 「含敏感词消息屏蔽状态回调发送端」,
     /// the client's messageDidBlock).
@@ -61,6 +63,7 @@ public struct CallbackAppSettings: Sendable, Codable, Equatable {
         case .status: return statusURL
         case .chatroomStatus: return chatroomStatusURL
         case .chatroomAttribute: return chatroomAttributeURL
+        case .deactivation: return deactivationURL
         }
     }
 

@@ -89,6 +89,17 @@ enum CallbackPayloads {
     }
 
     /// Online status: one transition, in RongCloud's array (its receivers take several at once).
+    /// A deactivation (`type` 0) or reactivation (1) result; `code` "0" is success.
+    static func deactivation(userId: String, operateId: String, type: Int, time: Int64) -> Data {
+        var form = FormBody()
+        form.add("userId", userId)
+        form.add("operateId", operateId)
+        form.add("type", String(type))
+        form.add("code", "0")
+        form.add("time", String(time))
+        return form.data
+    }
+
     static func status(userId: String, status: Status, platform: Platform, time: Int64, clientIp: String, sessionId: String) -> Data {
         json([["userid": userId, "status": status.rawValue, "os": source(platform), "time": time, "clientIp": clientIp,
                "sessionId": sessionId]])

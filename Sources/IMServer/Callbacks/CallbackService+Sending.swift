@@ -183,7 +183,7 @@ extension CallbackService {
     private func post(_ record: CallbackRecord, to url: String, app: AppRecord) async -> String? {
         let request = CallbackRequest(
             url: CallbackSignature.signedURL(url, appKey: app.appKey, appSecret: app.appSecret, now: clock.nowMilliseconds()),
-            contentType: record.kind == .routing ? "application/x-www-form-urlencoded" : "application/json",
+            contentType: record.kind == .routing || record.kind == .deactivation ? "application/x-www-form-urlencoded" : "application/json",
             body: record.body, headers: [("X-Callback-Id", record.dedupKey)])
         do {
             let response = try await transport.post(request, timeout: .milliseconds(options.requestTimeoutMilliseconds))

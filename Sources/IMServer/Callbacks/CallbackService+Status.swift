@@ -26,6 +26,18 @@ extension CallbackService {
                            dedupKey: session.id + ":ended", body: body)])
     }
 
+    /// The results of a deactivation (`reactivated` false) or reactivation, one per user, taken on
+    /// before the call is answered when the app subscribes. RongCloud reports them this way because
+    /// its deactivation runs later; here the work is done when the call answers.
+    func accountChanged(appId: Int64, userIds: [String], operateId: String, reactivated: Bool) async throws {
+        guard let url = try await settings(appId: appId).deactivationURL, !url.isEmpty else { return }
+        let time = clock.nowMilliseconds()
+        try await takeOn(userIds.map { userId in
+            record(appId: appId, kind: .deactivation, orderKey: "user:" + userId, dedupKey: operateId + ":" + userId,
+                   body: CallbackPayloads.deactivation(userId: userId, operateId: operateId, type: reactivated ? 1 : 0, time: time))
+        })
+    }
+
     /// RongCloud's chatroom status `type`.
     enum ChatroomChange: Int {
         case created = 0, joined = 1, left = 2, destroyed = 3

@@ -61,8 +61,11 @@ extension ServerAPI {
                 summary: "Deactivates users: their connections close with 31029 and connecting is refused until they are reactivated; their name, portrait, hosted profile, push tags and devices, black and white lists, remarks and conversation state (pins, do-not-disturb, quiet hours, tags) are deleted, and their history before reactivation is gone for them. Group memberships stay.",
                 params: [users],
                 response: [APIField("operateId", "string", "the operation's id")]) { call in
-                try await core.directory.deactivate(appId: call.app.id, userIds: call.list("userId").uniqued(), now: core.clock.nowMilliseconds())
-                return ["operateId": UUID().uuidString]
+                let userIds = call.list("userId").uniqued()
+                try await core.directory.deactivate(appId: call.app.id, userIds: userIds, now: core.clock.nowMilliseconds())
+                let operateId = UUID().uuidString
+                try await core.callbacks?.accountChanged(appId: call.app.id, userIds: userIds, operateId: operateId, reactivated: false)
+                return ["operateId": operateId]
             },
             APIEndpoint(
                 path: "/user/reactivate.json", tag: "user",
@@ -138,8 +141,11 @@ extension ServerAPI {
     }
 
     private func reactivate(_ call: APICall) async throws -> [String: any Sendable] {
-        try await core.directory.reactivate(appId: call.app.id, userIds: call.list("userId").uniqued(), now: core.clock.nowMilliseconds())
-        return ["operateId": UUID().uuidString]
+        let userIds = call.list("userId").uniqued()
+        try await core.directory.reactivate(appId: call.app.id, userIds: userIds, now: core.clock.nowMilliseconds())
+        let operateId = UUID().uuidString
+        try await core.callbacks?.accountChanged(appId: call.app.id, userIds: userIds, operateId: operateId, reactivated: true)
+        return ["operateId": operateId]
     }
 
     private func deleteUsers(_ call: APICall) async throws -> [String: any Sendable] {

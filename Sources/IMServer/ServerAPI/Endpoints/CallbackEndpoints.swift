@@ -18,6 +18,7 @@ extension ServerAPI {
                     .string("statusUrl", maxLength: 1024, "online status (在线状态订阅): each device's online (0), offline (1) and logout (2)"),
                     .string("chatroomStatusUrl", maxLength: 1024, "chatroom status sync: rooms created and destroyed, members joined and left"),
                     .string("chatroomAttributeUrl", maxLength: 1024, "chatroom attribute sync: KV set, removed, cleared"),
+                    .string("deactivationUrl", maxLength: 1024, "deactivation results: userId, operateId, type (0 deactivated, 1 reactivated), code, time, form-encoded"),
                     .string("messageCallbackUrl", maxLength: 1024, "the message callback (消息回调): asked before a message is delivered; answers pass, block or replace"),
                     .list("messageCallbackTypes", max: 4, "conversation types asked about: 1 private, 3 group, 4 chatroom, 10 ultra group (default all four)"),
                     .list("messageCallbackObjectNames", max: 100, entryLength: 32, "message types asked about, e.g. RC:TxtMsg (default every type)"),
@@ -33,7 +34,7 @@ extension ServerAPI {
                 path: "/callback/settings/get.json", tag: "callbacks",
                 summary: "The app's callbacks, with how many wait to be sent and what became of them since the server started.",
                 params: [],
-                response: [APIField("settings", "object", "routing {url, serverApi, blocked}, statusUrl, chatroomStatusUrl, chatroomAttributeUrl, messageCallback {url, types, objectNames, timeout, failClosed, serverApi}, blockNotice"),
+                response: [APIField("settings", "object", "routing {url, serverApi, blocked}, statusUrl, chatroomStatusUrl, chatroomAttributeUrl, deactivationUrl, messageCallback {url, types, objectNames, timeout, failClosed, serverApi}, blockNotice"),
                            APIField("backlog", "integer", "callbacks waiting for the app's server"),
                            APIField("stats", "object", "{delivered, failedAttempts, dropped, messagesBlocked, messageCallbackFailures} on this node since it started")]) { call in
                 let callbacks = try requireCallbacks()
@@ -68,6 +69,7 @@ extension ServerAPI {
         }
         let routingURL = try url("routingUrl"), statusURL = try url("statusUrl"), roomStatusURL = try url("chatroomStatusUrl")
         let roomAttributeURL = try url("chatroomAttributeUrl"), messageCallbackURL = try url("messageCallbackUrl")
+        let deactivationURL = try url("deactivationUrl")
         let routingServerAPI = try call.bool("routingServerApi"), routingBlocked = try call.bool("routingBlocked")
         var types: [ConversationType]?
         if call.string("messageCallbackTypes") != nil {
@@ -104,6 +106,7 @@ extension ServerAPI {
             if let statusURL { settings.statusURL = statusURL }
             if let roomStatusURL { settings.chatroomStatusURL = roomStatusURL }
             if let roomAttributeURL { settings.chatroomAttributeURL = roomAttributeURL }
+            if let deactivationURL { settings.deactivationURL = deactivationURL }
             if let messageCallbackURL {
                 settings.messageCallback = messageCallbackURL.map { url in
                     var callback = settings.messageCallback ?? CallbackAppSettings.MessageCallback(url: url)
@@ -135,6 +138,7 @@ extension ServerAPI {
         if let url = settings.statusURL { view["statusUrl"] = url }
         if let url = settings.chatroomStatusURL { view["chatroomStatusUrl"] = url }
         if let url = settings.chatroomAttributeURL { view["chatroomAttributeUrl"] = url }
+        if let url = settings.deactivationURL { view["deactivationUrl"] = url }
         if let callback = settings.messageCallback {
             view["messageCallback"] = [
                 "url": callback.url, "types": callback.conversationTypes.map(\.rawValue), "objectNames": callback.objectNames,
