@@ -349,6 +349,13 @@ public protocol MessageLifecycleStore: Sendable {
     func replaceMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws
     /// Deletes a message from the log.
     func deleteMessage(appId: Int64, uid: String) async throws
+    /// The retention sweep: deletes at most `limit` of the app's messages sent before `before`
+    /// (only those of one conversation when `conversationKey` is given), oldest first, with their
+    /// read receipts; returns how many went.
+    func deleteMessages(appId: Int64, conversationKey: String?, sentBefore before: Int64, limit: Int) async throws -> Int
+    /// The conversation key of every ultra group channel of the app (whose history has a
+    /// retention of its own).
+    func ultraGroupConversationKeys(appId: Int64) async throws -> [String]
     /// Marks a group message as asking for read receipts.
     func requestReadReceipts(appId: Int64, uid: String) async throws
     /// Records reads; a reader already recorded for a message is skipped. Returns the new ones with

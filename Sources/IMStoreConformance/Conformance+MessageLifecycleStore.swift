@@ -10,6 +10,33 @@ extension StoreConformance {
     public func messageLifecycleStore() async throws {
         let area = "MessageLifecycleStore"
 
+        await check(area, "deleteMessages removes an app's messages sent before a time, oldest first, a batch at a time, of one conversation when named") { f in
+            let old = try await f.commit(
+                f.privateMessage(from: "alice", to: "bob", at: f.now + 1),
+                f.privateMessage(from: "bob", to: "alice", at: f.now + 2),
+                f.privateMessage(from: "carol", to: "dave", at: f.now + 3),
+                f.privateMessage(from: "alice", to: "bob", at: f.now + 10))
+            let other = try await f.otherApp()
+            let foreign = try await f.commit(f.privateMessage(from: "alice", to: "bob", at: f.now + 1, app: other))
+            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: privateConversationKey("alice", "bob"),
+                                                      sentBefore: f.now + 5, limit: 1) == 1)
+            #expect(try await f.store.message(appId: f.appId, uid: old[0].uid) == nil, "the oldest went first")
+            #expect(try await f.store.message(appId: f.appId, uid: old[1].uid) != nil)
+            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: nil, sentBefore: f.now + 5, limit: 10) == 2)
+            #expect(try await f.store.message(appId: f.appId, uid: old[2].uid) == nil)
+            #expect(try await f.store.message(appId: f.appId, uid: old[3].uid) != nil, "sent at the bound: kept")
+            #expect(try await f.store.message(appId: other, uid: foreign[0].uid) != nil, "another app's messages stay")
+            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: nil, sentBefore: f.now + 5, limit: 10) == 0)
+
+            #expect(try await f.store.createUltraGroup(appId: f.appId, groupId: "u", name: "U", ownerId: "alice", now: f.now,
+                                                       maxGroupsPerUser: 10) == .joined)
+            try await f.store.createUltraGroupChannel(appId: f.appId, groupId: "u", channelId: "news", type: .publicChannel,
+                                                      now: f.now, maxChannels: 50)
+            #expect(Set(try await f.store.ultraGroupConversationKeys(appId: f.appId))
+                    == [ultraGroupConversationKey("u", UltraGroupLimits.defaultChannelId), ultraGroupConversationKey("u", "news")])
+            #expect(try await f.store.ultraGroupConversationKeys(appId: other).isEmpty)
+        }
+
         await check(area, "replaceMessage puts the new content in place: same uid, seq and time, shown but not counted, no extensions") { f in
             var original = f.privateMessage(from: "alice", to: "bob", at: f.now + 1)
             original.canIncludeExpansion = true

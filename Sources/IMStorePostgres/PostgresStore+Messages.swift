@@ -155,6 +155,35 @@ extension PostgresStore {
         _ = try await rows("DELETE FROM messages WHERE uid = \(uid) AND app_id = \(appId)")
     }
 
+    public func deleteMessages(appId: Int64, conversationKey: String?, sentBefore before: Int64, limit: Int) async throws -> Int {
+        try await write { connection in
+            let found = try await connection.rows(conversationKey.map { key in """
+                SELECT seq, uid FROM messages WHERE app_id = \(appId) AND conv_key = \(key) AND sent_time < \(before)
+                ORDER BY sent_time LIMIT \(Int64(limit))
+                """ } ?? """
+                SELECT seq, uid FROM messages WHERE app_id = \(appId) AND sent_time < \(before) ORDER BY sent_time LIMIT \(Int64(limit))
+                """, logger)
+            var seqs: [Int64] = [], uids: [String] = []
+            for row in found {
+                var cells = Cells(row)
+                seqs.append(try cells.int())
+                uids.append(try cells.string())
+            }
+            guard !seqs.isEmpty else { return 0 }
+            try await connection.run("DELETE FROM messages WHERE seq = ANY(\(seqs))", logger)
+            try await connection.run("DELETE FROM message_reads WHERE app_id = \(appId) AND uid = ANY(\(uids))", logger)
+            return seqs.count
+        }
+    }
+
+    public func ultraGroupConversationKeys(appId: Int64) async throws -> [String] {
+        try await rows("SELECT group_id, channel_id FROM ultra_group_channels WHERE app_id = \(appId) ORDER BY group_id, channel_id")
+            .map { row in
+                var cells = Cells(row)
+                return ultraGroupConversationKey(try cells.string(), try cells.string())
+            }
+    }
+
     public func deleteMessageLog(appId: Int64, hour: String) async throws {
         _ = try await rows("INSERT INTO deleted_message_logs (app_id, hour) VALUES (\(appId), \(hour)) ON CONFLICT DO NOTHING")
     }

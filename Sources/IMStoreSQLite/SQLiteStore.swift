@@ -484,6 +484,29 @@ public final class SQLiteStore: IMStore {
         }
     }
 
+    public func deleteMessages(appId: Int64, conversationKey: String?, sentBefore before: Int64, limit: Int) async throws -> Int {
+        try await pool.write { db in
+            // Found through messages_by_conversation or messages_by_time, oldest first.
+            let rows = try Row.fetchAll(db, sql: conversationKey == nil
+                ? "SELECT seq, uid FROM messages WHERE app_id = ? AND sent_time < ? ORDER BY sent_time LIMIT ?"
+                : "SELECT seq, uid FROM messages WHERE app_id = ? AND conv_key = ? AND sent_time < ? ORDER BY sent_time LIMIT ?",
+                arguments: conversationKey.map { [appId, $0, before, limit] } ?? [appId, before, limit])
+            for row in rows {
+                let seq: Int64 = row[0], uid: String = row[1]
+                try db.execute(sql: "DELETE FROM messages WHERE seq = ?", arguments: [seq])
+                try db.execute(sql: "DELETE FROM message_reads WHERE app_id = ? AND uid = ?", arguments: [appId, uid])
+            }
+            return rows.count
+        }
+    }
+
+    public func ultraGroupConversationKeys(appId: Int64) async throws -> [String] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT group_id, channel_id FROM ultra_group_channels WHERE app_id = ? ORDER BY group_id, channel_id",
+                             arguments: [appId]).map { ultraGroupConversationKey($0[0], $0[1]) }
+        }
+    }
+
     public func conversationMessages(appId: Int64, conversationKey: String, start: Int64, end: Int64, includeStart: Bool,
                                      ascending: Bool, limit: Int, senderId: String?) async throws -> [StoredMessage] {
         try await pool.read { db in

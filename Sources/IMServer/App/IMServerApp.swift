@@ -68,6 +68,7 @@ public struct IMServerApp: Sendable {
             MessageLogService(log: core.log, logger: core.logger),
             ChatroomDeliveryService(chatrooms: core.chatrooms),
             ChatroomSweeper(core: core),
+            RetentionSweeper(core: core),
             application(onListening: onListening),
             GatewayCloser(core: core),
         ]

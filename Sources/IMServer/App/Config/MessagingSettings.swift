@@ -31,6 +31,10 @@ extension ServerConfig {
                  doc: "Days of cloud history served (RongCloud's default is 6 months); older messages are left out of remote history and /v3 queries.")
         public var cloudHistoryRetentionDays = MessageLimits.defaultCloudHistoryRetentionDays
 
+        @Setting(key: "retentionSweepMinutes", allowed: .range(0...1440, note: "0 = off"),
+                 doc: "Minutes between retention sweeps, which delete the messages past every window they serve (offline retention, compensation and, when on, cloud history; ultra group history past ultraGroupHistoryRetentionDays) in batches of 500.")
+        public var retentionSweepMinutes = 10
+
         @Setting(key: "syncPageSize", allowed: .range(1...1000),
                  doc: "Offline messages per sync page.")
         public var syncPageSize = 200
