@@ -92,6 +92,22 @@ public struct IMServerApp: Sendable {
         router.get("/health") { _, _ in
             APIResponse.success(["sessions": core.registry.sessionCount, "nodes": core.cluster?.liveNodes() ?? 1])
         }
+        // Ready: the store answers and the server is not stopping (a balancer sends no new work otherwise).
+        router.get("/ready") { _, _ in
+            guard !core.shutdown.isStopping else {
+                return APIResponse.failure(APIError(.serverUnavailable, .serviceUnavailable, "the server is stopping"))
+            }
+            do {
+                _ = try await core.store.loadApps()
+            } catch {
+                return APIResponse.failure(APIError(.serverUnavailable, .serviceUnavailable, "the store does not answer: \(error)"))
+            }
+            return APIResponse.success(["ready": true])
+        }
+        router.get("/metrics") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                     body: .init(byteBuffer: ByteBuffer(bytes: await core.metrics.render(core))))
+        }
         ServerAPI(core: core).register(on: router)
         let gateway = Gateway(core: core)
         let logger = core.logger

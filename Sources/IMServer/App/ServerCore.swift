@@ -11,6 +11,8 @@ public final class ServerCore: Sendable {
     public let store: any IMStore
     public let clock: any WallClock
     public let logger: Logger
+    /// The figures `/metrics` serves.
+    public let metrics = ServerMetrics()
     public let apps: AppRegistry
     public let tokens = TokenService()
     public let registry = SessionRegistry()
@@ -94,9 +96,11 @@ public final class ServerCore: Sendable {
         // acknowledged reaches the recipients online on other nodes even if this node dies now.
         var handedOn: (@Sendable () async -> Void)?
         if let cluster { handedOn = { await cluster.flush() } }
-        self.log = MessageLog(store: store, clock: clock, committed: { batch in
+        let metrics = self.metrics
+        self.log = MessageLog(store: store, clock: clock, metrics: metrics, committed: { batch in
             for item in batch {
                 guard case .stored(let message) = item.outcome else { continue }
+                metrics.stored(type: message.conversationType.rawValue)
                 await events.publish(.messageCommitted(CommittedMessageEvent(message: message, origin: item.origin)))
             }
         }, handedOn: handedOn)
@@ -236,6 +240,7 @@ public final class ServerCore: Sendable {
         chatrooms.sessionClosed(session)
         chatroomRouting.sessionEnded(session)
         if session.markEnded() {
+            metrics.sessionEnded(reason: session.closeReason)
             cluster?.sessionClosed(id: session.id)
             events.observe(.sessionOffline(session.presence))
             callbacks?.sessionEnded(session)

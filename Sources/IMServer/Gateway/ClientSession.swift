@@ -55,11 +55,17 @@ public final class ClientSession: Sendable {
         var statusReported = false
         /// Ended by logout or disconnect(receivePush: false): RongCloud's status 2.
         var loggedOut = false
+        /// The code the session was kicked with, if it was.
+        var kickedWith: ErrorCode?
     }
 
-    /// The reason a session ended, for the log.
-    public enum CloseReason: Sendable, Equatable {
-        case clientDisconnected, kicked(ErrorCode), slowReader, heartbeatTimeout, serverStopping
+    /// Why the session ended, as the metrics name it: kicked_<code>, slow_reader,
+    /// server_stopping, or client (the client or the network closed it).
+    var closeReason: String {
+        let (kicked, stopping) = state.withLock { ($0.kickedWith, $0.serverStopping) }
+        if let kicked { return "kicked_\(kicked.rawValue)" }
+        if stopping { return "server_stopping" }
+        return outbound.wasSlowReader ? "slow_reader" : "client"
     }
 
     init(id: String, appId: Int64, userId: String, platform: Platform, deviceId: String, now: Int64,
@@ -209,6 +215,7 @@ public final class ClientSession: Sendable {
 
     /// Tells the client why it is being dropped, then closes the connection.
     func kick(code: ErrorCode, reason: String) {
+        state.withLock { $0.kickedWith = $0.kickedWith ?? code }
         var kicked = Im_Kicked()
         kicked.code = Int32(code.rawValue)
         kicked.reason = reason

@@ -61,6 +61,7 @@ struct Gateway: Sendable {
             session = try await opened
         } catch {
             let imError = (error as? IMError) ?? IMError(.serverUnavailable, "the server could not open the session: retry later")
+            core.metrics.connect(code: imError.code.rawValue)
             var buffer = ByteBufferAllocator().buffer(capacity: 64)
             buffer.writeBytes(FrameCodec.errorReply(to: frame, imError))
             let stopping = core.shutdown.isStopping
@@ -70,6 +71,7 @@ struct Gateway: Sendable {
             }
             return
         }
+        core.metrics.connect(code: 0)
         logger.debug("session opened", metadata: ["user": "\(session.userId)", "session": "\(session.id)", "platform": "\(session.platform)"])
 
         // When the session's queue ends (disconnect, kick, slow reader, heartbeat timeout) and its

@@ -81,13 +81,22 @@ enum GatewayOps {
 
         // Messages, offline sync and history.
         .sendMessage: .reply(Im_SendMessageRequest.self) { core, request, session in
-            if !request.pushConfig.isEmpty { try await core.checkPushTemplate(request.pushConfig, appId: session.appId) }
-            return try await core.messages.send(request, from: session)
+            do {
+                if !request.pushConfig.isEmpty { try await core.checkPushTemplate(request.pushConfig, appId: session.appId) }
+                let reply = try await core.messages.send(request, from: session)
+                core.metrics.clientMessage(type: request.conversationType, outcome: "stored")
+                return reply
+            } catch {
+                core.metrics.clientMessage(type: request.conversationType,
+                                           outcome: String((error as? IMError)?.code.rawValue ?? ErrorCode.serverUnavailable.rawValue))
+                throw error
+            }
         },
         .sync: GatewayOp { core, frame, session in
             let request = try GatewayOp.body(Im_SyncRequest.self, of: frame)
             async let reading = core.sync.page(request, for: session)
             var page = try await reading
+            core.metrics.syncPage(messages: page.messages.count)
             page.morePackages = !session.syncPageMayEnd(!page.morePackages)
             // The page goes out before the live messages held during sync are released.
             session.send(try FrameCodec.reply(to: frame, page))

@@ -42,6 +42,7 @@ public actor MessageLog {
     private let wakeUp: AsyncStream<Void>.Continuation
     /// `stopWriting` was called: what is written from then on is counted in `drained`.
     private let stopRequested = Mutex(false)
+    private let metrics: ServerMetrics?
     /// Messages written since `stopWriting`: committed and answered, or refused by the store (their
     /// senders were told).
     private var drained = (committed: 0, failed: 0)
@@ -60,8 +61,10 @@ public actor MessageLog {
     ///   - handedOn: when given (a cluster), returns once what `committed` published so far has left
     ///     this process (the cluster bus); a batch's senders are answered only after it returns.
     public init(store: any MessageStore & MessageLifecycleStore & UltraGroupStore, clock: any WallClock, maxBatch: Int = 512,
+                metrics: ServerMetrics? = nil,
                 committed: @escaping @Sendable ([CommittedMessage]) async -> Void,
                 handedOn: (@Sendable () async -> Void)? = nil) {
+        self.metrics = metrics
         self.store = store
         self.clock = clock
         self.maxBatch = maxBatch
@@ -150,7 +153,9 @@ public actor MessageLog {
                 for entry in batch {
                     messages.append(stamp(entry.message))
                 }
+                let started = ContinuousClock.now
                 let outcomes = try await store.commit(messages)
+                metrics?.committed(batch: messages.count, took: ContinuousClock.now - started)
                 // The store may have moved a sentTime past one another node committed meanwhile
                 // (a cluster): the next stamp starts from what was stored.
                 for case .stored(let stored) in outcomes {

@@ -98,9 +98,11 @@ extension ServerAPI {
             }
             let body = try JSONSerialization.data(withJSONObject: object)
             let fields = try await invoke(endpoint, app: app, parameters: APIParameters(json: object, body: body), request: request)
+            core.metrics.apiCall(path: route.path, code: Self.v2Success)
             return APIResponse.json(["code": Self.v2Success, "data": Self.snakeCased(fields)], status: .ok)
         } catch {
             let failure = apiError(error, request)
+            core.metrics.apiCall(path: route.path, code: failure.code.rawValue)
             return APIResponse.json(["code": failure.code.rawValue, "msg": failure.message], status: failure.status)
         }
     }

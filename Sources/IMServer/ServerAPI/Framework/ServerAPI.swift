@@ -49,9 +49,13 @@ struct ServerAPI: Sendable {
     private func call(_ request: Request, _ endpoint: APIEndpoint) async -> Response {
         do {
             let app = try await authenticate(request)
-            return APIResponse.success(try await invoke(endpoint, app: app, parameters: try await parameters(of: request), request: request))
+            let fields = try await invoke(endpoint, app: app, parameters: try await parameters(of: request), request: request)
+            core.metrics.apiCall(path: endpoint.path, code: 200)
+            return APIResponse.success(fields)
         } catch {
-            return APIResponse.failure(apiError(error, request))
+            let failure = apiError(error, request)
+            core.metrics.apiCall(path: endpoint.path, code: failure.code.rawValue)
+            return APIResponse.failure(failure)
         }
     }
 

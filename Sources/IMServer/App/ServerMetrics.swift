@@ -1,0 +1,149 @@
+import Foundation
+import IMCore
+import Prometheus
+import Synchronization
+
+/// The server's figures in Prometheus's text format (`GET /metrics`): counters kept as things
+/// happen, and gauges read from the live state when scraped. One registry per server (tests run
+/// several servers in a process), so the global swift-metrics bootstrap is not used.
+///
+/// Names start with `imserver_`; labels are bounded sets (platforms, conversation types, codes,
+/// endpoint paths, close reasons), never ids.
+public final class ServerMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    /// Labelled counters made once each, by name and labels.
+    private let counters = Mutex<[String: Counter]>([:])
+
+    let commitBatch: ValueHistogram
+    let commitLatency: DurationHistogram
+    let connections: [Platform: Gauge]
+    let queuedBytes: Gauge
+    let nodes: Gauge
+
+    init() {
+        commitBatch = registry.makeValueHistogram(
+            name: "imserver_commit_batch_messages", buckets: [1, 2, 5, 10, 20, 50, 100, 200, 512],
+            help: "Messages written by one group commit of the message log")
+        commitLatency = registry.makeDurationHistogram(
+            name: "imserver_commit_seconds",
+            buckets: [.microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+                      .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1)],
+            help: "Time one group commit of the message log took, fsync included")
+        var connections: [Platform: Gauge] = [:]
+        for platform in Platform.allCases {
+            connections[platform] = registry.makeGauge(name: "imserver_connections", labels: [("platform", Self.label(platform))],
+                                                       help: "Authenticated client connections open on this node")
+        }
+        self.connections = connections
+        queuedBytes = registry.makeGauge(name: "imserver_outbound_queued_bytes", help: "Bytes waiting in the connections' outbound queues")
+        nodes = registry.makeGauge(name: "imserver_cluster_nodes", help: "Live nodes of the cluster (1 without one)")
+    }
+
+    static func label(_ platform: Platform) -> String {
+        switch platform {
+        case .iOS: "iOS"
+        case .android: "Android"
+        case .harmonyOS: "HarmonyOS"
+        case .web: "Web"
+        case .miniProgram: "MiniProgram"
+        case .windows: "Windows"
+        case .macOS: "macOS"
+        case .linux: "Linux"
+        case .electron: "Electron"
+        }
+    }
+
+    /// The counter of this name and labels, made on first use.
+    func counter(_ name: String, _ labels: [(String, String)] = [], help: String) -> Counter {
+        let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
+        if let counter = counters.withLock({ $0[key] }) { return counter }
+        let counter = labels.isEmpty ? registry.makeCounter(name: name, help: help)
+            : registry.makeCounter(name: name, labels: labels, help: help)
+        counters.withLock { $0[key] = counter }
+        return counter
+    }
+
+    // MARK: what the server reports
+
+    /// A connect answered: `code` 0 when it succeeded, RongCloud's refusal code otherwise.
+    func connect(code: Int) {
+        counter("imserver_connects_total", [("code", String(code))], help: "Connect attempts answered, by result code (0: connected)").increment()
+    }
+
+    /// A session ended: closed by the client or the network, kicked (with its code), closed as a
+    /// slow reader, or for shutdown.
+    func sessionEnded(reason: String) {
+        counter("imserver_sessions_closed_total", [("reason", reason)],
+                help: "Client sessions ended, by reason (client, kicked_<code>, slow_reader, server_stopping)").increment()
+    }
+
+    /// A message a client sent: `outcome` "stored" or the refusal code.
+    func clientMessage(type: Int32, outcome: String) {
+        counter("imserver_client_messages_total", [("conversation_type", String(type)), ("outcome", outcome)],
+                help: "Messages clients sent, by conversation type and outcome (stored or the refusal code)").increment()
+    }
+
+    func syncPage(messages: Int) {
+        counter("imserver_sync_pages_total", help: "Offline sync pages served").increment()
+        counter("imserver_sync_messages_total", help: "Messages served in offline sync pages").increment(by: Int64(messages))
+    }
+
+    /// A Server API call answered, by path and RongCloud code (200 for success).
+    func apiCall(path: String, code: Int) {
+        counter("imserver_api_calls_total", [("endpoint", path), ("code", String(code))],
+                help: "Server API calls answered, by endpoint and code").increment()
+    }
+
+    func committed(batch: Int, took: Duration) {
+        commitBatch.record(Double(batch))
+        commitLatency.record(took)
+    }
+
+    /// Messages stored, by conversation type (each recipient's copy of a publish counts).
+    func stored(type: Int) {
+        counter("imserver_messages_stored_total", [("conversation_type", String(type))],
+                help: "Messages committed to the message log, by conversation type").increment()
+    }
+
+    /// The text exposition, gauges read from `core` first.
+    func render(_ core: ServerCore) async -> [UInt8] {
+        var counts: [Platform: Int] = [:]
+        var queued = 0
+        for session in core.registry.allSessions() {
+            counts[session.platform, default: 0] += 1
+            queued += session.outbound.queuedBytes
+        }
+        for (platform, gauge) in connections { gauge.set(Double(counts[platform] ?? 0)) }
+        queuedBytes.set(Double(queued))
+        nodes.set(Double(core.cluster?.liveNodes() ?? 1))
+        var text = registry.emitToBuffer()
+        if let callbacks = core.callbacks {
+            text += Self.callbackLines(callbacks, apps: core.apps.all.map(\.id))
+        }
+        return text
+    }
+
+    /// The callback service's counters, summed over the apps.
+    private static func callbackLines(_ callbacks: CallbackService, apps: [Int64]) -> [UInt8] {
+        var delivered = 0, failed = 0, dropped = 0
+        for app in apps {
+            let counters = callbacks.counters(appId: app)
+            delivered += counters.delivered
+            failed += counters.failedAttempts
+            dropped += counters.dropped
+        }
+        let lines = """
+            # HELP imserver_callbacks_delivered_total Callbacks the app servers took (HTTP 200)
+            # TYPE imserver_callbacks_delivered_total counter
+            imserver_callbacks_delivered_total \(delivered)
+            # HELP imserver_callbacks_failed_attempts_total Callback attempts that failed and are tried again
+            # TYPE imserver_callbacks_failed_attempts_total counter
+            imserver_callbacks_failed_attempts_total \(failed)
+            # HELP imserver_callbacks_dropped_total Callbacks given up (past their retention or backlog)
+            # TYPE imserver_callbacks_dropped_total counter
+            imserver_callbacks_dropped_total \(dropped)
+
+            """
+        return Array(lines.utf8)
+    }
+}
