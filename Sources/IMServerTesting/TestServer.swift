@@ -65,6 +65,7 @@ public final class TestServer: Sendable {
     public static func start(store given: (any IMStore)?, cluster: (any ClusterTransport)? = nil, clock: any WallClock = SystemClock(),
                              pushTransport: (any PushTransport)? = nil, pushOptions: PushService.Options? = nil,
                              callbackTransport: (any CallbackTransport)? = nil, callbackOptions: CallbackService.Options? = nil,
+                             logger customLogger: Logger? = nil,
                              configure: (inout ServerConfig) -> Void = { _ in }) async throws -> TestServer {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-test-\(UUID().uuidString)")
         var config = ServerConfig()
@@ -76,6 +77,7 @@ public final class TestServer: Sendable {
         configure(&config)
         var logger = Logger(label: "imserver-test")
         logger.logLevel = .warning
+        if let customLogger { logger = customLogger }
         let store: any IMStore
         let closeStore: @Sendable () async throws -> Void
         if let given {

@@ -52,7 +52,8 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let config = try options.resolve()
 
-        var logger = Logger(label: "imserver")
+        var logger = config.logging.format == "json"
+            ? Logger(label: "imserver", factory: { JSONLogHandler(label: $0) }) : Logger(label: "imserver")
         logger.logLevel = Logger.Level(rawValue: config.logging.level) ?? .info
         let opened = try await OpenedStore(config, logger: logger)
         let store = opened.store

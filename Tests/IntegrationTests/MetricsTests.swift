@@ -6,6 +6,8 @@ import IMCore
 import IMLib
 import IMServer
 import IMServerTesting
+import Logging
+import Synchronization
 import Testing
 
 /// `/metrics` read by Prometheus's own parser after a scripted run, its counters checked against
@@ -80,6 +82,34 @@ struct MetricsTests {
             #expect(String(decoding: ready, as: UTF8.self).contains("\"ready\":true"))
             let (_, response) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/health")!)
             #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        }
+    }
+}
+
+@Suite("Structured logs")
+struct StructuredLogTests {
+    final class Lines: Sendable {
+        let lines = Mutex<[String]>([])
+        var all: [String] { lines.withLock { $0 } }
+    }
+
+    @Test("logFormat json: one JSON object per line with time, level, label, message, source and the event's ids; a stored message can be followed by its msgUID")
+    func jsonLines() async throws {
+        let lines = Lines()
+        var logger = Logger(label: "imserver", factory: { label in JSONLogHandler(label: label) { line in lines.lines.withLock { $0.append(line) } } })
+        logger.logLevel = .debug
+        try await withTestServer(try await TestServer.start(store: nil, logger: logger)) { server in
+            let ann = try await server.connectedClient("ann")
+            let sent = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "follow me"))
+            await ann.disconnect()
+            let objects = try lines.all.map { line in
+                try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String], "not a JSON object: \(line)")
+            }
+            #expect(!objects.isEmpty)
+            #expect(objects.allSatisfy { $0["time"]?.hasSuffix("Z") == true && $0["level"] != nil && $0["label"] == "imserver" && $0["message"] != nil })
+            let stored = try #require(objects.first { $0["message"] == "message stored" && $0["msgUID"] == sent.messageUId })
+            #expect(stored["from"] == "ann" && stored["target"] == "bob" && stored["conversationType"] == "1")
+            #expect(objects.contains { $0["message"] == "session opened" && $0["user"] == "ann" })
         }
     }
 }

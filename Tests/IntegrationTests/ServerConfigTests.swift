@@ -192,7 +192,7 @@ struct ServerConfigTests {
         #expect(Set(keys).count == keys.count && Set(variables).count == variables.count && Set(flags).count == flags.count)
         // The keys config files were written with, and the variables that existed, before settings had areas.
         let fileKeys = [
-            "host", "port", "dataDir", "appKey", "appSecret", "offlineRetentionDays", "systemOfflineRetentionDays", "compensationDays", "dayTimeZone", "onlineBroadcastEnabled", "onlineBroadcastsPerMinute", "cloudHistoryEnabled", "cloudHistoryRetentionDays", "retentionSweepMinutes", "heartbeatIntervalSeconds",
+            "host", "port", "dataDir", "appKey", "appSecret", "offlineRetentionDays", "systemOfflineRetentionDays", "compensationDays", "dayTimeZone", "onlineBroadcastEnabled", "onlineBroadcastsPerMinute", "cloudHistoryEnabled", "cloudHistoryRetentionDays", "retentionSweepMinutes", "logFormat", "heartbeatIntervalSeconds",
             "clientSendsPerSecond", "syncPageSize", "handshakeTimeoutSeconds", "maxQueuedBytesPerConnection", "maxConnectionsPerAddress",
             "httpIdleTimeoutSeconds", "httpRequestTimeoutSeconds", "closeTimeoutSeconds", "shutdownTimeoutSeconds", "chatroomJoinsPerSecond", "chatroomMaxRooms",
             "apiTimestampWindowSeconds", "logLevel", "userWhitelistMode", "maxGroupMembers", "maxSensitiveWords", "apiCallsPerSecond",
@@ -373,7 +373,7 @@ struct ServerConfigTests {
         case let setting as SettingDeclaration<Bool>:
             return ((!setting.defaultValue).settingText, .bool(!setting.defaultValue))
         case let setting as SettingDeclaration<String>:
-            return ["debug", "/tmp/imserver-sample", "127.0.0.1", "postgres://imserver@127.0.0.1:5432/imserver", "https://push.example.com"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
+            return ["debug", "json", "/tmp/imserver-sample", "127.0.0.1", "postgres://imserver@127.0.0.1:5432/imserver", "https://push.example.com"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
         case let setting as SettingDeclaration<String?>:
             return ["https://im.example.com", "sample-value", "Asia/Shanghai"].first { $0 != setting.defaultValue && setting.allowed.contains($0) }.map { ($0, .string($0)) }
         default:

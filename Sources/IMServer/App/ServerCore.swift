@@ -101,6 +101,10 @@ public final class ServerCore: Sendable {
             for item in batch {
                 guard case .stored(let message) = item.outcome else { continue }
                 metrics.stored(type: message.conversationType.rawValue)
+                logger.debug("message stored", metadata: [
+                    "msgUID": "\(message.uid)", "from": "\(message.senderId)", "target": "\(message.targetId)",
+                    "conversationType": "\(message.conversationType.rawValue)", "seq": "\(message.seq)",
+                ])
                 await events.publish(.messageCommitted(CommittedMessageEvent(message: message, origin: item.origin)))
             }
         }, handedOn: handedOn)

@@ -8,6 +8,10 @@ extension ServerConfig {
                  doc: "The least severe level logged.")
         public var level = "info"
 
+        @Setting(key: "logFormat", allowed: .oneOf(["text", "json"]),
+                 doc: "text: one readable line per event; json: one JSON object per line (time, level, label, message, source and the event's ids: user, session, msgUID, requestId), for log collectors.")
+        public var format = "text"
+
         public init() {}
     }
 }

@@ -87,7 +87,8 @@ struct ServerAPI: Sendable {
         case let error as IMError:
             return APIError(error.code, error.code == .apiRateLimited ? .tooManyRequests : .badRequest, error.message)
         default:
-            core.logger.error("server API call failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
+            core.logger.error("server API call failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)",
+                                                                 "requestId": "\(request.headers[HTTPField.Name("X-Request-Id")!] ?? "")"])
             return APIError(.apiInternalError, .internalServerError, "internal error: retry the call")
         }
     }
