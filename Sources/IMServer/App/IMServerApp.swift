@@ -105,7 +105,10 @@ public struct IMServerApp: Sendable {
             return APIResponse.success(["ready": true])
         }
         router.get("/metrics") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            guard core.metrics.enabled else {
+                return APIResponse.failure(APIError(.apiNotFound, .notFound, "metrics are off on this server: its operator can set metricsEnabled"))
+            }
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                      body: .init(byteBuffer: ByteBuffer(bytes: await core.metrics.render(core))))
         }
         ServerAPI(core: core).register(on: router)

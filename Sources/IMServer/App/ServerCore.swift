@@ -12,7 +12,7 @@ public final class ServerCore: Sendable {
     public let clock: any WallClock
     public let logger: Logger
     /// The figures `/metrics` serves.
-    public let metrics = ServerMetrics()
+    public let metrics: ServerMetrics
     public let apps: AppRegistry
     public let tokens = TokenService()
     public let registry = SessionRegistry()
@@ -68,6 +68,7 @@ public final class ServerCore: Sendable {
         self.store = store
         self.clock = clock
         self.logger = logger
+        self.metrics = ServerMetrics(enabled: config.logging.metricsEnabled)
         self.cluster = cluster
         let peers = ClusterPeers(transport: cluster)
         self.peers = peers

@@ -10,6 +10,8 @@ import Synchronization
 /// Names start with `imserver_`; labels are bounded sets (platforms, conversation types, codes,
 /// endpoint paths, close reasons), never ids.
 public final class ServerMetrics: Sendable {
+    /// Off (`metricsEnabled`), nothing is counted.
+    let enabled: Bool
     let registry = PrometheusCollectorRegistry()
     /// Labelled counters made once each, by name and labels.
     private let counters = Mutex<[String: Counter]>([:])
@@ -20,7 +22,8 @@ public final class ServerMetrics: Sendable {
     let queuedBytes: Gauge
     let nodes: Gauge
 
-    init() {
+    init(enabled: Bool = true) {
+        self.enabled = enabled
         commitBatch = registry.makeValueHistogram(
             name: "imserver_commit_batch_messages", buckets: [1, 2, 5, 10, 20, 50, 100, 200, 512],
             help: "Messages written by one group commit of the message log")
@@ -67,40 +70,47 @@ public final class ServerMetrics: Sendable {
 
     /// A connect answered: `code` 0 when it succeeded, RongCloud's refusal code otherwise.
     func connect(code: Int) {
+        guard enabled else { return }
         counter("imserver_connects_total", [("code", String(code))], help: "Connect attempts answered, by result code (0: connected)").increment()
     }
 
     /// A session ended: closed by the client or the network, kicked (with its code), closed as a
     /// slow reader, or for shutdown.
     func sessionEnded(reason: String) {
+        guard enabled else { return }
         counter("imserver_sessions_closed_total", [("reason", reason)],
                 help: "Client sessions ended, by reason (client, kicked_<code>, slow_reader, server_stopping)").increment()
     }
 
     /// A message a client sent: `outcome` "stored" or the refusal code.
     func clientMessage(type: Int32, outcome: String) {
+        guard enabled else { return }
         counter("imserver_client_messages_total", [("conversation_type", String(type)), ("outcome", outcome)],
                 help: "Messages clients sent, by conversation type and outcome (stored or the refusal code)").increment()
     }
 
     func syncPage(messages: Int) {
+        guard enabled else { return }
         counter("imserver_sync_pages_total", help: "Offline sync pages served").increment()
         counter("imserver_sync_messages_total", help: "Messages served in offline sync pages").increment(by: Int64(messages))
     }
 
     /// A Server API call answered, by path and RongCloud code (200 for success).
     func apiCall(path: String, code: Int) {
+        guard enabled else { return }
         counter("imserver_api_calls_total", [("endpoint", path), ("code", String(code))],
                 help: "Server API calls answered, by endpoint and code").increment()
     }
 
     func committed(batch: Int, took: Duration) {
+        guard enabled else { return }
         commitBatch.record(Double(batch))
         commitLatency.record(took)
     }
 
     /// Messages stored, by conversation type (each recipient's copy of a publish counts).
     func stored(type: Int) {
+        guard enabled else { return }
         counter("imserver_messages_stored_total", [("conversation_type", String(type))],
                 help: "Messages committed to the message log, by conversation type").increment()
     }

@@ -12,6 +12,10 @@ extension ServerConfig {
                  doc: "text: one readable line per event; json: one JSON object per line (time, level, label, message, source and the event's ids: user, session, msgUID, requestId), for log collectors.")
         public var format = "text"
 
+        @Setting(key: "metricsEnabled",
+                 doc: "Whether the server counts what it does and serves it at /metrics in Prometheus's format (off: /metrics answers 404).")
+        public var metricsEnabled = true
+
         public init() {}
     }
 }
