@@ -268,19 +268,11 @@ public final class MessageService: Sendable {
         guard original.senderId == senderId else {
             throw IMError(.messageNotModifiable, "message \(uid) was sent by another user: only its sender's modification is accepted")
         }
-        guard original.isInHistory, original.objectName != RecallNotificationMessage.objectName else {
-            throw IMError(.messageNotModifiable, "message \(uid) is \(original.objectName == RecallNotificationMessage.objectName ? "recalled" : "not kept in history"): it cannot be modified")
-        }
+        try Self.checkModifiable(original)
         if let objectName, !objectName.isEmpty, objectName != original.objectName {
             throw IMError(.messageNotModifiable, "message \(uid) is a \(original.objectName); a modification keeps the type, got \(objectName)")
         }
-        var content = content
-        switch try await words.apply(appId: appId, objectName: original.objectName, content: content) {
-        case .block:
-            throw IMError(.blockedBySensitiveWord, "the new content contains a word this app blocks: the message keeps its content")
-        case .deliver(let filtered):
-            content = filtered
-        }
+        let content = try await words.modifiedContent(appId: appId, objectName: original.objectName, content: content)
         let now = clock.nowMilliseconds()
         let mentions = type == .group ? MentionedInfo.of(content: content) : nil
         try await log.markModified(appId: appId, uid: uid, content: content, mentions: mentions, at: now)
@@ -294,6 +286,13 @@ public final class MessageService: Sendable {
             content: try command.encode(), flags: .none, includeSender: true, directedUserIds: original.directedUserIds)
         _ = try await log.append(notice, origin: origin)
         return original
+    }
+
+    /// 20116 for a message that is recalled or not kept in history: there is nothing to modify.
+    static func checkModifiable(_ message: StoredMessage) throws {
+        guard message.isInHistory, message.objectName != RecallNotificationMessage.objectName else {
+            throw IMError(.messageNotModifiable, "message \(message.uid) is \(message.objectName == RecallNotificationMessage.objectName ? "recalled" : "not kept in history"): it cannot be modified")
+        }
     }
 
     /// Object names only the server sends: a client forging one could rewrite others' messages.

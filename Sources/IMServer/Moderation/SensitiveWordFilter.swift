@@ -58,6 +58,17 @@ public final class SensitiveWordFilter: Sendable {
     }
 
     /// The content to deliver, or `.block`.
+    /// The content a modification stores: filtered like a new message's, or 21501 when a blocking
+    /// word is in it (the message then keeps its content).
+    func modifiedContent(appId: Int64, objectName: String, content: Data) async throws -> Data {
+        switch try await apply(appId: appId, objectName: objectName, content: content) {
+        case .block:
+            throw IMError(.blockedBySensitiveWord, "the new content contains a word this app blocks: the message keeps its content")
+        case .deliver(let filtered):
+            return filtered
+        }
+    }
+
     func apply(appId: Int64, objectName: String, content: Data) async throws -> Verdict {
         guard let fields = Self.textFields[objectName] else { return .deliver(content) }
         let words = try await self.words(appId: appId)

@@ -391,17 +391,9 @@ public final class UltraGroupService: Sendable {
         guard message.senderId == userId else {
             throw IMError(.messageNotModifiable, "message \(uid) was sent by another user: only its sender can modify it")
         }
-        guard message.isInHistory, message.objectName != RecallNotificationMessage.objectName else {
-            throw IMError(.messageNotModifiable, "message \(uid) is \(message.objectName == RecallNotificationMessage.objectName ? "recalled" : "not kept in history"): it cannot be modified")
-        }
+        try MessageService.checkModifiable(message)
         _ = try await rosters.checkReader(appId: appId, groupId: message.targetId, channelId: message.channelId, userId: userId)
-        var content = content
-        switch try await words.apply(appId: appId, objectName: message.objectName, content: content) {
-        case .block:
-            throw IMError(.blockedBySensitiveWord, "the new content contains a word this app blocks: the message keeps its content")
-        case .deliver(let filtered):
-            content = filtered
-        }
+        let content = try await words.modifiedContent(appId: appId, objectName: message.objectName, content: content)
         let mentions = MentionedInfo.of(content: content)
         try await store.modifyMessage(appId: appId, uid: uid, content: content, mentions: mentions, modifiedTime: clock.nowMilliseconds())
         message.content = content

@@ -89,35 +89,31 @@ extension ServerAPI {
                 }
                 return [:]
             },
-            APIEndpoint(
-                path: "/tag/conversation/set.json", tag: "conversation",
-                summary: "Puts conversations (private 1, group 3, system 6) into a user's tag (JSON body); the tag must exist. At most 100 conversations per call.",
-                body: .json,
-                params: [
-                    .id("userId", required: true, "the user whose tag this is"),
-                    .string("tagId", required: true, "the tag"),
-                    .list("conversations", required: true, max: Self.maxTaggedConversationsPerCall, "[{targetId, conversationType}]"),
-                ]) { call in
-                let conversations = try Self.taggedConversations(try Self.jsonBody(call))
-                try await editConversationState(call, userId: call.required("userId"),
-                                                .addConversations(tagId: call.required("tagId"), conversations))
-                return [:]
+            taggingEndpoint(path: "/tag/conversation/set.json",
+                            summary: "Puts conversations (private 1, group 3, system 6) into a user's tag (JSON body); the tag must exist. At most 100 conversations per call.") {
+                .addConversations(tagId: $0, $1)
             },
-            APIEndpoint(
-                path: "/tag/conversation/del.json", tag: "conversation",
-                summary: "Takes conversations out of a user's tag (JSON body); the conversations and the tag stay.",
-                body: .json,
-                params: [
-                    .id("userId", required: true, "the user whose tag this is"),
-                    .string("tagId", required: true, "the tag"),
-                    .list("conversations", required: true, max: Self.maxTaggedConversationsPerCall, "[{targetId, conversationType}]"),
-                ]) { call in
-                let conversations = try Self.taggedConversations(try Self.jsonBody(call))
-                try await editConversationState(call, userId: call.required("userId"),
-                                                .removeConversations(tagId: call.required("tagId"), conversations))
-                return [:]
+            taggingEndpoint(path: "/tag/conversation/del.json",
+                            summary: "Takes conversations out of a user's tag (JSON body); the conversations and the tag stay.") {
+                .removeConversations(tagId: $0, $1)
             },
         ]
+    }
+
+    /// `/tag/conversation/set|del.json`: the same call, the edit apart.
+    private func taggingEndpoint(path: String, summary: String,
+                                 _ edit: @escaping @Sendable (String, [ConversationIdentifier]) -> ConversationStateEdit) -> APIEndpoint {
+        APIEndpoint(
+            path: path, tag: "conversation", summary: summary, body: .json,
+            params: [
+                .id("userId", required: true, "the user whose tag this is"),
+                .string("tagId", required: true, "the tag"),
+                .list("conversations", required: true, max: Self.maxTaggedConversationsPerCall, "[{targetId, conversationType}]"),
+            ]) { call in
+            let conversations = try Self.taggedConversations(try Self.jsonBody(call))
+            try await editConversationState(call, userId: call.required("userId"), edit(call.required("tagId"), conversations))
+            return [:]
+        }
     }
 
     /// RongCloud's Server API takes at most 100 conversations per tag call (clients 1000).
