@@ -243,7 +243,11 @@ struct APNsProviderTests {
 
     @Test("a server that never answers: retry after requestTimeoutSeconds")
     func hangingServerTimesOut() async throws {
-        try await Self.withAPNs(timeoutSeconds: 5) { server, transport, credentials in
+        // An event loop group of its own, as the server's push transport has: on the shared
+        // default group other tests' work delays the expiry timer, which is not what this checks.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { group.shutdownGracefully { _ in } }
+        try await Self.withAPNs(timeoutSeconds: 5, eventLoopGroup: group) { server, transport, credentials in
             // The connection first, so the hung push is the only request left to time out.
             let first = await warmUp(transport, Self.alert(), to: .apns(token: deviceToken(8), environment: .production, voip: false),
                                      credentials: credentials)
