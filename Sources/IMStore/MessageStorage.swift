@@ -8,8 +8,12 @@ public struct AppRecord: Sendable, Equatable {
     public var appSecret: String
     public var name: String
     public var createdAt: Int64
+    /// Banned by the operator: its clients cannot connect (31008) and its Server API calls are
+    /// refused (1006) until the ban is lifted.
+    public var banned: Bool
 
-    public init(id: Int64, appKey: String, appSecret: String, name: String, createdAt: Int64) {
+    public init(id: Int64, appKey: String, appSecret: String, name: String, createdAt: Int64, banned: Bool = false) {
+        self.banned = banned
         self.id = id
         self.appKey = appKey
         self.appSecret = appSecret
@@ -298,8 +302,10 @@ public typealias IMStore = AppStore & MessageStore & SyncStore & MessageLifecycl
 /// The apps (tenants) of this server.
 public protocol AppStore: Sendable {
     func loadApps() async throws -> [AppRecord]
-    /// Creates the app, or updates the secret and name of the app with this key.
+    /// Creates the app, or updates the secret and name of the app with this key (a ban stays).
     func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord
+    /// Bans the app or lifts its ban; nil when there is no such app.
+    func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord?
 }
 
 /// The message log: commits and reads of stored messages.

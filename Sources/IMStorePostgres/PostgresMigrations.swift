@@ -29,6 +29,7 @@ enum PostgresMigrations {
         Migration(version: 4, name: "callbacks", statements: callbacks),
         Migration(version: 5, name: "accounts", statements: accounts),
         Migration(version: 6, name: "group remarks", statements: groupRemarks),
+        Migration(version: 7, name: "app ban", statements: ["ALTER TABLE apps ADD COLUMN banned BIGINT NOT NULL DEFAULT 0"]),
     ]
 
     /// The embedded store's v14-group-remarks.

@@ -161,21 +161,28 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
     // MARK: apps
 
     public func loadApps() async throws -> [AppRecord] {
-        try await rows("SELECT id, app_key, app_secret, name, created_at FROM apps ORDER BY id").map { row in
-            var cells = Cells(row)
-            return AppRecord(id: try cells.int(), appKey: try cells.string(), appSecret: try cells.string(), name: try cells.string(),
-                             createdAt: try cells.int())
-        }
+        try await rows("SELECT id, app_key, app_secret, name, created_at, banned FROM apps ORDER BY id").map(Self.app)
+    }
+
+    private static func app(_ row: PostgresRow) throws -> AppRecord {
+        var cells = Cells(row)
+        return AppRecord(id: try cells.int(), appKey: try cells.string(), appSecret: try cells.string(), name: try cells.string(),
+                         createdAt: try cells.int(), banned: try cells.bool())
+    }
+
+    public func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
+        try await rows("""
+            UPDATE apps SET banned = \(banned.flag) WHERE app_key = \(appKey) RETURNING id, app_key, app_secret, name, created_at, banned
+            """).first.map(Self.app)
     }
 
     public func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord {
         let rows = try await rows("""
             INSERT INTO apps (app_key, app_secret, name, created_at) VALUES (\(appKey), \(appSecret), \(name), \(now))
             ON CONFLICT (app_key) DO UPDATE SET app_secret = excluded.app_secret, name = excluded.name
-            RETURNING id, created_at
+            RETURNING id, app_key, app_secret, name, created_at, banned
             """)
-        var cells = Cells(rows[0])
-        return AppRecord(id: try cells.int(), appKey: appKey, appSecret: appSecret, name: name, createdAt: try cells.int())
+        return try Self.app(rows[0])
     }
 }
 

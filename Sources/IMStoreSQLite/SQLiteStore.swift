@@ -210,6 +210,9 @@ public final class SQLiteStore: IMStore {
                 CREATE INDEX group_remarks_by_user ON group_remarks (app_id, user_id);
                 """)
         }
+        migrator.registerMigration("v15-app-ban") { db in
+            try db.execute(sql: "ALTER TABLE apps ADD COLUMN banned INTEGER NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
@@ -217,9 +220,20 @@ public final class SQLiteStore: IMStore {
 
     public func loadApps() async throws -> [AppRecord] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, app_key, app_secret, name, created_at FROM apps ORDER BY id").map {
-                AppRecord(id: $0["id"], appKey: $0["app_key"], appSecret: $0["app_secret"], name: $0["name"], createdAt: $0["created_at"])
-            }
+            try Row.fetchAll(db, sql: "SELECT id, app_key, app_secret, name, created_at, banned FROM apps ORDER BY id").map(Self.app)
+        }
+    }
+
+    private static func app(_ row: Row) -> AppRecord {
+        AppRecord(id: row["id"], appKey: row["app_key"], appSecret: row["app_secret"], name: row["name"], createdAt: row["created_at"],
+                  banned: row["banned"])
+    }
+
+    public func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
+        try await pool.write { db in
+            try db.execute(sql: "UPDATE apps SET banned = ? WHERE app_key = ?", arguments: [banned, appKey])
+            return try Row.fetchOne(db, sql: "SELECT id, app_key, app_secret, name, created_at, banned FROM apps WHERE app_key = ?",
+                                    arguments: [appKey]).map(Self.app)
         }
     }
 
@@ -229,8 +243,8 @@ public final class SQLiteStore: IMStore {
                 INSERT INTO apps (app_key, app_secret, name, created_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT(app_key) DO UPDATE SET app_secret = excluded.app_secret, name = excluded.name
                 """, arguments: [appKey, appSecret, name, now])
-            let row = try Row.fetchOne(db, sql: "SELECT id, created_at FROM apps WHERE app_key = ?", arguments: [appKey])!
-            return AppRecord(id: row["id"], appKey: appKey, appSecret: appSecret, name: name, createdAt: row["created_at"])
+            return Self.app(try Row.fetchOne(db, sql: "SELECT id, app_key, app_secret, name, created_at, banned FROM apps WHERE app_key = ?",
+                                             arguments: [appKey])!)
         }
     }
 

@@ -192,7 +192,7 @@ struct ServerConfigTests {
         #expect(Set(keys).count == keys.count && Set(variables).count == variables.count && Set(flags).count == flags.count)
         // The keys config files were written with, and the variables that existed, before settings had areas.
         let fileKeys = [
-            "host", "port", "dataDir", "appKey", "appSecret", "offlineRetentionDays", "systemOfflineRetentionDays", "compensationDays", "dayTimeZone", "onlineBroadcastEnabled", "onlineBroadcastsPerMinute", "cloudHistoryEnabled", "cloudHistoryRetentionDays", "retentionSweepMinutes", "logFormat", "metricsEnabled", "heartbeatIntervalSeconds",
+            "host", "port", "dataDir", "appKey", "appSecret", "offlineRetentionDays", "systemOfflineRetentionDays", "compensationDays", "dayTimeZone", "onlineBroadcastEnabled", "onlineBroadcastsPerMinute", "cloudHistoryEnabled", "cloudHistoryRetentionDays", "retentionSweepMinutes", "logFormat", "metricsEnabled", "adminKey", "heartbeatIntervalSeconds",
             "clientSendsPerSecond", "syncPageSize", "handshakeTimeoutSeconds", "maxQueuedBytesPerConnection", "maxConnectionsPerAddress",
             "httpIdleTimeoutSeconds", "httpRequestTimeoutSeconds", "closeTimeoutSeconds", "shutdownTimeoutSeconds", "chatroomJoinsPerSecond", "chatroomMaxRooms",
             "apiTimestampWindowSeconds", "logLevel", "userWhitelistMode", "maxGroupMembers", "maxSensitiveWords", "apiCallsPerSecond",

@@ -238,6 +238,15 @@ public final class ServerCore: Sendable {
     }
 
     /// Removes a session from the registry and from its groups' online members.
+    /// Kicks every session of the app with `code`, on this node and the others (a banned app).
+    func disconnectApp(appId: Int64, code: ErrorCode, reason: String) {
+        for session in registry.sessions(appId: appId) {
+            session.kick(code: code, reason: reason)
+            registry.remove(session)
+        }
+        peers.disconnect(appId: appId, code: code, reason: reason)
+    }
+
     func sessionEnded(_ session: ClientSession) {
         registry.remove(session)
         groups.rosters.sessionClosed(session)

@@ -60,6 +60,11 @@ extension ServerCore {
             for session in registry.sessions(appId: appId, userId: userId) where sessionIds.contains(session.id) {
                 session.kick(code: ErrorCode(code), reason: reason)
             }
+        case .disconnectApp(let appId, let code, let reason):
+            for session in registry.sessions(appId: appId) {
+                session.kick(code: ErrorCode(code), reason: reason)
+                registry.remove(session)
+            }
         case .disconnectUsers(let appId, let userIds, let code, let reason):
             for userId in userIds {
                 for session in registry.sessions(appId: appId, userId: userId) {

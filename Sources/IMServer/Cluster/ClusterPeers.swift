@@ -106,6 +106,11 @@ public final class ClusterPeers: Sendable {
         transport?.publish(.chatroomUserJoined(appId: appId, userId: userId, roomId: roomId))
     }
 
+    /// Has the other nodes kick every session of the app with `code`.
+    func disconnect(appId: Int64, code: ErrorCode, reason: String) {
+        transport?.publish(.disconnectApp(appId: appId, code: code.rawValue, reason: reason))
+    }
+
     /// Has the other nodes kick these users' sessions with `code` (or close them without a kick
     /// when nil, as a network failure would).
     func disconnect(appId: Int64, userIds: [String], code: ErrorCode?, reason: String) {

@@ -124,6 +124,8 @@ public enum ClusterMessage: Sendable, Equatable, Codable {
     /// Every session of these users is to go: kicked with `code`, or closed without a kick when nil
     /// (as a network failure would; the client reconnects).
     case disconnectUsers(appId: Int64, userIds: [String], code: Int?, reason: String)
+    /// Every session of the app is to be kicked with `code` (a banned app).
+    case disconnectApp(appId: Int64, code: Int, reason: String)
     /// A node changed what other nodes may hold in a cache.
     case invalidate(CacheInvalidation)
     /// A node asks every node to say when it has applied everything published before this.

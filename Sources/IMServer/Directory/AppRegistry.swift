@@ -65,6 +65,14 @@ public final class AppRegistry: Sendable {
         return app
     }
 
+    /// Bans the app or lifts its ban; nil when there is no such app.
+    public func setBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
+        guard let app = try await store.setAppBanned(appKey: appKey, banned: banned) else { return nil }
+        apps.withLock { $0[app.appKey] = app }
+        peers.announce(.apps)
+        return app
+    }
+
     /// A fresh random key or secret: lowercase letters and digits, like RongCloud's.
     public static func randomCredential(length: Int) -> String {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")

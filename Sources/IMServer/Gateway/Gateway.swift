@@ -163,6 +163,9 @@ struct Gateway: Sendable {
         guard let app = await core.apps.find(key: request.appKey) else {
             throw IMError(.wrongAppKey, "app key '\(request.appKey)' does not exist on this server: check the app key the client was initialised with")
         }
+        guard !app.banned else {
+            throw IMError(.appBlockedOrDeleted, "app \(app.appKey) is banned by the server's operator: no client of it can connect")
+        }
         let claims = try core.tokens.verify(request.token, app: app)
         let access = try await core.directory.checkConnect(appId: app.id, userId: claims.userId, tokenIssuedAt: claims.issuedAt,
                                                            now: core.clock.nowMilliseconds())

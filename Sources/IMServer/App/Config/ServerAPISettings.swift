@@ -38,6 +38,10 @@ extension ServerConfig {
                  doc: "Online broadcasts per minute one app may send (1008 beyond): each one reaches every online user.")
         public var onlineBroadcastsPerMinute = 60
 
+        @Setting(key: "adminKey", allowed: .bytes(16...256),
+                 doc: "The operator's key for the admin API (`/admin/apps`: create, rename, rotate the secret, ban), sent as `Authorization: Bearer <key>`; unset, the admin API is off. Keep it apart from every app's secret.")
+        public var adminKey: String? = nil
+
         @Setting(key: "apiTimestampWindowSeconds", allowed: .range(0...31_536_000, note: "0 = off; at most a year"),
                  doc: "Refuse Server API calls whose timestamp is further than this many seconds from now (1004). Off, a signed call is accepted at any age and can be replayed, because RongCloud's SDKs send seconds or milliseconds and some reuse signatures (see the README on signatures and replay).")
         public var timestampWindowSeconds = 0

@@ -31,6 +31,7 @@ struct ServerAPI: Sendable {
             }
         }
         registerUltraGroupV2(on: router)
+        registerAdmin(on: router)
         let document = OpenAPIDocument.json(for: endpoints)
         router.get("/openapi.json") { _, _ in
             Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
@@ -107,6 +108,9 @@ struct ServerAPI: Sendable {
         let expected = APISignature.sign(secret: app.appSecret, nonce: nonce, timestamp: timestamp)
         guard constantTimeEqual(signature.lowercased(), expected) else {
             throw APIError(.apiSignatureFailed, .unauthorized, "signature verification failed: Signature must be the hex SHA1 of app secret + Nonce + Timestamp")
+        }
+        guard !app.banned else {
+            throw APIError(.apiAppLocked, .forbidden, "app \(app.appKey) is banned by the server's operator: its Server API calls are refused until the ban is lifted")
         }
         let window = core.config.serverAPI.timestampWindowSeconds
         if window > 0 {

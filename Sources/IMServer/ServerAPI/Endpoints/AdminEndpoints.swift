@@ -1,0 +1,108 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import IMCore
+import IMStore
+
+/// The operator's API for apps (`/admin/apps`), apart from the apps' own Server API: it takes
+/// the operator's key (`Authorization: Bearer <adminKey>`), never an app's signature, and is off
+/// while `adminKey` is unset. JSON in and out; errors carry RongCloud's codes like every answer.
+///
+/// - `GET /admin/apps`: every app (key, name, creation time, banned), never a secret.
+/// - `POST /admin/apps` `{name}`: a new app; the answer holds its key and secret.
+/// - `PUT /admin/apps/{appKey}` `{name}`: renames it.
+/// - `POST /admin/apps/{appKey}/secret`: a new secret. Tokens are signed with the secret, so
+///   every token issued before stops working (31004 at the next connect; connected clients stay
+///   until they reconnect) and the app's server must sign with the new one.
+/// - `POST /admin/apps/{appKey}/ban` `{banned}`: a banned app's connected clients are kicked with
+///   31008, its connects are refused with 31008 and its Server API calls with 1006.
+extension ServerAPI {
+    func registerAdmin(on router: Router<Context>) {
+        router.get("/admin/apps") { request, _ in
+            await self.admin(request) { _ in
+                ["apps": core.apps.all.map(Self.adminView)]
+            }
+        }
+        router.post("/admin/apps") { request, _ in
+            await self.admin(request) { body in
+                let name = try Self.appName(body)
+                let app = try await core.apps.upsert(appKey: AppRegistry.randomCredential(length: 16),
+                                                     appSecret: AppRegistry.randomCredential(length: 24), name: name,
+                                                     now: core.clock.nowMilliseconds())
+                var view = Self.adminView(app)
+                view["appSecret"] = app.appSecret
+                return ["app": view]
+            }
+        }
+        router.put("/admin/apps/{appKey}") { request, context in
+            await self.admin(request) { body in
+                let app = try Self.existing(core, context)
+                let renamed = try await core.apps.upsert(appKey: app.appKey, appSecret: app.appSecret, name: try Self.appName(body),
+                                                         now: core.clock.nowMilliseconds())
+                return ["app": Self.adminView(renamed)]
+            }
+        }
+        router.post("/admin/apps/{appKey}/secret") { request, context in
+            await self.admin(request) { _ in
+                let app = try Self.existing(core, context)
+                let rotated = try await core.apps.upsert(appKey: app.appKey, appSecret: AppRegistry.randomCredential(length: 24),
+                                                         name: app.name, now: core.clock.nowMilliseconds())
+                var view = Self.adminView(rotated)
+                view["appSecret"] = rotated.appSecret
+                return ["app": view]
+            }
+        }
+        router.post("/admin/apps/{appKey}/ban") { request, context in
+            await self.admin(request) { body in
+                let app = try Self.existing(core, context)
+                guard let banned = body["banned"] as? Bool else { throw APIError.badParameter("banned must be true or false") }
+                guard let changed = try await core.apps.setBanned(appKey: app.appKey, banned: banned) else {
+                    throw APIError(.apiNotFound, .notFound, "there is no app \(app.appKey)")
+                }
+                if banned { core.disconnectApp(appId: changed.id, code: .appBlockedOrDeleted, reason: "the app was banned by the server's operator") }
+                return ["app": Self.adminView(changed)]
+            }
+        }
+    }
+
+    /// Checks the operator's key, reads the JSON body and answers `{code: 200, ...}` or the error.
+    private func admin(_ request: Request, _ body: ([String: Any]) async throws -> [String: any Sendable]) async -> Response {
+        do {
+            guard let key = core.config.serverAPI.adminKey else {
+                throw APIError(.apiServiceNotEnabled, .forbidden, "the admin API is off: the operator sets adminKey to turn it on")
+            }
+            let given = request.headers[.authorization] ?? ""
+            guard given.hasPrefix("Bearer "), constantTimeEqual(String(given.dropFirst(7)), key) else {
+                throw APIError(.apiSignatureFailed, .unauthorized, "the admin API takes the operator's key (Authorization: Bearer <adminKey>), not an app's credentials")
+            }
+            let buffer = try await request.body.collect(upTo: 64 * 1024)
+            var object: [String: Any] = [:]
+            if buffer.readableBytes > 0 {
+                guard let parsed = (try? JSONSerialization.jsonObject(with: Data(buffer: buffer))) as? [String: Any] else {
+                    throw APIError.badParameter("the body must be a JSON object")
+                }
+                object = parsed
+            }
+            return APIResponse.success(try await body(object))
+        } catch {
+            return APIResponse.failure(apiError(error, request))
+        }
+    }
+
+    private static func existing(_ core: ServerCore, _ context: Context) throws -> AppRecord {
+        let key = context.parameters.get("appKey") ?? ""
+        guard let app = core.apps.app(key: key) else { throw APIError(.apiNotFound, .notFound, "there is no app \(TextLength.quoted(key))") }
+        return app
+    }
+
+    private static func appName(_ body: [String: Any]) throws -> String {
+        guard let name = body["name"] as? String, !name.isEmpty, TextLength.characters(name) <= 64 else {
+            throw APIError.badParameter("name must be 1 to 64 characters")
+        }
+        return name
+    }
+
+    static func adminView(_ app: AppRecord) -> [String: any Sendable] {
+        ["appKey": app.appKey, "name": app.name, "createdAt": app.createdAt, "banned": app.banned]
+    }
+}
