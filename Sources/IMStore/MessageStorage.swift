@@ -306,6 +306,10 @@ public protocol AppStore: Sendable {
     func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord
     /// Bans the app or lifts its ban; nil when there is no such app.
     func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord?
+    /// Deletes the app and every row of every table that names it (`app_id`); its messages go in
+    /// transactions of `batch` rows, so the log's writer is never held for long. Other apps'
+    /// rows are untouched.
+    func deleteApp(appId: Int64, batch: Int) async throws
 }
 
 /// The message log: commits and reads of stored messages.

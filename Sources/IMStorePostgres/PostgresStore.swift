@@ -170,6 +170,20 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
                          createdAt: try cells.int(), banned: try cells.bool())
     }
 
+    public func deleteApp(appId: Int64, batch: Int) async throws {
+        while try await deleteMessages(appId: appId, conversationKey: nil, sentBefore: Int64.max, limit: batch) == batch {}
+        try await write { connection in
+            let tables = try await connection.rows("""
+                SELECT table_name::text FROM information_schema.columns
+                WHERE table_schema = current_schema() AND column_name = 'app_id' AND table_name <> 'apps' ORDER BY table_name
+                """, logger).map { row in var cells = Cells(row); return try cells.string() }
+            for table in tables {
+                try await connection.run("DELETE FROM \(unescaped: "\"" + table + "\"") WHERE app_id = \(appId)", logger)
+            }
+            try await connection.run("DELETE FROM apps WHERE id = \(appId)", logger)
+        }
+    }
+
     public func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
         try await rows("""
             UPDATE apps SET banned = \(banned.flag) WHERE app_key = \(appKey) RETURNING id, app_key, app_secret, name, created_at, banned

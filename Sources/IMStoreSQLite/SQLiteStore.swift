@@ -229,6 +229,19 @@ public final class SQLiteStore: IMStore {
                   banned: row["banned"])
     }
 
+    public func deleteApp(appId: Int64, batch: Int) async throws {
+        while try await deleteMessages(appId: appId, conversationKey: nil, sentBefore: Int64.max, limit: batch) == batch {}
+        try await pool.write { db in
+            let tables = try String.fetchAll(db, sql: """
+                SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'apps' ORDER BY name
+                """)
+            for table in tables where try Row.fetchAll(db, sql: "PRAGMA table_info(\"\(table)\")").contains(where: { $0["name"] == "app_id" }) {
+                try db.execute(sql: "DELETE FROM \"\(table)\" WHERE app_id = ?", arguments: [appId])
+            }
+            try db.execute(sql: "DELETE FROM apps WHERE id = ?", arguments: [appId])
+        }
+    }
+
     public func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
         try await pool.write { db in
             try db.execute(sql: "UPDATE apps SET banned = ? WHERE app_key = ?", arguments: [banned, appKey])

@@ -105,3 +105,43 @@ struct AdminAPITests {
         }
     }
 }
+
+extension AdminAPITests {
+    @Test("delete: the app's clients are kicked with 31008, its key is unknown afterwards (31002, 1004), its data is gone, other apps keep theirs")
+    func deleteApp() async throws {
+        try await withTestServer(try await TestServer.start { $0.serverAPI.adminKey = Self.key }) { server in
+            let (_, body) = try await Self.call(server, "POST", "/admin/apps", json: ["name": "doomed"])
+            let appKey = try #require((body["app"] as? [String: Any])?["appKey"] as? String)
+            let doomed = try #require(server.core.apps.app(key: appKey))
+            let doomedAPI = ServerAPIClient(baseURL: server.baseURL, app: doomed)
+            let ann = server.client(app: doomed)
+            #expect(try await ann.connect(token: try await server.token("ann", app: doomed)) == "ann")
+            let sent = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "gone soon"))
+            _ = try await doomedAPI.post("/group/create.json", form: ["userId": "ann,bob", "groupId": "g1", "groupName": "G"])
+            // The development app has data of its own, under the same ids.
+            let keeper = try await server.connectedClient("ann")
+            let kept = try await keeper.sendMessage(.private, targetId: "bob", content: TextMessage(content: "stays"))
+            _ = try await server.api.post("/group/create.json", form: ["userId": "ann,bob", "groupId": "g1", "groupName": "G"])
+
+            let statuses = EventRecorder(ann.connectionStatusUpdates())
+            let (deleted, _) = try await Self.call(server, "DELETE", "/admin/apps/\(appKey)")
+            #expect(deleted == 200)
+            #expect(await statuses.first { $0 == .disconnectException } != nil)
+            let store = server.core.store
+            #expect(try await store.message(appId: doomed.id, uid: sent.messageUId) == nil)
+            #expect(try await store.user(appId: doomed.id, userId: "ann") == nil)
+            #expect(try await store.group(appId: doomed.id, groupId: "g1") == nil)
+            #expect(try await store.loadApps().allSatisfy { $0.appKey != appKey })
+            #expect(try await store.message(appId: server.app.id, uid: kept.messageUId) != nil)
+            #expect(try await store.group(appId: server.app.id, groupId: "g1") != nil)
+
+            let (call, callBody) = try await doomedAPI.post("/user/getToken.json", form: ["userId": "ann"])
+            #expect(call == 401 && callBody["code"] as? Int == 1004)
+            let stale = TokenService().issue(app: doomed, userId: "ann", now: Int64(Date().timeIntervalSince1970 * 1000))
+            await #expect { try await server.client(app: doomed).connect(token: stale) } throws: { ($0 as? IMError)?.code == .wrongAppKey }
+            let (listed, list) = try await Self.call(server, "GET", "/admin/apps")
+            #expect(listed == 200 && (list["apps"] as? [[String: Any]])?.contains { $0["appKey"] as? String == appKey } == false)
+            await keeper.disconnect()
+        }
+    }
+}

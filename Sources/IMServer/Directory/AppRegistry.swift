@@ -35,12 +35,21 @@ public final class AppRegistry: Sendable {
         return app(key: key)
     }
 
-    /// Loads every app from the store.
+    /// Loads every app from the store (an app deleted meanwhile goes).
     public func load() async throws {
         let all = try await store.loadApps()
         apps.withLock { table in
-            for app in all { table[app.appKey] = app }
+            table = Dictionary(all.map { ($0.appKey, $0) }, uniquingKeysWith: { _, last in last })
         }
+    }
+
+    /// Deletes the app with its data (`AppStore.deleteApp`): it is unknown at once, then
+    /// `beforeData` runs (the app's sessions are closed), then its rows go.
+    public func delete(_ app: AppRecord, beforeData: () -> Void) async throws {
+        apps.withLock { _ = $0.removeValue(forKey: app.appKey) }
+        beforeData()
+        try await store.deleteApp(appId: app.id, batch: 5_000)
+        peers.announce(.apps)
     }
 
     public func app(key: String) -> AppRecord? {

@@ -14,6 +14,8 @@ import IMStore
 /// - `POST /admin/apps/{appKey}/secret`: a new secret. Tokens are signed with the secret, so
 ///   every token issued before stops working (31004 at the next connect; connected clients stay
 ///   until they reconnect) and the app's server must sign with the new one.
+/// - `DELETE /admin/apps/{appKey}`: the app and all its data go (users, messages, groups,
+///   settings...); its clients are kicked with 31008; its key is unknown afterwards.
 /// - `POST /admin/apps/{appKey}/ban` `{banned}`: a banned app's connected clients are kicked with
 ///   31008, its connects are refused with 31008 and its Server API calls with 1006.
 extension ServerAPI {
@@ -50,6 +52,17 @@ extension ServerAPI {
                 var view = Self.adminView(rotated)
                 view["appSecret"] = rotated.appSecret
                 return ["app": view]
+            }
+        }
+        router.delete("/admin/apps/{appKey}") { request, context in
+            await self.admin(request) { _ in
+                let app = try Self.existing(core, context)
+                // Out of the registry first, then its sessions closed: no connect, call or message
+                // of it gets in while the data goes.
+                try await core.apps.delete(app) {
+                    core.disconnectApp(appId: app.id, code: .appBlockedOrDeleted, reason: "the app was deleted by the server's operator")
+                }
+                return [:]
             }
         }
         router.post("/admin/apps/{appKey}/ban") { request, context in
