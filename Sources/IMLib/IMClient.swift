@@ -702,7 +702,7 @@ public actor IMClient {
         }
         // Sent and acknowledged: nothing to do. A failed message is sent again even with a uid
         // (its acknowledgement may have been lost: the server answers with the stored one).
-        guard message.messageUId.isEmpty || message.sentStatus != .sent else { return message }
+        guard message.messageUId.isEmpty || message.sentStatus == .failed || message.sentStatus == .sending else { return message }
         message.sentStatus = .sending
         return try await transmit(message, store: store)
     }

@@ -194,7 +194,8 @@ public protocol UserStore: Sendable {
     func users(appId: Int64, offset: Int, limit: Int, descending: Bool) async throws -> (total: Int, users: [UserRecord])
     /// Deletes users: their registration (the user is unknown afterwards, and their tokens stop
     /// working: tokens issued up to `now` are refused) and their personal data (see
-    /// `deactivateUsers`). Registering the id again starts a new user.
+    /// `deactivateUsers`). Registering the id again starts a new user: it syncs and reads no
+    /// history from before the deletion (`UserAccess.historyAfterSeq`); group memberships stay.
     func deleteUsers(appId: Int64, userIds: [String], now: Int64) async throws
     /// Deactivates users, registered or not: their name, portrait and personal data are deleted
     /// (hosted profile, push tags, devices and push profile, black and white lists, remarks, the

@@ -360,9 +360,10 @@ public protocol MessageLifecycleStore: Sendable {
     /// Deletes a message from the log.
     func deleteMessage(appId: Int64, uid: String) async throws
     /// The retention sweep: deletes at most `limit` of the app's messages sent before `before`
-    /// (only those of one conversation when `conversationKey` is given), oldest first, with their
-    /// read receipts; returns how many went.
-    func deleteMessages(appId: Int64, conversationKey: String?, sentBefore before: Int64, limit: Int) async throws -> Int
+    /// (only those of one conversation when `conversationKey` is given; ultra group messages, which
+    /// have a retention of their own, only when `ultraGroups`), oldest first, with their read
+    /// receipts; returns how many went.
+    func deleteMessages(appId: Int64, conversationKey: String?, ultraGroups: Bool, sentBefore before: Int64, limit: Int) async throws -> Int
     /// The conversation key of every ultra group channel of the app (whose history has a
     /// retention of its own).
     func ultraGroupConversationKeys(appId: Int64) async throws -> [String]

@@ -47,7 +47,7 @@ extension StoreConformance {
 
             try await f.store.deleteApp(appId: app.id, batch: 3)
             #expect(try await f.store.loadApps().allSatisfy { $0.appKey != key })
-            #expect(try await f.store.deleteMessages(appId: app.id, conversationKey: nil, sentBefore: Int64.max, limit: 100) == 0)
+            #expect(try await f.store.deleteMessages(appId: app.id, conversationKey: nil, ultraGroups: true, sentBefore: Int64.max, limit: 100) == 0)
             #expect(try await f.store.user(appId: app.id, userId: "alice") == nil)
             #expect(try await f.store.userList(appId: app.id, owner: "alice", kind: .blacklist).isEmpty)
             #expect(try await f.store.group(appId: app.id, groupId: "g") == nil)

@@ -18,15 +18,15 @@ extension StoreConformance {
                 f.privateMessage(from: "alice", to: "bob", at: f.now + 10))
             let other = try await f.otherApp()
             let foreign = try await f.commit(f.privateMessage(from: "alice", to: "bob", at: f.now + 1, app: other))
-            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: privateConversationKey("alice", "bob"),
+            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: privateConversationKey("alice", "bob"), ultraGroups: true,
                                                       sentBefore: f.now + 5, limit: 1) == 1)
             #expect(try await f.store.message(appId: f.appId, uid: old[0].uid) == nil, "the oldest went first")
             #expect(try await f.store.message(appId: f.appId, uid: old[1].uid) != nil)
-            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: nil, sentBefore: f.now + 5, limit: 10) == 2)
+            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: nil, ultraGroups: true, sentBefore: f.now + 5, limit: 10) == 2)
             #expect(try await f.store.message(appId: f.appId, uid: old[2].uid) == nil)
             #expect(try await f.store.message(appId: f.appId, uid: old[3].uid) != nil, "sent at the bound: kept")
             #expect(try await f.store.message(appId: other, uid: foreign[0].uid) != nil, "another app's messages stay")
-            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: nil, sentBefore: f.now + 5, limit: 10) == 0)
+            #expect(try await f.store.deleteMessages(appId: f.appId, conversationKey: nil, ultraGroups: true, sentBefore: f.now + 5, limit: 10) == 0)
 
             #expect(try await f.store.createUltraGroup(appId: f.appId, groupId: "u", name: "U", ownerId: "alice", now: f.now,
                                                        maxGroupsPerUser: 10) == .joined)

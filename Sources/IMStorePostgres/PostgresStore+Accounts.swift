@@ -44,8 +44,11 @@ extension PostgresStore {
         guard !userIds.isEmpty else { return }
         try await write { connection in
             try await erasePersonalData(appId: appId, userIds: userIds, connection)
+            // A user registered again under the id reads nothing of the deleted one's history.
+            let seq = try await lastSeq(connection)
             try await connection.run("""
-                UPDATE users SET deleted_at = \(now), tokens_valid_after = \(now + 1), blocked_until = 0, deactivated_at = 0, private_muted_at = 0
+                UPDATE users SET deleted_at = \(now), tokens_valid_after = \(now + 1), blocked_until = 0, deactivated_at = 0, private_muted_at = 0,
+                    history_after_seq = \(seq)
                 WHERE app_id = \(appId) AND user_id = ANY(\(userIds))
                 """, logger)
         }

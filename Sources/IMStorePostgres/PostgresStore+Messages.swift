@@ -155,13 +155,15 @@ extension PostgresStore {
         _ = try await rows("DELETE FROM messages WHERE uid = \(uid) AND app_id = \(appId)")
     }
 
-    public func deleteMessages(appId: Int64, conversationKey: String?, sentBefore before: Int64, limit: Int) async throws -> Int {
-        try await write { connection in
+    public func deleteMessages(appId: Int64, conversationKey: String?, ultraGroups: Bool, sentBefore before: Int64, limit: Int) async throws -> Int {
+        let types = ultraGroups ? "" : "AND conv_type <> \(ConversationType.ultraGroup.rawValue)"
+        return try await write { connection in
             let found = try await connection.rows(conversationKey.map { key in """
                 SELECT seq, uid FROM messages WHERE app_id = \(appId) AND conv_key = \(key) AND sent_time < \(before)
                 ORDER BY sent_time LIMIT \(Int64(limit))
                 """ } ?? """
-                SELECT seq, uid FROM messages WHERE app_id = \(appId) AND sent_time < \(before) ORDER BY sent_time LIMIT \(Int64(limit))
+                SELECT seq, uid FROM messages WHERE app_id = \(appId) AND sent_time < \(before) \(unescaped: types)
+                ORDER BY sent_time LIMIT \(Int64(limit))
                 """, logger)
             var seqs: [Int64] = [], uids: [String] = []
             for row in found {

@@ -193,7 +193,7 @@ struct SyncRows: PostgresPreparedStatement {
     static let name = "imserver_sync_rows"
     static let sql = """
         SELECT \(PostgresStore.columns),
-            (flags & \(PersistentFlag.isPersisted.rawValue)) <> 0 AND (
+            in_history = 1 AND (
                 EXISTS (SELECT 1 FROM hidden_messages h WHERE h.app_id = $1 AND h.user_id = $2 AND h.uid = messages.uid)
                 OR EXISTS (SELECT 1 FROM cleared_conversations c
                            WHERE c.app_id = $1 AND c.user_id = $2 AND c.conv_key = messages.conv_key

@@ -171,7 +171,7 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
     }
 
     public func deleteApp(appId: Int64, batch: Int) async throws {
-        while try await deleteMessages(appId: appId, conversationKey: nil, sentBefore: Int64.max, limit: batch) == batch {}
+        while try await deleteMessages(appId: appId, conversationKey: nil, ultraGroups: true, sentBefore: Int64.max, limit: batch) == batch {}
         try await write { connection in
             let tables = try await connection.rows("""
                 SELECT table_name::text FROM information_schema.columns

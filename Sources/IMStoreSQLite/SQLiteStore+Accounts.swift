@@ -58,11 +58,14 @@ extension SQLiteStore {
     public func deleteUsers(appId: Int64, userIds: [String], now: Int64) async throws {
         try await pool.write { db in
             try Self.erasePersonalData(appId: appId, userIds: userIds, db)
+            // A user registered again under the id reads nothing of the deleted one's history.
+            let seq = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0
             for userId in userIds {
                 try db.execute(sql: """
-                    UPDATE users SET deleted_at = ?, tokens_valid_after = ?, blocked_until = 0, deactivated_at = 0, private_muted_at = 0
+                    UPDATE users SET deleted_at = ?, tokens_valid_after = ?, blocked_until = 0, deactivated_at = 0, private_muted_at = 0,
+                        history_after_seq = ?
                     WHERE app_id = ? AND user_id = ?
-                    """, arguments: [now, now + 1, appId, userId])
+                    """, arguments: [now, now + 1, seq, appId, userId])
             }
         }
     }

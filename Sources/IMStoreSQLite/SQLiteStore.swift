@@ -230,7 +230,7 @@ public final class SQLiteStore: IMStore {
     }
 
     public func deleteApp(appId: Int64, batch: Int) async throws {
-        while try await deleteMessages(appId: appId, conversationKey: nil, sentBefore: Int64.max, limit: batch) == batch {}
+        while try await deleteMessages(appId: appId, conversationKey: nil, ultraGroups: true, sentBefore: Int64.max, limit: batch) == batch {}
         try await pool.write { db in
             let tables = try String.fetchAll(db, sql: """
                 SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'apps' ORDER BY name
@@ -511,11 +511,12 @@ public final class SQLiteStore: IMStore {
         }
     }
 
-    public func deleteMessages(appId: Int64, conversationKey: String?, sentBefore before: Int64, limit: Int) async throws -> Int {
-        try await pool.write { db in
+    public func deleteMessages(appId: Int64, conversationKey: String?, ultraGroups: Bool, sentBefore before: Int64, limit: Int) async throws -> Int {
+        let types = ultraGroups ? "" : "AND conv_type <> \(ConversationType.ultraGroup.rawValue)"
+        return try await pool.write { db in
             // Found through messages_by_conversation or messages_by_time, oldest first.
             let rows = try Row.fetchAll(db, sql: conversationKey == nil
-                ? "SELECT seq, uid FROM messages WHERE app_id = ? AND sent_time < ? ORDER BY sent_time LIMIT ?"
+                ? "SELECT seq, uid FROM messages WHERE app_id = ? AND sent_time < ? \(types) ORDER BY sent_time LIMIT ?"
                 : "SELECT seq, uid FROM messages WHERE app_id = ? AND conv_key = ? AND sent_time < ? ORDER BY sent_time LIMIT ?",
                 arguments: conversationKey.map { [appId, $0, before, limit] } ?? [appId, before, limit])
             for row in rows {

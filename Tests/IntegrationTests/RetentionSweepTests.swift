@@ -70,4 +70,28 @@ struct RetentionSweepTests {
             await ann.disconnect()
         }
     }
+
+    @Test("ultra group messages keep their own retention when it is longer than the others': the general sweep leaves them")
+    func longerUltraGroupRetention() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await withTestServer(try await TestServer.start(clock: clock) { config in
+            config.messaging.cloudHistoryEnabled = false
+            config.messaging.offlineRetentionDays = 1
+            config.messaging.systemOfflineRetentionDays = 1
+            config.ultraGroups.historyRetentionDays = 5
+        }) { server in
+            try await server.core.ultraGroups.create(appId: server.app.id, groupId: "ug", name: "ug", ownerId: "ann")
+            let ann = try await server.connectedClient("ann")
+            let direct = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "two days"))
+            let ultra = try await ann.sendMessage(.ultraGroup, targetId: "ug", content: TextMessage(content: "two days"))
+            clock.advance(milliseconds: 2 * 86_400_000)
+            #expect(try await server.core.sweepRetention(now: clock.nowMilliseconds()) == 1)
+            #expect(try await server.core.store.message(appId: server.app.id, uid: direct.messageUId) == nil)
+            #expect(try await server.core.store.message(appId: server.app.id, uid: ultra.messageUId) != nil, "within its 5 days")
+            clock.advance(milliseconds: 3 * 86_400_000 + 1_000)
+            #expect(try await server.core.sweepRetention(now: clock.nowMilliseconds()) == 1)
+            #expect(try await server.core.store.message(appId: server.app.id, uid: ultra.messageUId) == nil)
+            await ann.disconnect()
+        }
+    }
 }

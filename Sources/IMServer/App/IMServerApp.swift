@@ -100,7 +100,8 @@ public struct IMServerApp: Sendable {
             do {
                 _ = try await core.store.loadApps()
             } catch {
-                return APIResponse.failure(APIError(.serverUnavailable, .serviceUnavailable, "the store does not answer: \(error)"))
+                core.logger.warning("not ready: the store does not answer", metadata: ["error": "\(error)"])
+                return APIResponse.failure(APIError(.serverUnavailable, .serviceUnavailable, "the store does not answer"))
             }
             return APIResponse.success(["ready": true])
         }

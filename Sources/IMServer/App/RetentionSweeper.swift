@@ -47,22 +47,21 @@ extension ServerCore {
         let ultraFloor = now - Int64(config.ultraGroups.historyRetentionDays) * 86_400_000
         var deleted = 0
         for app in apps.all {
-            deleted += try await sweep(appId: app.id, conversationKey: nil, before: floor)
-            if ultraFloor > floor {
-                for key in try await store.ultraGroupConversationKeys(appId: app.id) {
-                    deleted += try await sweep(appId: app.id, conversationKey: key, before: ultraFloor)
-                }
+            // Ultra group messages keep their own retention, shorter or longer than the others'.
+            deleted += try await sweep(appId: app.id, conversationKey: nil, ultraGroups: false, before: floor)
+            for key in try await store.ultraGroupConversationKeys(appId: app.id) {
+                deleted += try await sweep(appId: app.id, conversationKey: key, ultraGroups: true, before: ultraFloor)
             }
         }
         if deleted > 0 { logger.info("retention sweep", metadata: ["deleted": "\(deleted)"]) }
         return deleted
     }
 
-    private func sweep(appId: Int64, conversationKey: String?, before: Int64) async throws -> Int {
+    private func sweep(appId: Int64, conversationKey: String?, ultraGroups: Bool, before: Int64) async throws -> Int {
         var total = 0
         while true {
-            let count = try await store.deleteMessages(appId: appId, conversationKey: conversationKey, sentBefore: before,
-                                                       limit: Self.retentionBatch)
+            let count = try await store.deleteMessages(appId: appId, conversationKey: conversationKey, ultraGroups: ultraGroups,
+                                                       sentBefore: before, limit: Self.retentionBatch)
             total += count
             guard count == Self.retentionBatch else { return total }
             await Task.yield()

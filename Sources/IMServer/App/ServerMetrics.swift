@@ -82,10 +82,11 @@ public final class ServerMetrics: Sendable {
                 help: "Client sessions ended, by reason (client, kicked_<code>, slow_reader, server_stopping)").increment()
     }
 
-    /// A message a client sent: `outcome` "stored" or the refusal code.
-    func clientMessage(type: Int32, outcome: String) {
+    /// A message a client sent: `outcome` "stored" or the refusal code; a type the server does not
+    /// know counts as "invalid" (labels stay a bounded set whatever a client sends).
+    func clientMessage(type: ConversationType?, outcome: String) {
         guard enabled else { return }
-        counter("imserver_client_messages_total", [("conversation_type", String(type)), ("outcome", outcome)],
+        counter("imserver_client_messages_total", [("conversation_type", type.map { String($0.rawValue) } ?? "invalid"), ("outcome", outcome)],
                 help: "Messages clients sent, by conversation type and outcome (stored or the refusal code)").increment()
     }
 

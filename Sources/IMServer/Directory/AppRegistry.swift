@@ -43,12 +43,15 @@ public final class AppRegistry: Sendable {
         }
     }
 
-    /// Deletes the app with its data (`AppStore.deleteApp`): it is unknown at once, then
-    /// `beforeData` runs (the app's sessions are closed), then its rows go.
+    /// Deletes the app with its data (`AppStore.deleteApp`): banned first, in the store and on
+    /// every node (no connect, call or message of it gets in from then on, and a reload cannot
+    /// bring it back live), then `beforeData` runs (its sessions are closed), then its rows go
+    /// and it is forgotten.
     public func delete(_ app: AppRecord, beforeData: () -> Void) async throws {
-        apps.withLock { _ = $0.removeValue(forKey: app.appKey) }
+        _ = try await setBanned(appKey: app.appKey, banned: true)
         beforeData()
         try await store.deleteApp(appId: app.id, batch: 5_000)
+        apps.withLock { _ = $0.removeValue(forKey: app.appKey) }
         peers.announce(.apps)
     }
 

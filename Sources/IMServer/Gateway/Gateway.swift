@@ -186,6 +186,11 @@ struct Gateway: Sendable {
             core.sessionEnded(session)
             throw error
         }
+        // Likewise a ban (or deletion) of the app.
+        if refusal == nil, core.apps.app(key: app.appKey)?.banned ?? true {
+            core.sessionEnded(session)
+            throw IMError(.appBlockedOrDeleted, "app \(app.appKey) is banned or deleted by the server's operator")
+        }
         if let refusal {
             core.sessionEnded(session)
             for old in displaced {

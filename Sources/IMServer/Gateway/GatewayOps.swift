@@ -84,10 +84,10 @@ enum GatewayOps {
             do {
                 if !request.pushConfig.isEmpty { try await core.checkPushTemplate(request.pushConfig, appId: session.appId) }
                 let reply = try await core.messages.send(request, from: session)
-                core.metrics.clientMessage(type: request.conversationType, outcome: "stored")
+                core.metrics.clientMessage(type: ConversationType(rawValue: Int(request.conversationType)), outcome: "stored")
                 return reply
             } catch {
-                core.metrics.clientMessage(type: request.conversationType,
+                core.metrics.clientMessage(type: ConversationType(rawValue: Int(request.conversationType)),
                                            outcome: String((error as? IMError)?.code.rawValue ?? ErrorCode.serverUnavailable.rawValue))
                 throw error
             }

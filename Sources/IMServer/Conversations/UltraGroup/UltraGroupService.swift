@@ -348,7 +348,8 @@ public final class UltraGroupService: Sendable {
         let page = try await store.history(
             appId: session.appId, conversationKey: ultraGroupConversationKey(request.targetID, channelId),
             recordTime: request.recordTime, count: Int(request.count), ascending: request.order == 1,
-            viewer: HistoryViewer(userId: session.userId, afterSeq: readsAfter(roster, channel, member), minSentTime: historyFloor()),
+            viewer: HistoryViewer(userId: session.userId, afterSeq: max(readsAfter(roster, channel, member), session.historyAfterSeq),
+                                  minSentTime: historyFloor()),
             maxBytes: FrameBudget.bytes)
         var reply = Im_HistoryReply()
         reply.messages = page.messages.map(\.wire)

@@ -15,7 +15,8 @@ import IMStore
 ///   every token issued before stops working (31004 at the next connect; connected clients stay
 ///   until they reconnect) and the app's server must sign with the new one.
 /// - `DELETE /admin/apps/{appKey}`: the app and all its data go (users, messages, groups,
-///   settings...); its clients are kicked with 31008; its key is unknown afterwards.
+///   settings...); its clients are kicked with 31008; its key is unknown afterwards. The
+///   development app (the server's first) cannot be deleted, only banned.
 /// - `POST /admin/apps/{appKey}/ban` `{banned}`: a banned app's connected clients are kicked with
 ///   31008, its connects are refused with 31008 and its Server API calls with 1006.
 extension ServerAPI {
@@ -57,6 +58,10 @@ extension ServerAPI {
         router.delete("/admin/apps/{appKey}") { request, context in
             await self.admin(request) { _ in
                 let app = try Self.existing(core, context)
+                // The server takes its first app for the development app at every start.
+                guard app.id != core.apps.all.first?.id else {
+                    throw APIError.badParameter("app \(app.appKey) is this server's development app and cannot be deleted: ban it instead")
+                }
                 // Out of the registry first, then its sessions closed: no connect, call or message
                 // of it gets in while the data goes.
                 try await core.apps.delete(app) {
