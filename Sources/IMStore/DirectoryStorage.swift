@@ -41,6 +41,16 @@ public struct UserAccess: Sendable, Equatable {
     }
 }
 
+/// The tables that hold a user's personal data, and the column naming the user: what
+/// deactivating or deleting a user erases (both stores).
+public enum PersonalDataTables {
+    public static let all: [(table: String, column: String)] = [
+        ("user_profiles", "user_id"), ("user_tags", "user_id"), ("user_lists", "owner"),
+        ("push_devices", "user_id"), ("push_profiles", "user_id"), ("user_remarks", "user_id"), ("group_remarks", "user_id"),
+        ("conversation_settings", "user_id"), ("conversation_tags", "user_id"), ("conversation_tag_links", "user_id"),
+    ]
+}
+
 /// A user's hosted profile (RongCloud's user profile hosting, `/user/profile/*`): the basic fields
 /// and the app's own `ext_` fields, each a JSON object, and a version that grows with every change.
 public struct HostedProfile: Sendable, Equatable {

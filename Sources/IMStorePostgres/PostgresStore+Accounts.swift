@@ -6,15 +6,8 @@ import PostgresNIO
 /// The account side of users: listing and deleting them, deactivation, the one-to-one chat mute,
 /// and hosted profiles (as `SQLiteStore+Accounts`).
 extension PostgresStore {
-    /// The tables that hold a user's personal data, and the column naming the user.
-    private static let personalData: [(table: String, column: String)] = [
-        ("user_profiles", "user_id"), ("user_tags", "user_id"), ("user_lists", "owner"),
-        ("push_devices", "user_id"), ("push_profiles", "user_id"), ("user_remarks", "user_id"), ("group_remarks", "user_id"),
-        ("conversation_settings", "user_id"), ("conversation_tags", "user_id"), ("conversation_tag_links", "user_id"),
-    ]
-
     private func erasePersonalData(appId: Int64, userIds: [String], _ connection: PostgresConnection) async throws {
-        for (table, column) in Self.personalData {
+        for (table, column) in PersonalDataTables.all {
             try await connection.run("""
                 DELETE FROM \(unescaped: table) WHERE app_id = \(appId) AND \(unescaped: column) = ANY(\(userIds))
                 """, logger)

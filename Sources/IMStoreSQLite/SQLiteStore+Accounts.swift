@@ -23,16 +23,9 @@ extension SQLiteStore {
             """)
     }
 
-    /// The tables that hold a user's personal data, and the column naming the user.
-    static let personalData: [(table: String, column: String)] = [
-        ("user_profiles", "user_id"), ("user_tags", "user_id"), ("user_lists", "owner"),
-        ("push_devices", "user_id"), ("push_profiles", "user_id"), ("user_remarks", "user_id"), ("group_remarks", "user_id"),
-        ("conversation_settings", "user_id"), ("conversation_tags", "user_id"), ("conversation_tag_links", "user_id"),
-    ]
-
     private static func erasePersonalData(appId: Int64, userIds: [String], _ db: Database) throws {
         for userId in userIds {
-            for (table, column) in personalData {
+            for (table, column) in PersonalDataTables.all {
                 try db.execute(sql: "DELETE FROM \(table) WHERE app_id = ? AND \(column) = ?", arguments: [appId, userId])
             }
             try db.execute(sql: """

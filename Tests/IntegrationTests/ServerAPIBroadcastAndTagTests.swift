@@ -34,12 +34,18 @@ struct ServerAPIBroadcastAndTagTests {
         }
     }
 
-    @Test("online broadcast answers 1009 when the server does not offer it, and refuses a bad content with 1002, sending nothing")
+    @Test("online broadcast answers 1009 when the server does not offer it, 1008 past onlineBroadcastsPerMinute, and refuses a bad content with 1002, sending nothing")
     func onlineBroadcastRefused() async throws {
         try await withTestServer(try await TestServer.start { $0.serverAPI.onlineBroadcastEnabled = false }) { server in
             let (status, body) = try await server.api.post("/message/online/broadcast.json", form: [
                 "fromUserId": "notice", "objectName": "RC:TxtMsg", "content": #"{"content":"x"}"#])
             #expect(status == 400 && body["code"] as? Int == 1009)
+        }
+        try await withTestServer(try await TestServer.start { $0.serverAPI.onlineBroadcastsPerMinute = 1 }) { server in
+            let form = ["fromUserId": "notice", "objectName": "RC:TxtMsg", "content": #"{"content":"x"}"#]
+            let (first, _) = try await server.api.post("/message/online/broadcast.json", form: form)
+            let (second, secondBody) = try await server.api.post("/message/online/broadcast.json", form: form)
+            #expect(first == 200 && second == 429 && secondBody["code"] as? Int == 1008, "one per minute")
         }
         try await withTestServer(try await TestServer.start()) { server in
             let (ann, inbox) = try await server.syncedDevice("ann")

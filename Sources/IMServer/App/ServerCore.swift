@@ -101,7 +101,7 @@ public final class ServerCore: Sendable {
         self.log = MessageLog(store: store, clock: clock, metrics: metrics, committed: { batch in
             for item in batch {
                 guard case .stored(let message) = item.outcome else { continue }
-                metrics.stored(type: message.conversationType.rawValue)
+                metrics.stored(type: message.conversationType)
                 logger.debug("message stored", metadata: [
                     "msgUID": "\(message.uid)", "from": "\(message.senderId)", "target": "\(message.targetId)",
                     "conversationType": "\(message.conversationType.rawValue)", "seq": "\(message.seq)",

@@ -16,6 +16,10 @@ public final class ServerMetrics: Sendable {
     /// Labelled counters made once each, by name and labels.
     private let counters = Mutex<[String: Counter]>([:])
 
+    /// Counters of every message, made once: messages stored, and client messages stored, by
+    /// conversation type (the per-message path takes neither a lock nor an allocation).
+    private let storedByType: [ConversationType: Counter]
+    private let clientStoredByType: [ConversationType: Counter]
     let commitBatch: ValueHistogram
     let commitLatency: DurationHistogram
     let connections: [Platform: Gauge]
@@ -24,6 +28,16 @@ public final class ServerMetrics: Sendable {
 
     init(enabled: Bool = true) {
         self.enabled = enabled
+        var stored: [ConversationType: Counter] = [:], clientStored: [ConversationType: Counter] = [:]
+        for type in ConversationType.allCases {
+            stored[type] = registry.makeCounter(name: Self.storedName, labels: [("conversation_type", String(type.rawValue))],
+                                                help: Self.storedHelp)
+            clientStored[type] = registry.makeCounter(name: Self.clientMessagesName,
+                                                      labels: [("conversation_type", String(type.rawValue)), ("outcome", "stored")],
+                                                      help: Self.clientMessagesHelp)
+        }
+        storedByType = stored
+        clientStoredByType = clientStored
         commitBatch = registry.makeValueHistogram(
             name: "imserver_commit_batch_messages", buckets: [1, 2, 5, 10, 20, 50, 100, 200, 512],
             help: "Messages written by one group commit of the message log")
@@ -86,9 +100,15 @@ public final class ServerMetrics: Sendable {
     /// know counts as "invalid" (labels stay a bounded set whatever a client sends).
     func clientMessage(type: ConversationType?, outcome: String) {
         guard enabled else { return }
-        counter("imserver_client_messages_total", [("conversation_type", type.map { String($0.rawValue) } ?? "invalid"), ("outcome", outcome)],
-                help: "Messages clients sent, by conversation type and outcome (stored or the refusal code)").increment()
+        if outcome == "stored", let type, let counter = clientStoredByType[type] { return counter.increment() }
+        counter(Self.clientMessagesName, [("conversation_type", type.map { String($0.rawValue) } ?? "invalid"), ("outcome", outcome)],
+                help: Self.clientMessagesHelp).increment()
     }
+
+    private static let clientMessagesName = "imserver_client_messages_total"
+    private static let clientMessagesHelp = "Messages clients sent, by conversation type and outcome (stored or the refusal code)"
+    private static let storedName = "imserver_messages_stored_total"
+    private static let storedHelp = "Messages committed to the message log, by conversation type"
 
     func syncPage(messages: Int) {
         guard enabled else { return }
@@ -110,10 +130,9 @@ public final class ServerMetrics: Sendable {
     }
 
     /// Messages stored, by conversation type (each recipient's copy of a publish counts).
-    func stored(type: Int) {
+    func stored(type: ConversationType) {
         guard enabled else { return }
-        counter("imserver_messages_stored_total", [("conversation_type", String(type))],
-                help: "Messages committed to the message log, by conversation type").increment()
+        storedByType[type]?.increment()
     }
 
     /// The text exposition, gauges read from `core` first.
