@@ -243,8 +243,7 @@ struct APNsProviderTests {
 
     @Test("a server that never answers: retry after requestTimeoutSeconds")
     func hangingServerTimesOut() async throws {
-        // An event loop group of its own, as the server's push transport has: on the shared
-        // default group other tests' work delays the expiry timer, which is not what this checks.
+        // An event loop group of its own, as the server's push transport has.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { group.shutdownGracefully { _ in } }
         try await Self.withAPNs(timeoutSeconds: 5, eventLoopGroup: group) { server, transport, credentials in
@@ -259,7 +258,10 @@ struct APNsProviderTests {
                                                credentials: credentials)
             #expect(outcome == .retry(code: "APNs_timeout", afterSeconds: nil))
             let waited = ContinuousClock.now - started
-            #expect(waited >= .seconds(4) && waited < .seconds(20), "\(waited)")
+            // The server never answers, so without the timeout this would wait until the test's
+            // end. The upper bound is loose: in the full suite the tests share two cores and the
+            // task that reads the clock may resume seconds late (21.5 s was seen in one run).
+            #expect(waited >= .seconds(4) && waited < .seconds(60), "\(waited)")
             #expect(server.requests.last?.deviceToken == token)
             // The connection still serves the next push.
             let next = await transport.send(Self.alert(), to: .apns(token: deviceToken(10), environment: .production, voip: false),
