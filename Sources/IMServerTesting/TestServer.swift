@@ -92,6 +92,8 @@ public final class TestServer: Sendable {
                               pushTransport: pushTransport, pushOptions: pushOptions, callbackTransport: callbackTransport,
                               callbackOptions: callbackOptions)
         let app = try await core.prepare()
+        // Only a test that gives a console password has one (hashing it takes a while).
+        if config.console.password != nil { _ = try await core.console.prepare() }
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
         let group = IMServerApp(core: core).serviceGroup(handlesSignals: false, sweepsIdleSessions: !(clock is ManualClock), closeStore: closeStore) { port in
             portContinuation.yield(port)

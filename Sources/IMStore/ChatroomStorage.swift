@@ -21,8 +21,8 @@ public protocol ChatroomStore: Sendable {
     func chatroomMessage(appId: Int64, uid: String) async throws -> StoredMessage?
     /// Replaces a history message's content (recall).
     func replaceChatroomMessage(appId: Int64, uid: String, objectName: String, content: Data) async throws
-    /// Deletes history messages of every app sent before `before` (retention).
-    func pruneChatroomHistory(before: Int64) async throws
+    /// Deletes the app's history messages sent before `before` (its retention).
+    func pruneChatroomHistory(appId: Int64, before: Int64) async throws
 }
 
 /// The kinds of chatroom settings. Room-level kinds name a room; app-level kinds use room "".

@@ -48,6 +48,7 @@ public enum PersonalDataTables {
         ("user_profiles", "user_id"), ("user_tags", "user_id"), ("user_lists", "owner"),
         ("push_devices", "user_id"), ("push_profiles", "user_id"), ("user_remarks", "user_id"), ("group_remarks", "user_id"),
         ("conversation_settings", "user_id"), ("conversation_tags", "user_id"), ("conversation_tag_links", "user_id"),
+        ("app_daily_users", "user_id"),
     ]
 }
 

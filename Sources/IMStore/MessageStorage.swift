@@ -11,9 +11,13 @@ public struct AppRecord: Sendable, Equatable {
     /// Banned by the operator: its clients cannot connect (31008) and its Server API calls are
     /// refused (1006) until the ban is lifted.
     public var banned: Bool
+    /// The app's own values of per-app settings, by setting key (the server's apply otherwise).
+    public var settings: [String: JSONValue]
 
-    public init(id: Int64, appKey: String, appSecret: String, name: String, createdAt: Int64, banned: Bool = false) {
+    public init(id: Int64, appKey: String, appSecret: String, name: String, createdAt: Int64, banned: Bool = false,
+                settings: [String: JSONValue] = [:]) {
         self.banned = banned
+        self.settings = settings
         self.id = id
         self.appKey = appKey
         self.appSecret = appSecret
@@ -298,6 +302,7 @@ public struct HistoryPage: Sendable {
 /// returns only after its transaction is durable. `IMStoreConformance` is the suite a store passes.
 public typealias IMStore = AppStore & MessageStore & SyncStore & MessageLifecycleStore & UserStore & GroupStore
     & SensitiveWordStore & ConversationStateStore & ChatroomStore & UltraGroupStore & PushStore & CallbackStore
+    & StatisticsStore & ConsoleStore
 
 /// The apps (tenants) of this server.
 public protocol AppStore: Sendable {
@@ -306,6 +311,9 @@ public protocol AppStore: Sendable {
     func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord
     /// Bans the app or lifts its ban; nil when there is no such app.
     func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord?
+    /// Sets some of the app's own settings and removes others (`reset`), in one statement so that
+    /// two changes at once both apply; nil when there is no such app.
+    func updateAppSettings(appKey: String, set: [String: JSONValue], reset: [String]) async throws -> AppRecord?
     /// Deletes the app and every row of every table that names it (`app_id`); its messages go in
     /// transactions of `batch` rows, so the log's writer is never held for long. Other apps'
     /// rows are untouched.

@@ -30,6 +30,35 @@ enum PostgresMigrations {
         Migration(version: 5, name: "accounts", statements: accounts),
         Migration(version: 6, name: "group remarks", statements: groupRemarks),
         Migration(version: 7, name: "app ban", statements: ["ALTER TABLE apps ADD COLUMN banned BIGINT NOT NULL DEFAULT 0"]),
+        Migration(version: 8, name: "operations", statements: operations),
+    ]
+
+    /// The embedded store's v16-operations (`SQLiteStore.createOperationsTables`).
+    private static let operations: [String] = [
+        "ALTER TABLE apps ADD COLUMN settings \(text) NOT NULL DEFAULT '{}'",
+        """
+        CREATE TABLE app_daily_stats (
+            app_id BIGINT NOT NULL, day \(text) NOT NULL, name \(text) NOT NULL, value BIGINT NOT NULL,
+            PRIMARY KEY (app_id, day, name)
+        )
+        """,
+        """
+        CREATE TABLE app_daily_users (
+            app_id BIGINT NOT NULL, day \(text) NOT NULL, user_id \(text) NOT NULL,
+            PRIMARY KEY (app_id, day, user_id)
+        )
+        """,
+        "CREATE INDEX app_daily_users_by_day ON app_daily_users (day)",
+        """
+        CREATE TABLE console_operators (
+            name \(text) PRIMARY KEY, password_hash \(text) NOT NULL, changed_at BIGINT NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE console_sessions (
+            token_hash \(text) PRIMARY KEY, operator_name \(text) NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL
+        )
+        """,
     ]
 
     /// The embedded store's v14-group-remarks.

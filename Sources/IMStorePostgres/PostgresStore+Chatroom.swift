@@ -96,7 +96,7 @@ extension PostgresStore {
             """)
     }
 
-    public func pruneChatroomHistory(before: Int64) async throws {
-        _ = try await rows("DELETE FROM chatroom_messages WHERE sent_time < \(before)")
+    public func pruneChatroomHistory(appId: Int64, before: Int64) async throws {
+        _ = try await rows("DELETE FROM chatroom_messages WHERE app_id = \(appId) AND sent_time < \(before)")
     }
 }

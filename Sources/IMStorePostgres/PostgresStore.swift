@@ -161,13 +161,17 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
     // MARK: apps
 
     public func loadApps() async throws -> [AppRecord] {
-        try await rows("SELECT id, app_key, app_secret, name, created_at, banned FROM apps ORDER BY id").map(Self.app)
+        try await rows("SELECT \(unescaped: Self.appColumns) FROM apps ORDER BY id").map(Self.app)
     }
 
-    private static func app(_ row: PostgresRow) throws -> AppRecord {
+    static let appColumns = "id, app_key, app_secret, name, created_at, banned, settings"
+
+    static func app(_ row: PostgresRow) throws -> AppRecord {
         var cells = Cells(row)
-        return AppRecord(id: try cells.int(), appKey: try cells.string(), appSecret: try cells.string(), name: try cells.string(),
-                         createdAt: try cells.int(), banned: try cells.bool())
+        var app = AppRecord(id: try cells.int(), appKey: try cells.string(), appSecret: try cells.string(), name: try cells.string(),
+                            createdAt: try cells.int(), banned: try cells.bool())
+        if case .object(let settings)? = try? JSONValue(data: Data(try cells.string().utf8)) { app.settings = settings }
+        return app
     }
 
     public func deleteApp(appId: Int64, batch: Int) async throws {
@@ -186,7 +190,7 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
 
     public func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
         try await rows("""
-            UPDATE apps SET banned = \(banned.flag) WHERE app_key = \(appKey) RETURNING id, app_key, app_secret, name, created_at, banned
+            UPDATE apps SET banned = \(banned.flag) WHERE app_key = \(appKey) RETURNING \(unescaped: Self.appColumns)
             """).first.map(Self.app)
     }
 
@@ -194,7 +198,7 @@ public final class PostgresStore: IMStore, CustomStringConvertible {
         let rows = try await rows("""
             INSERT INTO apps (app_key, app_secret, name, created_at) VALUES (\(appKey), \(appSecret), \(name), \(now))
             ON CONFLICT (app_key) DO UPDATE SET app_secret = excluded.app_secret, name = excluded.name
-            RETURNING id, app_key, app_secret, name, created_at, banned
+            RETURNING \(unescaped: Self.appColumns)
             """)
         return try Self.app(rows[0])
     }

@@ -115,9 +115,9 @@ extension SQLiteStore {
         }
     }
 
-    public func pruneChatroomHistory(before: Int64) async throws {
+    public func pruneChatroomHistory(appId: Int64, before: Int64) async throws {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM chatroom_messages WHERE sent_time < ?", arguments: [before])
+            try db.execute(sql: "DELETE FROM chatroom_messages WHERE app_id = ? AND sent_time < ?", arguments: [appId, before])
         }
     }
 }

@@ -213,6 +213,9 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v15-app-ban") { db in
             try db.execute(sql: "ALTER TABLE apps ADD COLUMN banned INTEGER NOT NULL DEFAULT 0")
         }
+        migrator.registerMigration("v16-operations") { db in
+            try Self.createOperationsTables(db)
+        }
         return migrator
     }
 
@@ -220,13 +223,21 @@ public final class SQLiteStore: IMStore {
 
     public func loadApps() async throws -> [AppRecord] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, app_key, app_secret, name, created_at, banned FROM apps ORDER BY id").map(Self.app)
+            try Row.fetchAll(db, sql: "SELECT \(Self.appColumns) FROM apps ORDER BY id").map(Self.app)
         }
     }
 
-    private static func app(_ row: Row) -> AppRecord {
-        AppRecord(id: row["id"], appKey: row["app_key"], appSecret: row["app_secret"], name: row["name"], createdAt: row["created_at"],
-                  banned: row["banned"])
+    static let appColumns = "id, app_key, app_secret, name, created_at, banned, settings"
+
+    static func app(_ row: Row) -> AppRecord {
+        let settings: [String: JSONValue]
+        if case .object(let object)? = try? JSONValue(data: Data((row["settings"] as String).utf8)) {
+            settings = object
+        } else {
+            settings = [:]
+        }
+        return AppRecord(id: row["id"], appKey: row["app_key"], appSecret: row["app_secret"], name: row["name"], createdAt: row["created_at"],
+                         banned: row["banned"], settings: settings)
     }
 
     public func deleteApp(appId: Int64, batch: Int) async throws {
@@ -245,7 +256,7 @@ public final class SQLiteStore: IMStore {
     public func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
         try await pool.write { db in
             try db.execute(sql: "UPDATE apps SET banned = ? WHERE app_key = ?", arguments: [banned, appKey])
-            return try Row.fetchOne(db, sql: "SELECT id, app_key, app_secret, name, created_at, banned FROM apps WHERE app_key = ?",
+            return try Row.fetchOne(db, sql: "SELECT \(Self.appColumns) FROM apps WHERE app_key = ?",
                                     arguments: [appKey]).map(Self.app)
         }
     }
@@ -256,7 +267,7 @@ public final class SQLiteStore: IMStore {
                 INSERT INTO apps (app_key, app_secret, name, created_at) VALUES (?, ?, ?, ?)
                 ON CONFLICT(app_key) DO UPDATE SET app_secret = excluded.app_secret, name = excluded.name
                 """, arguments: [appKey, appSecret, name, now])
-            return Self.app(try Row.fetchOne(db, sql: "SELECT id, app_key, app_secret, name, created_at, banned FROM apps WHERE app_key = ?",
+            return Self.app(try Row.fetchOne(db, sql: "SELECT \(Self.appColumns) FROM apps WHERE app_key = ?",
                                              arguments: [appKey])!)
         }
     }

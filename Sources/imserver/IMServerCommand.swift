@@ -69,6 +69,7 @@ struct Serve: AsyncParsableCommand {
         let core = ServerCore(config: config, store: store, logger: logger, cluster: cluster, pushTransport: pushTransport,
                               callbackTransport: callbackTransport)
         let app = try await core.prepare()
+        let consolePassword = config.console.enabled ? try await core.console.prepare() : nil
         if config.serverAPI.timestampWindowSeconds == 0 {
             logger.notice("Server API signatures are accepted at any age (apiTimestampWindowSeconds is 0, as RongCloud's SDKs expect): a captured request can be replayed. Set apiTimestampWindowSeconds (e.g. 300) if every caller's clock is right.")
         }
@@ -80,7 +81,8 @@ struct Serve: AsyncParsableCommand {
                 database: \(opened.description)\(cluster.map { "  (cluster node \($0.nodeId))" } ?? "")
                 app key: \(app.appKey)
                 app secret: \(app.appSecret)
-
+                \(config.console.enabled ? "console: http://\(host):\(port)/console (operator admin)" : "console: off")
+                \(consolePassword.map { "console password: \($0)  (shown once: keep it, or change it in the console)\n" } ?? "")
                 """
             // Written unbuffered: scripts and tests read the address from this line.
             FileHandle.standardOutput.write(Data(banner.utf8))

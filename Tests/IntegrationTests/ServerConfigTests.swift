@@ -203,6 +203,7 @@ struct ServerConfigTests {
             "nodeId", "clusterNodeTimeoutSeconds", "pushEnabled", "pushApnsURL", "pushApnsSandboxURL", "pushFcmURL", "pushTrustRootsFile",
             "pushRequestTimeoutSeconds", "pushMaxAttempts", "pushRecordRetentionDays",
             "callbacksEnabled", "callbackRequestTimeoutSeconds", "callbackRetentionHours", "callbackMaxBacklog",
+            "multiDeviceSyncEnabled", "consoleEnabled", "consolePassword", "consoleSessionMinutes", "consoleLoginAttempts",
         ]
         #expect(Set(keys) == Set(fileKeys))
         let existingVariables = [

@@ -69,6 +69,7 @@ public struct IMServerApp: Sendable {
             ChatroomDeliveryService(chatrooms: core.chatrooms),
             ChatroomSweeper(core: core),
             RetentionSweeper(core: core),
+            StatisticsRecorder(core: core),
             application(onListening: onListening),
             GatewayCloser(core: core),
         ]
@@ -113,6 +114,7 @@ public struct IMServerApp: Sendable {
                      body: .init(byteBuffer: ByteBuffer(bytes: await core.metrics.render(core))))
         }
         ServerAPI(core: core).register(on: router)
+        ConsoleRoutes(core: core).register(on: router)
         let gateway = Gateway(core: core)
         let logger = core.logger
         router.ws("/ws") { inbound, outbound, context in

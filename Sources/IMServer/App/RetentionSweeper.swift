@@ -32,27 +32,30 @@ extension ServerCore {
     /// Messages deleted per store call.
     public static let retentionBatch = 500
 
-    /// The oldest sent time a private, group or system message is still served at `now`.
-    func messageRetentionFloor(now: Int64) -> Int64 {
-        let messaging = config.messaging
+    /// The oldest sent time a private, group or system message of the app is still served at `now`.
+    func messageRetentionFloor(appId: Int64, now: Int64) -> Int64 {
+        let messaging = apps.settings(appId: appId).messaging
         var days = max(messaging.offlineRetentionDays, messaging.systemOfflineRetentionDays, messaging.compensationDays)
         if messaging.cloudHistoryEnabled { days = max(days, messaging.cloudHistoryRetentionDays) }
         return now - Int64(days) * 86_400_000
     }
 
-    /// One sweep over every app; returns the messages deleted.
+    /// One sweep over every app, each by its own settings; returns the messages deleted.
     @discardableResult
     public func sweepRetention(now: Int64) async throws -> Int {
-        let floor = messageRetentionFloor(now: now)
-        let ultraFloor = now - Int64(config.ultraGroups.historyRetentionDays) * 86_400_000
         var deleted = 0
         for app in apps.all {
+            let floor = messageRetentionFloor(appId: app.id, now: now)
+            let ultraFloor = now - Int64(apps.settings(appId: app.id).ultraGroups.historyRetentionDays) * 86_400_000
             // Ultra group messages keep their own retention, shorter or longer than the others'.
             deleted += try await sweep(appId: app.id, conversationKey: nil, ultraGroups: false, before: floor)
             for key in try await store.ultraGroupConversationKeys(appId: app.id) {
                 deleted += try await sweep(appId: app.id, conversationKey: key, ultraGroups: true, before: ultraFloor)
             }
         }
+        // Who was active is kept two days (for the counts of today and yesterday); the counts stay.
+        let twoDaysAgo = apps.defaults.messaging.day(of: now - 2 * 86_400_000)
+        try await store.pruneActiveUsers(beforeDay: twoDaysAgo)
         if deleted > 0 { logger.info("retention sweep", metadata: ["deleted": "\(deleted)"]) }
         return deleted
     }

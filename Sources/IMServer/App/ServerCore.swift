@@ -51,6 +51,10 @@ public final class ServerCore: Sendable {
     let callbackEvents: AsyncStream<ServerEvent>?
     /// Connections open per source address, against `maxConnectionsPerAddress`.
     let addressConnections: AddressConnections
+    /// Each app's figures per day.
+    public let statistics: ServerStatistics
+    /// The console's operator and sessions.
+    public let console: ConsoleAuth
 
     /// - Parameter cluster: the transport to the other nodes when this server is a node of a
     ///   cluster (`ClusterNode` runs it as one of the server's services).
@@ -72,9 +76,12 @@ public final class ServerCore: Sendable {
         self.cluster = cluster
         let peers = ClusterPeers(transport: cluster)
         self.peers = peers
-        let apps = AppRegistry(store: store, peers: peers)
+        let apps = AppRegistry(store: store, peers: peers, config: config, logger: logger)
         self.apps = apps
         self.addressConnections = AddressConnections(limit: config.network.maxConnectionsPerAddress)
+        let statistics = ServerStatistics(store: store, apps: apps, registry: registry, clock: clock, logger: logger)
+        self.statistics = statistics
+        self.console = ConsoleAuth(store: store, clock: clock, settings: config.console)
         let rosters = GroupRosters(store: store, registry: registry, peers: peers)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers)
         let localBus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)
@@ -99,6 +106,10 @@ public final class ServerCore: Sendable {
         if let cluster { handedOn = { await cluster.flush() } }
         let metrics = self.metrics
         self.log = MessageLog(store: store, clock: clock, metrics: metrics, committed: { batch in
+            statistics.count(batch.lazy.compactMap { item in
+                if case .stored(let message) = item.outcome { return message }
+                return nil
+            })
             for item in batch {
                 guard case .stored(let message) = item.outcome else { continue }
                 metrics.stored(type: message.conversationType)
@@ -110,27 +121,27 @@ public final class ServerCore: Sendable {
             }
         }, handedOn: handedOn)
         self.archive = MessageArchive(store: store)
-        self.directory = UserDirectory(store: store, registry: registry, peers: peers, whitelistMode: config.moderation.userWhitelistMode)
+        self.directory = UserDirectory(store: store, registry: registry, peers: peers, apps: apps)
         self.sensitiveWords = SensitiveWordFilter(store: store, peers: peers)
         self.apiLimits = APIRateLimiter(clock: clock, nodes: { cluster?.liveNodes() ?? 1 })
         let relay = cluster.map { ChatroomRelay(transport: $0) }
-        let chatrooms = ChatroomService(store: store, clock: clock, config: config, logger: logger, peers: peers, relay: relay,
-                                        callbacks: callbacks)
+        let chatrooms = ChatroomService(store: store, clock: clock, config: config, apps: apps, logger: logger, peers: peers, relay: relay,
+                                        callbacks: callbacks, statistics: statistics)
         self.chatrooms = chatrooms
         let chatroomCluster = cluster.flatMap { transport in
             relay.map { ChatroomCluster(transport: transport, relay: $0, chatrooms: chatrooms, clock: clock, logger: logger) }
         }
         let chatroomRouting = ChatroomRouting(chatrooms: chatrooms, cluster: chatroomCluster)
         self.chatroomRouting = chatroomRouting
-        self.messages = MessageService(log: log, bus: bus, clock: clock, config: config,
+        self.messages = MessageService(log: log, bus: bus, clock: clock, apps: apps,
                                        directory: directory, words: sensitiveWords, rosters: rosters, ultraGroups: ultraRosters,
                                        chatrooms: chatroomRouting, callbacks: callbacks)
-        self.groups = GroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: rosters,
+        self.groups = GroupService(store: store, clock: clock, apps: apps, bus: bus, events: events, rosters: rosters,
                                    messages: messages, log: log)
-        self.sync = SyncService(store: store, clock: clock, config: config, rosters: rosters)
+        self.sync = SyncService(store: store, clock: clock, config: config, apps: apps, rosters: rosters)
         self.lifecycle = MessageLifecycleService(store: store, log: log, messages: messages, rosters: rosters, chatrooms: chatroomRouting, clock: clock,
-                                                 config: config, ultraGroups: ultraRosters)
-        self.ultraGroups = UltraGroupService(store: store, clock: clock, config: config, bus: bus, events: events, rosters: ultraRosters, messages: messages,
+                                                 apps: apps, ultraGroups: ultraRosters)
+        self.ultraGroups = UltraGroupService(store: store, clock: clock, apps: apps, bus: bus, events: events, rosters: ultraRosters, messages: messages,
                                               words: sensitiveWords)
         self.conversationState = ConversationStateService(store: store, clock: clock, bus: bus, events: events, logger: logger)
         if let pushTransport, config.push.enabled {
@@ -210,9 +221,10 @@ public final class ServerCore: Sendable {
         ultraGroups.rosters.sessionOpened(session)
         // Told before the cluster is asked: a refusal below ends the session, which tells its end.
         events.observe(.sessionOnline(session.presence))
+        statistics.active(appId: session.appId, userId: session.userId)
         if let cluster {
             let entry = PresenceEntry(nodeId: cluster.nodeId, sessionId: session.id, appId: session.appId, userId: session.userId,
-                                      loginClass: session.loginClass.rawValue, platform: session.platform.rawValue,
+                                      loginClass: session.loginSlot, platform: session.platform.rawValue,
                                       connectedAt: clock.nowMilliseconds(), deviceId: session.deviceId)
             let outcome: PresenceOutcome
             do {

@@ -84,7 +84,9 @@ public struct PresenceEntry: Sendable, Equatable, Codable {
     public var sessionId: String
     public var appId: Int64
     public var userId: String
-    /// `LoginClass.rawValue`: mobile, desktop or web.
+    /// The session's login slot (`ClientSession.loginSlot`): its login class (mobile, desktop or
+    /// web), or a Web session's own slot where several may be online; sessions of one slot
+    /// displace each other.
     public var loginClass: String
     public var platform: Int
     public var connectedAt: Int64

@@ -1,23 +1,56 @@
 import Foundation
 import IMCore
 import IMStore
+import Logging
 import Synchronization
 
-/// The apps this server hosts, held in memory (they change rarely) and written through to the store.
+/// The apps this server hosts, held in memory (they change rarely) and written through to the
+/// store, each with its settings: the server's, with the app's own values of the per-app ones.
 public final class AppRegistry: Sendable {
+    private struct Table {
+        var byKey: [String: AppRecord] = [:]
+        var settings: [Int64: AppSettings] = [:]
+    }
+
     private let store: any AppStore
-    private let apps = Mutex<[String: AppRecord]>([:])
+    private let apps = Mutex(Table())
     private let peers: ClusterPeers
+    private let logger: Logger
+    /// The server's settings: those of every app that has no value of its own.
+    public let defaults: AppSettings
     /// When the store was last read for a key nobody knew (ms since the reference date).
     private let lastMissReload = Mutex<Int64>(0)
 
-    public convenience init(store: any AppStore) {
-        self.init(store: store, peers: ClusterPeers(transport: nil))
+    public convenience init(store: any AppStore, config: ServerConfig = ServerConfig()) {
+        self.init(store: store, peers: ClusterPeers(transport: nil), config: config, logger: Logger(label: "imserver.apps"))
     }
 
-    init(store: any AppStore, peers: ClusterPeers) {
+    init(store: any AppStore, peers: ClusterPeers, config: ServerConfig, logger: Logger) {
         self.store = store
         self.peers = peers
+        self.logger = logger
+        self.defaults = AppSettings(config: config, overrides: [:])
+    }
+
+    /// The settings of the app with this id: the server's where the app has no value of its own.
+    public func settings(appId: Int64) -> AppSettings {
+        apps.withLock { $0.settings[appId] } ?? defaults
+    }
+
+    /// The app's settings made from its record; values that no longer apply (a setting renamed
+    /// by an upgrade) are logged and left out.
+    private func resolve(_ app: AppRecord) -> AppSettings {
+        guard !app.settings.isEmpty else { return defaults }
+        let (config, problems) = defaults.config.forApp(app.settings, appKey: app.appKey)
+        for problem in problems {
+            logger.warning("an app setting was not applied", metadata: ["appKey": "\(app.appKey)", "problem": "\(problem)"])
+        }
+        return AppSettings(config: config, overrides: app.settings)
+    }
+
+    private func remember(_ app: AppRecord, in table: inout Table, settings: AppSettings) {
+        table.byKey[app.appKey] = app
+        table.settings[app.id] = settings
     }
 
     /// The app with this key; an unknown key has the store read again, at most once a second, so
@@ -38,8 +71,10 @@ public final class AppRegistry: Sendable {
     /// Loads every app from the store (an app deleted meanwhile goes).
     public func load() async throws {
         let all = try await store.loadApps()
+        let resolved = all.map { ($0, resolve($0)) }
         apps.withLock { table in
-            table = Dictionary(all.map { ($0.appKey, $0) }, uniquingKeysWith: { _, last in last })
+            table = Table()
+            for (app, settings) in resolved { remember(app, in: &table, settings: settings) }
         }
     }
 
@@ -51,28 +86,32 @@ public final class AppRegistry: Sendable {
         _ = try await setBanned(appKey: app.appKey, banned: true)
         beforeData()
         try await store.deleteApp(appId: app.id, batch: 5_000)
-        apps.withLock { _ = $0.removeValue(forKey: app.appKey) }
+        apps.withLock { table in
+            table.byKey[app.appKey] = nil
+            table.settings[app.id] = nil
+        }
         peers.announce(.apps)
     }
 
     public func app(key: String) -> AppRecord? {
-        apps.withLock { $0[key] }
+        apps.withLock { $0.byKey[key] }
     }
 
     /// The app with this id.
     public func app(id: Int64) -> AppRecord? {
-        apps.withLock { $0.values.first { $0.id == id } }
+        apps.withLock { $0.byKey.values.first { $0.id == id } }
     }
 
     public var all: [AppRecord] {
-        apps.withLock { Array($0.values) }.sorted { $0.id < $1.id }
+        apps.withLock { Array($0.byKey.values) }.sorted { $0.id < $1.id }
     }
 
     /// Creates the app or sets its secret.
     @discardableResult
     public func upsert(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord {
         let app = try await store.upsertApp(appKey: appKey, appSecret: appSecret, name: name, now: now)
-        apps.withLock { $0[app.appKey] = app }
+        let settings = resolve(app)
+        apps.withLock { remember(app, in: &$0, settings: settings) }
         peers.announce(.apps)
         return app
     }
@@ -80,7 +119,25 @@ public final class AppRegistry: Sendable {
     /// Bans the app or lifts its ban; nil when there is no such app.
     public func setBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
         guard let app = try await store.setAppBanned(appKey: appKey, banned: banned) else { return nil }
-        apps.withLock { $0[app.appKey] = app }
+        let settings = resolve(app)
+        apps.withLock { remember(app, in: &$0, settings: settings) }
+        peers.announce(.apps)
+        return app
+    }
+
+    /// Sets some of the app's own settings (JSON values by key) and returns others to the server's
+    /// (`reset`); every node applies them at once. A key that is no per-app setting, or a value
+    /// the setting does not allow, refuses the whole change (1002) and changes nothing.
+    public func updateSettings(appKey: String, set: [String: JSONValue], reset: [String]) async throws -> AppRecord? {
+        let unknown = reset.filter { ServerConfig.table.setting(key: $0)?.isPerApp != true }
+        let (_, problems) = defaults.config.forApp(set, appKey: appKey)
+        guard problems.isEmpty, unknown.isEmpty else {
+            let resetProblems = unknown.map { "\($0) is not a per-app setting and cannot be reset" }
+            throw IMError(.apiBadParameter, (problems + resetProblems).joined(separator: "; "))
+        }
+        guard let app = try await store.updateAppSettings(appKey: appKey, set: set, reset: reset) else { return nil }
+        let settings = resolve(app)
+        apps.withLock { remember(app, in: &$0, settings: settings) }
         peers.announce(.apps)
         return app
     }
@@ -90,5 +147,23 @@ public final class AppRegistry: Sendable {
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789")
         var generator = SystemRandomNumberGenerator()
         return String((0..<length).map { _ in alphabet.randomElement(using: &generator)! })
+    }
+}
+
+/// One app's settings: the server's (`ServerConfig`), with the app's own values of the per-app
+/// ones. Read as the config is: `settings.messaging.cloudHistoryEnabled`.
+@dynamicMemberLookup
+public final class AppSettings: Sendable {
+    public let config: ServerConfig
+    /// The app's own values, by key, as the admin API set them.
+    public let overrides: [String: JSONValue]
+
+    init(config: ServerConfig, overrides: [String: JSONValue]) {
+        self.config = config
+        self.overrides = overrides
+    }
+
+    public subscript<Value>(dynamicMember path: KeyPath<ServerConfig, Value>) -> Value {
+        config[keyPath: path]
     }
 }

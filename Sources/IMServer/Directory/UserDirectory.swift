@@ -12,7 +12,8 @@ import Synchronization
 public final class UserDirectory: Sendable {
     private let store: any UserStore
     private let registry: SessionRegistry
-    private let whitelistMode: Bool
+    /// Whose settings say whether an app is in whitelist mode.
+    private let apps: AppRegistry
     private struct OwnerKey: Hashable {
         let appId: Int64
         let owner: String
@@ -28,11 +29,11 @@ public final class UserDirectory: Sendable {
 
     private let peers: ClusterPeers
 
-    init(store: any UserStore, registry: SessionRegistry, peers: ClusterPeers, whitelistMode: Bool) {
+    init(store: any UserStore, registry: SessionRegistry, peers: ClusterPeers, apps: AppRegistry) {
         self.peers = peers
         self.store = store
         self.registry = registry
-        self.whitelistMode = whitelistMode
+        self.apps = apps
     }
 
     /// Refuses a connect with a revoked token (31004), by a deactivated user (31029) or by a blocked
@@ -78,7 +79,7 @@ public final class UserDirectory: Sendable {
     /// Throws 405 or 407 when `sender` may not send private messages to `recipient`.
     func checkPrivateMessage(appId: Int64, from sender: String, to recipient: String) async throws {
         guard sender != recipient else { return }
-        if whitelistMode {
+        if apps.settings(appId: appId).moderation.userWhitelistMode {
             guard try await list(appId: appId, owner: recipient, kind: .whitelist).contains(sender) else {
                 throw IMError(.notInWhitelist, "\(recipient) accepts messages only from users on their whitelist, and \(sender) is not on it")
             }

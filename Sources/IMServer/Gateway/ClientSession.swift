@@ -69,8 +69,10 @@ public final class ClientSession: Sendable {
     }
 
     init(id: String, appId: Int64, userId: String, platform: Platform, deviceId: String, now: Int64,
-         outbound: SessionOutbound, maxHeldBytes: Int, clientAddress: String = "", historyAfterSeq: UInt64 = 0) {
+         outbound: SessionOutbound, maxHeldBytes: Int, clientAddress: String = "", historyAfterSeq: UInt64 = 0,
+         severalPerClass: Bool = false) {
         self.id = id
+        self.loginSlot = severalPerClass ? "\(platform.loginClass.rawValue)/\(id)" : platform.loginClass.rawValue
         self.historyAfterSeq = historyAfterSeq
         self.clientAddress = clientAddress
         self.maxHeldBytes = maxHeldBytes
@@ -93,6 +95,9 @@ public final class ClientSession: Sendable {
     var relayLink: RemoteSessionLink? { outbound.relayLink }
 
     public var loginClass: LoginClass { platform.loginClass }
+    /// What a newer session of the same user displaces this one by: its login class, or for a
+    /// Web session of an app with multi-device sync, a slot of its own (several tabs at once).
+    public let loginSlot: String
 
     /// Marks its online status as reported to the app's server.
     func markStatusReported() { state.withLock { $0.statusReported = true } }

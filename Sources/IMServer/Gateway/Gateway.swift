@@ -175,7 +175,8 @@ struct Gateway: Sendable {
             outbound: try await SessionOutbound.attach(to: channel, maxQueuedBytes: core.config.network.maxQueuedBytesPerConnection),
             maxHeldBytes: ConnectionLimits.heldBytes(forQueue: core.config.network.maxQueuedBytesPerConnection),
             clientAddress: channel.remoteAddress.map { "\($0.ipAddress ?? ""):\($0.port ?? 0)" } ?? "",
-            historyAfterSeq: access.historyAfterSeq)
+            historyAfterSeq: access.historyAfterSeq,
+            severalPerClass: platform.loginClass == .web && core.apps.settings(appId: app.id).messaging.multiDeviceSyncEnabled)
         let displaced = try await core.sessionStarted(session, refuseIfClassTaken: request.reconnectKickRefuse)
         // A block or a deactivation committed while this connect was being checked must not leave
         // the user online.

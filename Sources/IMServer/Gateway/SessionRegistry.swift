@@ -9,24 +9,68 @@ public final class SessionRegistry: Sendable {
         let userId: String
     }
 
-    private let table = Mutex<[UserKey: [ClientSession]]>([:])
+    private struct Table {
+        var users: [UserKey: [ClientSession]] = [:]
+        /// Sessions per app now, and the most since the statistics last took them.
+        var appCounts: [Int64: (now: Int, peak: Int)] = [:]
+
+        mutating func set(_ key: UserKey, _ sessions: [ClientSession]) {
+            let change = sessions.count - (users[key]?.count ?? 0)
+            users[key] = sessions.isEmpty ? nil : sessions
+            guard change != 0 else { return }
+            var counts = appCounts[key.appId] ?? (0, 0)
+            counts.now += change
+            counts.peak = max(counts.peak, counts.now)
+            appCounts[key.appId] = counts.now == 0 && counts.peak == 0 ? nil : counts
+        }
+    }
+
+    private let table = Mutex(Table())
 
     public init() {}
 
-    /// Adds a session under the login rules: one session per login class (mobile, desktop, web) per
-    /// user. The older session of the same class is returned to be kicked (31010); with
-    /// `refuseIfClassTaken` the new session is refused with 31023 instead.
+    /// The most sessions each app had at once since the last call (at least those open now).
+    func takePeaks() -> [Int64: Int] {
+        table.withLock { table in
+            var peaks: [Int64: Int] = [:]
+            for (appId, counts) in table.appCounts {
+                peaks[appId] = counts.peak
+                table.appCounts[appId] = counts.now == 0 ? nil : (counts.now, counts.now)
+            }
+            return peaks
+        }
+    }
+
+    /// Gives back peaks taken but not written.
+    func restorePeaks(_ peaks: [Int64: Int]) {
+        table.withLock { table in
+            for (appId, peak) in peaks {
+                let counts = table.appCounts[appId] ?? (0, 0)
+                table.appCounts[appId] = (counts.now, max(counts.peak, peak))
+            }
+        }
+    }
+
+    /// Live sessions of one app on this node.
+    public func sessionCount(appId: Int64) -> Int {
+        table.withLock { $0.appCounts[appId]?.now ?? 0 }
+    }
+
+    /// Adds a session under the login rules: one session per login slot per user, the slot being
+    /// the login class (mobile, desktop, web) except for Web sessions of an app with multi-device
+    /// sync, which each have their own. The older session of the slot is returned to be kicked
+    /// (31010); with `refuseIfClassTaken` the new session is refused with 31023 instead.
     func register(_ session: ClientSession, refuseIfClassTaken: Bool) throws -> [ClientSession] {
         let key = UserKey(appId: session.appId, userId: session.userId)
         return try table.withLock { table in
-            var sessions = table[key, default: []].filter { !$0.isClosed }
-            let sameClass = sessions.filter { $0.loginClass == session.loginClass }
+            var sessions = table.users[key, default: []].filter { !$0.isClosed }
+            let sameClass = sessions.filter { $0.loginSlot == session.loginSlot }
             if !sameClass.isEmpty && refuseIfClassTaken {
                 throw IMError(.otherDeviceLogin, "another \(session.loginClass.rawValue) device of user \(session.userId) is online; this reconnect was refused because reconnect-kick is enabled")
             }
-            sessions.removeAll { $0.loginClass == session.loginClass }
+            sessions.removeAll { $0.loginSlot == session.loginSlot }
             sessions.append(session)
-            table[key] = sessions
+            table.set(key, sessions)
             return sameClass
         }
     }
@@ -36,16 +80,16 @@ public final class SessionRegistry: Sendable {
     func remove(_ session: ClientSession) -> Bool {
         let key = UserKey(appId: session.appId, userId: session.userId)
         return table.withLock { table in
-            guard var sessions = table[key], let index = sessions.firstIndex(where: { $0 === session }) else { return false }
+            guard var sessions = table.users[key], let index = sessions.firstIndex(where: { $0 === session }) else { return false }
             sessions.remove(at: index)
-            table[key] = sessions.isEmpty ? nil : sessions
+            table.set(key, sessions)
             return true
         }
     }
 
     /// The user's live sessions.
     public func sessions(appId: Int64, userId: String) -> [ClientSession] {
-        table.withLock { $0[UserKey(appId: appId, userId: userId)] ?? [] }
+        table.withLock { $0.users[UserKey(appId: appId, userId: userId)] ?? [] }
     }
 
     /// The live sessions of these users, by user id (users without one are left out), read under
@@ -54,7 +98,7 @@ public final class SessionRegistry: Sendable {
         table.withLock { table in
             var found: [String: [ClientSession]] = [:]
             for userId in userIds {
-                if let sessions = table[UserKey(appId: appId, userId: userId)], !sessions.isEmpty { found[userId] = sessions }
+                if let sessions = table.users[UserKey(appId: appId, userId: userId)], !sessions.isEmpty { found[userId] = sessions }
             }
             return found
         }
@@ -67,15 +111,15 @@ public final class SessionRegistry: Sendable {
 
     /// Every live session of one app.
     public func sessions(appId: Int64) -> [ClientSession] {
-        table.withLock { table in table.filter { $0.key.appId == appId }.values.flatMap { $0 } }
+        table.withLock { table in table.users.filter { $0.key.appId == appId }.values.flatMap { $0 } }
     }
 
     /// Every live session.
     public func allSessions() -> [ClientSession] {
-        table.withLock { $0.values.flatMap { $0 } }
+        table.withLock { $0.users.values.flatMap { $0 } }
     }
 
     public var sessionCount: Int {
-        table.withLock { $0.values.reduce(0) { $0 + $1.count } }
+        table.withLock { $0.users.values.reduce(0) { $0 + $1.count } }
     }
 }

@@ -16,11 +16,11 @@ public final class MessageLifecycleService: Sendable {
     private let rosters: GroupRosters
     private let chatrooms: ChatroomRouting
     private let clock: any WallClock
-    private let config: ServerConfig
+    private let apps: AppRegistry
     private let ultraGroups: UltraGroupRosters
 
     init(store: any MessageStore & MessageLifecycleStore, log: MessageLog, messages: MessageService, rosters: GroupRosters, chatrooms: ChatroomRouting, clock: any WallClock,
-         config: ServerConfig, ultraGroups: UltraGroupRosters) {
+         apps: AppRegistry, ultraGroups: UltraGroupRosters) {
         self.ultraGroups = ultraGroups
         self.chatrooms = chatrooms
         self.store = store
@@ -28,7 +28,7 @@ public final class MessageLifecycleService: Sendable {
         self.messages = messages
         self.rosters = rosters
         self.clock = clock
-        self.config = config
+        self.apps = apps
     }
 
     // MARK: recall
@@ -43,7 +43,8 @@ public final class MessageLifecycleService: Sendable {
         guard TextLength.bytes(request.pushContent) <= MessageFieldLimits.maxPushContentBytes else {
             throw IMError(.invalidParameter, "pushContent is \(TextLength.bytes(request.pushContent)) bytes; at most \(MessageFieldLimits.maxPushContentBytes) are allowed")
         }
-        let window = config.messaging.recallWindowSeconds > 0 ? Int64(config.messaging.recallWindowSeconds) * 1000 : nil
+        let recallSeconds = apps.settings(appId: session.appId).messaging.recallWindowSeconds
+        let window = recallSeconds > 0 ? Int64(recallSeconds) * 1000 : nil
         if type == .chatroom {
             let outcome = try await chatrooms.recall(appId: session.appId, operatorId: session.userId, roomId: request.targetID,
                                                      uid: request.messageUid, isAdmin: false, window: window, origin: session.origin)

@@ -22,7 +22,7 @@ public final class MessageService: Sendable {
     private let log: MessageLog
     private let bus: any SessionBus
     private let clock: any WallClock
-    private let config: ServerConfig
+    private let apps: AppRegistry
     private let directory: UserDirectory
     private let words: SensitiveWordFilter
     private let rosters: GroupRosters
@@ -31,7 +31,7 @@ public final class MessageService: Sendable {
     private let callbacks: CallbackService?
     private let uids = MessageUIDGenerator()
 
-    init(log: MessageLog, bus: any SessionBus, clock: any WallClock, config: ServerConfig,
+    init(log: MessageLog, bus: any SessionBus, clock: any WallClock, apps: AppRegistry,
          directory: UserDirectory, words: SensitiveWordFilter, rosters: GroupRosters, ultraGroups: UltraGroupRosters,
          chatrooms: ChatroomRouting, callbacks: CallbackService? = nil) {
         self.log = log
@@ -41,7 +41,7 @@ public final class MessageService: Sendable {
         self.rosters = rosters
         self.bus = bus
         self.clock = clock
-        self.config = config
+        self.apps = apps
         self.directory = directory
         self.words = words
     }
@@ -49,8 +49,9 @@ public final class MessageService: Sendable {
     /// Handles SEND_MESSAGE from a session.
     func send(_ request: Im_SendMessageRequest, from session: ClientSession) async throws -> Im_SendMessageReply {
         let message = try validate(request, from: session)
-        guard session.admitSend(now: clock.nowMilliseconds(), perSecond: config.session.clientSendsPerSecond) else {
-            throw IMError(.sendRateTooHigh, "more than \(config.session.clientSendsPerSecond) messages per second from this client: wait a second before sending again, or send in bulk through the Server API")
+        let perSecond = apps.settings(appId: session.appId).session.clientSendsPerSecond
+        guard session.admitSend(now: clock.nowMilliseconds(), perSecond: perSecond) else {
+            throw IMError(.sendRateTooHigh, "more than \(perSecond) messages per second from this client: wait a second before sending again, or send in bulk through the Server API")
         }
         if message.conversationType == .chatroom {
             return try await sendToChatroom(message, from: session)
@@ -387,6 +388,8 @@ public final class MessageService: Sendable {
         message.pushConfig = pushConfig?.encoded() ?? Data()
         message.senderPlatform = session.platform
         message.disableUpdateLastMessage = request.disableUpdateLastMessage
+        // Without multi-device sync a message stays on the device that sent it.
+        message.includeSender = apps.settings(appId: session.appId).messaging.multiDeviceSyncEnabled
         return message
     }
 }

@@ -8,12 +8,14 @@ public final class SyncService: Sendable {
     private let store: any SyncStore
     private let clock: any WallClock
     private let config: ServerConfig
+    private let apps: AppRegistry
     private let rosters: GroupRosters
 
-    init(store: any SyncStore, clock: any WallClock, config: ServerConfig, rosters: GroupRosters) {
+    init(store: any SyncStore, clock: any WallClock, config: ServerConfig, apps: AppRegistry, rosters: GroupRosters) {
         self.store = store
         self.clock = clock
         self.config = config
+        self.apps = apps
         self.rosters = rosters
     }
 
@@ -31,12 +33,13 @@ public final class SyncService: Sendable {
         try WireNumbers.checkWatermark(request.since, field: "since")
         let limit = request.limit > 0 ? min(Int(request.limit), config.messaging.syncPageSize) : config.messaging.syncPageSize
         let now = clock.nowMilliseconds()
-        var oldest = now - Int64(config.messaging.offlineRetentionDays) * 86_400_000
-        var oldestSystem = now - Int64(config.messaging.systemOfflineRetentionDays) * 86_400_000
+        let messaging = apps.settings(appId: session.appId).messaging
+        var oldest = now - Int64(messaging.offlineRetentionDays) * 86_400_000
+        var oldestSystem = now - Int64(messaging.systemOfflineRetentionDays) * 86_400_000
         if request.newDevice {
             // RongCloud's offline message compensation: a new install gets the natural days of the
             // window (today by default), within the retention.
-            let start = config.messaging.compensationStart(now: now)
+            let start = messaging.compensationStart(now: now)
             oldest = max(oldest, start)
             oldestSystem = max(oldestSystem, start)
         }
@@ -48,6 +51,9 @@ public final class SyncService: Sendable {
         reply.messages = page.messages
             .filter { $0.sentTime >= ($0.conversationType == .system ? oldestSystem : oldest) }
             .filter { !$0.isOnlineBroadcast || $0.sentTime >= now - StoredMessage.onlineBroadcastWindow }
+            // What the user sent without a copy for their devices (the Server API's isIncludeSender
+            // off, or an app without multi-device sync); the store leaves out the private ones.
+            .filter { $0.includeSender || $0.senderId != session.userId }
             .map(\.wire)
         reply.watermark = max(page.watermark, request.since)
         return reply
@@ -68,7 +74,7 @@ public final class SyncService: Sendable {
         guard request.order == 0 || request.order == 1 else {
             throw IMError(.invalidParameter, "order must be 0 (descending) or 1 (ascending), got \(request.order)")
         }
-        let floor = try config.messaging.cloudHistoryFloor(now: clock.nowMilliseconds())
+        let floor = try apps.settings(appId: session.appId).messaging.cloudHistoryFloor(now: clock.nowMilliseconds())
         let page: HistoryPage
         if type == .group {
             // Members, present or of a dismissed group, read from their joining (or the pre-join

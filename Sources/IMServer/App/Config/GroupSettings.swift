@@ -7,11 +7,11 @@ extension ServerConfig {
         public static let summary = "The size of groups and what new members read."
 
         @Setting(key: "maxGroupMembers", allowed: .atLeast(1),
-                 doc: "Members one group may have (RongCloud's default is 3000, raised on request).")
+                 perApp: true, doc: "Members one group may have (RongCloud's default is 3000, raised on request).")
         public var maxMembers = GroupLimits.defaultMaxMembers
 
         @Setting(key: "groupPreJoinHistory", allowed: .atLeast(0, note: "0 = none"),
-                 doc: "Messages from before they joined a new group member may read in cloud history: the group's latest N (0: only messages after joining, RongCloud's default).")
+                 perApp: true, doc: "Messages from before they joined a new group member may read in cloud history: the group's latest N (0: only messages after joining, RongCloud's default).")
         public var preJoinHistory = 0
 
         public init() {}

@@ -7,11 +7,11 @@ extension ServerConfig {
         public static let summary = "Who may send private messages to whom, and how many words are filtered."
 
         @Setting(key: "userWhitelistMode",
-                 doc: "Whitelist mode: a user receives private messages only from users on their whitelist (407), and blacklists no longer apply. Off by default, as on RongCloud.")
+                 perApp: true, doc: "Whitelist mode: a user receives private messages only from users on their whitelist (407), and blacklists no longer apply. Off by default, as on RongCloud.")
         public var userWhitelistMode = false
 
         @Setting(key: "maxSensitiveWords", allowed: .atLeast(0),
-                 doc: "Sensitive words one app may have.")
+                 perApp: true, doc: "Sensitive words one app may have.")
         public var maxSensitiveWords = ModerationLimits.maxSensitiveWords
 
         public init() {}

@@ -7,35 +7,35 @@ extension ServerConfig {
         public static let summary = "Rate limits of the Server API (per app; 0 turns a limit off), its signature check and the links it returns."
 
         @Setting(key: "apiCallsPerSecond", allowed: .atLeast(0, note: "0 = no limit"),
-                 doc: "Calls per second one app may make to one Server API endpoint (1008, HTTP 429 beyond).")
+                 perApp: true, doc: "Calls per second one app may make to one Server API endpoint (1008, HTTP 429 beyond).")
         public var callsPerSecond = APIRateLimits.callsPerSecond
 
         @Setting(key: "privatePublishPerMinute", allowed: .atLeast(0, note: "0 = no limit"),
-                 doc: "Private messages per minute one app may publish through the Server API, each recipient counted.")
+                 perApp: true, doc: "Private messages per minute one app may publish through the Server API, each recipient counted.")
         public var privatePublishPerMinute = APIRateLimits.privateMessagesPerMinute
 
         @Setting(key: "systemPublishPerSecond", allowed: .atLeast(0, note: "0 = no limit"),
-                 doc: "System messages per second one app may publish through the Server API, each recipient counted.")
+                 perApp: true, doc: "System messages per second one app may publish through the Server API, each recipient counted.")
         public var systemPublishPerSecond = APIRateLimits.systemMessagesPerSecond
 
         @Setting(key: "groupPublishPerSecond", allowed: .atLeast(0, note: "0 = no limit"),
-                 doc: "Group messages per second one app may publish through the Server API, each group counted.")
+                 perApp: true, doc: "Group messages per second one app may publish through the Server API, each group counted.")
         public var groupPublishPerSecond = GroupLimits.serverMessagesPerSecond
 
         @Setting(key: "chatroomPublishPerSecond", allowed: .atLeast(0, note: "0 = no limit"),
-                 doc: "Chatroom messages per second one app may publish through the Server API, each room counted.")
+                 perApp: true, doc: "Chatroom messages per second one app may publish through the Server API, each room counted.")
         public var chatroomPublishPerSecond = ChatroomLimits.serverMessagesPerSecond
 
         @Setting(key: "ultraGroupPublishPerSecond", allowed: .atLeast(0, note: "0 = no limit"),
-                 doc: "Ultra group messages per second one app may publish through the Server API.")
+                 perApp: true, doc: "Ultra group messages per second one app may publish through the Server API.")
         public var ultraGroupPublishPerSecond = UltraGroupLimits.serverMessagesPerSecond
 
         @Setting(key: "onlineBroadcastEnabled",
-                 doc: "Whether /message/online/broadcast.json is served (RongCloud enables it per app; off, it answers 1009).")
+                 perApp: true, doc: "Whether /message/online/broadcast.json is served (RongCloud enables it per app; off, it answers 1009).")
         public var onlineBroadcastEnabled = true
 
         @Setting(key: "onlineBroadcastsPerMinute", allowed: .atLeast(0, note: "0 = no limit"),
-                 doc: "Online broadcasts per minute one app may send (1008 beyond): each one reaches every online user.")
+                 perApp: true, doc: "Online broadcasts per minute one app may send (1008 beyond): each one reaches every online user.")
         public var onlineBroadcastsPerMinute = 60
 
         @Setting(key: "adminKey", allowed: .bytes(16...256),

@@ -19,6 +19,7 @@ public struct ServerConfig: Sendable, Equatable, Decodable {
     public var push = PushSettings()
     public var callbacks = CallbackSettings()
     public var logging = LoggingSettings()
+    public var console = ConsoleSettings()
 
     /// Every setting at its default.
     public init() {}
@@ -81,6 +82,30 @@ public struct ServerConfig: Sendable, Equatable, Decodable {
             current[setting.key].flatMap { setting.check(.value($0), from: .program) }
         }
         if !problems.isEmpty { throw IMError(.invalidParameter, problems.joined(separator: "\n")) }
+    }
+
+    /// One app's settings: these, with the app's own values (`overrides`, by key, as JSON) over the
+    /// per-app ones. What cannot be applied is left out and said in `problems`: a key that is no
+    /// setting or a server-wide one, a value the setting does not allow.
+    public func forApp(_ overrides: [String: JSONValue], appKey: String) -> (config: ServerConfig, problems: [String]) {
+        guard !overrides.isEmpty else { return (self, []) }
+        var problems: [String] = []
+        for key in overrides.keys.sorted() {
+            guard let setting = Self.table.setting(key: key) else {
+                problems.append("\(key) is not a setting; an app's settings are: " + Self.table.perAppSettings.map(\.key).joined(separator: ", "))
+                continue
+            }
+            if !setting.isPerApp {
+                problems.append("\(key) is a server-wide setting: an app cannot have its own value (docs/CONFIGURATION.md marks the per-app ones)")
+            }
+        }
+        let current = values
+        let resolver = SettingsResolver(layers: [
+            SettingLayer(source: .program) { current[$0.key].map(RawSetting.value) },
+            SettingLayer(source: .app(appKey)) { $0.isPerApp ? overrides[$0.key].map(RawSetting.json) : nil },
+        ])
+        let config = SettingsResolver.$current.withValue(resolver) { ServerConfig() }
+        return (config, problems + resolver.problems)
     }
 
     /// Every setting's value, by key.

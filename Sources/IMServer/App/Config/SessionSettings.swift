@@ -15,7 +15,7 @@ extension ServerConfig {
         public var heartbeatIntervalSeconds = 30
 
         @Setting(key: "clientSendsPerSecond", allowed: .atLeast(1),
-                 doc: "Messages one client connection may send per second before getting 20604.")
+                 perApp: true, doc: "Messages one client connection may send per second before getting 20604.")
         public var clientSendsPerSecond = MessageLimits.clientSendsPerSecond
 
         public init() {}

@@ -21,11 +21,14 @@ public struct Setting<Value: SettingValue>: Sendable, Equatable {
     /// The key, variable, flag, default, documentation and allowed values.
     public let declaration: SettingDeclaration<Value>
 
+    /// - Parameter perApp: each app may have its own value (the admin API's app settings), this
+    ///   one being the default of the apps that have none.
     public init(wrappedValue: Value, key: String, allowed: Allowed<Value> = .any,
-                environmentVariable: String? = nil, flag: String? = nil, doc: String) {
+                environmentVariable: String? = nil, flag: String? = nil, perApp: Bool = false, doc: String) {
         let declaration = SettingDeclaration(
             key: key, environmentVariable: environmentVariable ?? SettingNames.environmentVariable(forKey: key),
-            flag: flag ?? SettingNames.flag(forKey: key), doc: doc, defaultValue: wrappedValue, allowed: allowed)
+            flag: flag ?? SettingNames.flag(forKey: key), doc: doc, defaultValue: wrappedValue, allowed: allowed,
+            isPerApp: perApp)
         self.declaration = declaration
         self.wrappedValue = SettingsResolver.current?.value(for: declaration) ?? wrappedValue
     }
@@ -45,6 +48,8 @@ public protocol SettingValue: Sendable, Equatable {
     init?(settingJSON json: JSONValue)
     /// The value as it is written in a variable or a flag ("" when unset).
     var settingText: String { get }
+    /// The value as the config file and the admin API write it.
+    var settingJSON: JSONValue { get }
 }
 
 extension Int: SettingValue {
@@ -56,6 +61,7 @@ extension Int: SettingValue {
         self = value
     }
     public var settingText: String { String(self) }
+    public var settingJSON: JSONValue { .number(Double(self)) }
 }
 
 extension Bool: SettingValue {
@@ -73,6 +79,7 @@ extension Bool: SettingValue {
         self = value
     }
     public var settingText: String { self ? "true" : "false" }
+    public var settingJSON: JSONValue { .bool(self) }
 }
 
 extension String: SettingValue {
@@ -84,6 +91,7 @@ extension String: SettingValue {
         self = value
     }
     public var settingText: String { self }
+    public var settingJSON: JSONValue { .string(self) }
 }
 
 /// An optional setting is unset by JSON `null` or an empty variable or flag.
@@ -109,6 +117,7 @@ extension Optional: SettingValue where Wrapped: SettingValue {
         }
     }
     public var settingText: String { self?.settingText ?? "" }
+    public var settingJSON: JSONValue { self?.settingJSON ?? .null }
 }
 
 /// The values a setting allows, with the words help, documentation and errors use for them.
@@ -190,6 +199,10 @@ public protocol AnySettingDeclaration: Sendable {
     var placeholder: String { get }
     /// A flag for it may stand alone (meaning true).
     var isSwitch: Bool { get }
+    /// Each app may have its own value (`ServerConfig.forApp`).
+    var isPerApp: Bool { get }
+    /// The default as JSON.
+    var defaultJSON: JSONValue { get }
     /// Reads and checks one given value, or says what is wrong with it.
     func check(_ raw: RawSetting, from source: SettingSource) -> String?
 }
@@ -202,8 +215,11 @@ public final class SettingDeclaration<Value: SettingValue>: AnySettingDeclaratio
     public let doc: String
     public let defaultValue: Value
     public let allowed: Allowed<Value>
+    public let isPerApp: Bool
 
-    init(key: String, environmentVariable: String, flag: String, doc: String, defaultValue: Value, allowed: Allowed<Value>) {
+    init(key: String, environmentVariable: String, flag: String, doc: String, defaultValue: Value, allowed: Allowed<Value>,
+         isPerApp: Bool) {
+        self.isPerApp = isPerApp
         self.key = key
         self.environmentVariable = environmentVariable
         self.flag = flag
@@ -216,6 +232,7 @@ public final class SettingDeclaration<Value: SettingValue>: AnySettingDeclaratio
     public var allowedText: String { allowed.summary }
     public var placeholder: String { Value.placeholder }
     public var isSwitch: Bool { Value.self == Bool.self }
+    public var defaultJSON: JSONValue { defaultValue.settingJSON }
 
     /// The value a source gives, checked against the allowed values.
     func read(_ raw: RawSetting, from source: SettingSource) -> Result<Value, SettingProblem> {
@@ -265,6 +282,8 @@ public enum SettingSource: Sendable, Equatable {
     case flag
     /// A property set in code.
     case program
+    /// An app's own settings (the admin API), by the app's key.
+    case app(String)
 
     /// The setting as this source names it: `maxGroupMembers in config file a.json`,
     /// `environment variable IMSERVER_MAX_GROUP_MEMBERS`, `flag --max-group-members`,
@@ -275,6 +294,7 @@ public enum SettingSource: Sendable, Equatable {
         case .environment: return "environment variable \(setting.environmentVariable)"
         case .flag: return "flag \(setting.flag)"
         case .program: return setting.key
+        case .app(let appKey): return "\(setting.key) of app \(appKey)"
         }
     }
 }

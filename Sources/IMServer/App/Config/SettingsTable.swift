@@ -26,6 +26,9 @@ public struct SettingsTable: Sendable {
         }
     }
 
+    /// The settings each app may have its own value of.
+    public var perAppSettings: [any AnySettingDeclaration] { settings.filter(\.isPerApp) }
+
     public func setting(key: String) -> (any AnySettingDeclaration)? { settings.first { $0.key == key } }
     public func setting(flag: String) -> (any AnySettingDeclaration)? { settings.first { $0.flag == flag } }
 
@@ -136,7 +139,7 @@ public struct SettingsTable: Sendable {
                 let value = setting.isSwitch ? " [<\(setting.placeholder)>]" : " <\(setting.placeholder)>"
                 let shown = setting.defaultText.isEmpty ? "unset" : setting.defaultText
                 lines.append("  \(setting.flag)\(value)")
-                lines += Self.wrap(setting.doc, width: width, indent: "        ")
+                lines += Self.wrap((setting.isPerApp ? "Per app. " : "") + setting.doc, width: width, indent: "        ")
                 lines += Self.wrap("default \(shown); allowed \(setting.allowedText)", width: width, indent: "        ")
                 lines += Self.wrap("env \(setting.environmentVariable); file key \(setting.key)", width: width, indent: "        ")
             }
@@ -172,7 +175,7 @@ public struct SettingsTable: Sendable {
             for setting in area.settings {
                 let shown = setting.defaultText.isEmpty ? "unset" : "`\(setting.defaultText)`"
                 let cells = ["`\(setting.key)`", "`\(setting.flag)`", "`\(setting.environmentVariable)`", shown,
-                             setting.allowedText, setting.doc]
+                             setting.allowedText, (setting.isPerApp ? "*Per app.* " : "") + setting.doc]
                 lines.append("| " + cells.map { $0.replacingOccurrences(of: "|", with: "\\|") }.joined(separator: " | ") + " |")
             }
         }

@@ -36,10 +36,11 @@ extension ChatroomService {
             throw IMError(.chatroomParameterInvalid, "chatroom id \(TextLength.quoted(room.id)) is invalid: use \(UserID.rule)")
         }
         let now = clock.nowMilliseconds()
+        let limits = limits(appId)
         return try state.withLock { state in
             let new = Set(rooms.map(\.id).filter { state.rooms[ChatroomRoom.Key(appId: appId, roomId: $0)] == nil })
-            if config.chatrooms.maxRooms > 0, state.roomCounts[appId, default: 0] + new.count > config.chatrooms.maxRooms {
-                throw IMError(.apiBadParameter, "the app would have more than \(config.chatrooms.maxRooms) chatrooms, the most this server allows (chatroomMaxRooms): destroy rooms first; none was created")
+            if limits.maxRooms > 0, state.roomCounts[appId, default: 0] + new.count > limits.maxRooms {
+                throw IMError(.apiBadParameter, "the app would have more than \(limits.maxRooms) chatrooms, the most it may have (chatroomMaxRooms): destroy rooms first; none was created")
             }
             var created: [String] = []
             for (id, name) in rooms {
@@ -49,7 +50,7 @@ extension ChatroomService {
                     apply(rule, to: existing)
                     continue
                 }
-                let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatrooms.idleDestroyMinutes)
+                let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: limits.idleDestroyMinutes)
                 apply(rule, to: room)
                 state.insert(room)
                 report(key, .created)
@@ -63,7 +64,7 @@ extension ChatroomService {
         switch rule {
         case .whenIdle(let minutes):
             room.destroyAt = nil
-            room.idleDestroyMinutes = minutes ?? config.chatrooms.idleDestroyMinutes
+            room.idleDestroyMinutes = minutes ?? limits(room.key.appId).idleDestroyMinutes
         case .atTime(let minutes):
             room.destroyAt = room.createdAt + Int64(minutes) * 60_000
         }
@@ -120,6 +121,7 @@ extension ChatroomService {
         await callbacks?.prepare(appId: appId)
         let key = ChatroomRoom.Key(appId: appId, roomId: roomId)
         let now = clock.nowMilliseconds()
+        let limits = limits(appId)
         try state.withLock { state in
             let settings = state.settings[appId] ?? ChatroomSettings([])
             for userId in userIds {
@@ -130,17 +132,17 @@ extension ChatroomService {
             let existing = state.rooms[key]
             let newcomers = Set(userIds).filter { existing?.members[$0] == nil }.count
             let count = existing?.members.count ?? 0
-            if config.chatrooms.maxMembers > 0, count + newcomers > config.chatrooms.maxMembers {
-                throw IMError(.chatroomFull, "chatroom \(roomId) would have \(count + newcomers) members, more than this server allows (chatroomMaxMembers \(config.chatrooms.maxMembers)); nobody was added")
+            if limits.maxMembers > 0, count + newcomers > limits.maxMembers {
+                throw IMError(.chatroomFull, "chatroom \(roomId) would have \(count + newcomers) members, more than the app allows (chatroomMaxMembers \(limits.maxMembers)); nobody was added")
             }
             let room: ChatroomRoom
             if let existing {
                 room = existing
             } else {
-                guard state.mayCreateRoom(appId: appId, limit: config.chatrooms.maxRooms) else {
-                    throw IMError(.apiBadParameter, "chatroom \(roomId) does not exist and the app has \(config.chatrooms.maxRooms) chatrooms, the most this server allows (chatroomMaxRooms): destroy rooms first")
+                guard state.mayCreateRoom(appId: appId, limit: limits.maxRooms) else {
+                    throw IMError(.apiBadParameter, "chatroom \(roomId) does not exist and the app has \(limits.maxRooms) chatrooms, the most it may have (chatroomMaxRooms): destroy rooms first")
                 }
-                room = ChatroomRoom(key: key, name: roomId, now: now, idleDestroyMinutes: config.chatrooms.idleDestroyMinutes)
+                room = ChatroomRoom(key: key, name: roomId, now: now, idleDestroyMinutes: limits.idleDestroyMinutes)
                 state.insert(room)
                 report(key, .created)
             }
@@ -222,11 +224,14 @@ extension ChatroomService {
             }
             return destroyed
         }
-        if config.chatrooms.historyEnabled {
+        // Each app's history by its own retention; an app that turned history off keeps none to
+        // read, and what it kept goes once the retention has passed.
+        for app in self.apps.all {
+            let limits = limits(app.id)
             do {
-                try await store.pruneChatroomHistory(before: now - Int64(config.chatrooms.historyRetentionDays) * 86_400_000)
+                try await store.pruneChatroomHistory(appId: app.id, before: now - Int64(limits.historyRetentionDays) * 86_400_000)
             } catch {
-                logger.warning("old chatroom history could not be pruned", metadata: ["error": "\(error)"])
+                logger.warning("old chatroom history could not be pruned", metadata: ["appKey": "\(app.appKey)", "error": "\(error)"])
             }
         }
         return destroyed.sorted()

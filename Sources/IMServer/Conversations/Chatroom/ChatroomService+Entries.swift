@@ -43,7 +43,7 @@ extension ChatroomService {
     /// operator then owns it).
     func setEntries(appId: Int64, roomId: String, _ values: [String: String], by actor: EntryOperator, autoDelete: Bool,
                     force: Bool, notify: Bool, extra: String, objectName: String? = nil, content: Data? = nil) async throws {
-        try checkEntriesEnabled()
+        try checkEntriesEnabled(appId: appId)
         guard !values.isEmpty else { throw IMError(.chatroomParameterInvalid, "no attribute to set") }
         for (key, value) in values.sorted(by: { $0.key < $1.key }) {
             try ChatroomEntryLimits.check(key: key, value: value, extra: extra)
@@ -88,7 +88,7 @@ extension ChatroomService {
     /// Removes attributes, all or none: each must exist and be the operator's own unless `force`d.
     func removeEntries(appId: Int64, roomId: String, _ keys: [String], by actor: EntryOperator, force: Bool, notify: Bool,
                        extra: String) async throws {
-        try checkEntriesEnabled()
+        try checkEntriesEnabled(appId: appId)
         guard !keys.isEmpty else { throw IMError(.chatroomParameterInvalid, "no attribute to remove") }
         for key in keys { try ChatroomEntryLimits.check(key: key, extra: extra) }
         try await loadSettings(appId: appId)
@@ -126,7 +126,7 @@ extension ChatroomService {
 
     /// A room's attributes (all, or the named ones), for the Server API.
     public func entries(appId: Int64, roomId: String, keys: [String]) throws -> [(key: String, value: String, ownerId: String, autoDelete: Bool, updatedAt: Int64)] {
-        try checkEntriesEnabled()
+        try checkEntriesEnabled(appId: appId)
         return try state.withLock { state in
             guard let room = state.rooms[ChatroomRoom.Key(appId: appId, roomId: roomId)] else {
                 throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist")
@@ -138,9 +138,9 @@ extension ChatroomService {
         }
     }
 
-    private func checkEntriesEnabled() throws {
-        guard config.chatrooms.entriesEnabled else {
-            throw IMError(.chatroomEntriesDisabled, "chatroom attributes are turned off on this server: its operator can set chatroomEntriesEnabled")
+    private func checkEntriesEnabled(appId: Int64) throws {
+        guard limits(appId).entriesEnabled else {
+            throw IMError(.chatroomEntriesDisabled, "chatroom attributes are turned off for this app: the server's operator can turn on chatroomEntriesEnabled")
         }
     }
 

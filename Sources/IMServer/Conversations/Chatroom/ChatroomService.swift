@@ -67,6 +67,8 @@ public final class ChatroomService: Sendable {
     let store: any ChatroomStore
     let clock: any WallClock
     let config: ServerConfig
+    /// Each app's chatroom settings (`limits(_:)`).
+    let apps: AppRegistry
     let logger: Logger
     let uids = MessageUIDGenerator()
     /// Rooms whose delivery task is to start: `ChatroomDeliveryService` runs the tasks.
@@ -79,20 +81,29 @@ public final class ChatroomService: Sendable {
     let relay: ChatroomRelay?
     /// The app's chatroom status and attribute callbacks (nil: the server sends none).
     let callbacks: CallbackService?
+    /// Where the messages of the day are counted.
+    let statistics: ServerStatistics?
 
-    init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, logger: Logger, peers: ClusterPeers,
-         relay: ChatroomRelay? = nil, callbacks: CallbackService? = nil) {
+    init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, apps: AppRegistry, logger: Logger, peers: ClusterPeers,
+         relay: ChatroomRelay? = nil, callbacks: CallbackService? = nil, statistics: ServerStatistics? = nil) {
         self.callbacks = callbacks
+        self.statistics = statistics
         self.peers = peers
         self.relay = relay
         self.store = store
         self.clock = clock
         self.config = config
+        self.apps = apps
         self.logger = logger
         (deliveryStarts, deliveryStarter) = AsyncStream.makeStream(of: ChatroomRoom.self)
     }
 
     // MARK: settings
+
+    /// The app's chatroom settings: the server's, with the app's own values.
+    func limits(_ appId: Int64) -> ServerConfig.ChatroomSettings {
+        apps.settings(appId: appId).chatrooms
+    }
 
     /// The app's chatroom settings, loaded from the store on first use.
     func loadSettings(appId: Int64) async throws {
@@ -130,6 +141,7 @@ public final class ChatroomService: Sendable {
         }
         try await loadSettings(appId: session.appId)
         await callbacks?.prepare(appId: session.appId)
+        let limits = limits(session.appId)
         let key = ChatroomRoom.Key(appId: session.appId, roomId: roomId)
         let now = clock.nowMilliseconds()
         try state.withLock { state in
@@ -143,22 +155,22 @@ public final class ChatroomService: Sendable {
             // Joins are limited per connection; a client's automatic rejoin of a room that still
             // exists (after a reconnect, every room at once) is not charged.
             if existing == nil || !request.rejoin,
-               !session.admitChatroomJoin(now: now, perSecond: config.chatrooms.joinsPerSecond) {
-                throw IMError(.callFrequencyExceeded, "more than \(config.chatrooms.joinsPerSecond) chatroom joins per second from this client: wait a second before joining again")
+               !session.admitChatroomJoin(now: now, perSecond: limits.joinsPerSecond) {
+                throw IMError(.callFrequencyExceeded, "more than \(limits.joinsPerSecond) chatroom joins per second from this client: wait a second before joining again")
             }
             if existing == nil && request.mustExist {
                 throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist: use joinChatRoom to create it, or create it through the Server API")
             }
-            if existing == nil, !state.mayCreateRoom(appId: session.appId, limit: config.chatrooms.maxRooms) {
-                throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist and cannot be created: the app has \(config.chatrooms.maxRooms) chatrooms, the most this server allows (chatroomMaxRooms); join an existing room")
+            if existing == nil, !state.mayCreateRoom(appId: session.appId, limit: limits.maxRooms) {
+                throw IMError(.chatroomNotFound, "chatroom \(roomId) does not exist and cannot be created: the app has \(limits.maxRooms) chatrooms, the most it may have (chatroomMaxRooms); join an existing room")
             }
-            if let existing, existing.members[session.userId] == nil, config.chatrooms.maxMembers > 0,
-               existing.members.count >= config.chatrooms.maxMembers {
-                throw IMError(.chatroomFull, "chatroom \(roomId) has \(existing.members.count) members, the most this server allows (chatroomMaxMembers)")
+            if let existing, existing.members[session.userId] == nil, limits.maxMembers > 0,
+               existing.members.count >= limits.maxMembers {
+                throw IMError(.chatroomFull, "chatroom \(roomId) has \(existing.members.count) members, the most the app allows (chatroomMaxMembers)")
             }
             let held = existing?.members[session.userId]?.seats[session.deviceId]
             let userKey = UserKey(appId: session.appId, userId: session.userId)
-            if request.rejoin, held == nil, !config.chatrooms.multipleRooms,
+            if request.rejoin, held == nil, !limits.multipleRooms,
                state.userRooms[userKey]?.contains(where: { $0 != key }) == true {
                 // Removed while away because the user joined another room: an automatic rejoin
                 // must not take the user out of that one.
@@ -167,7 +179,7 @@ public final class ChatroomService: Sendable {
             let room = existing ?? createRoom(key, name: roomId, now: now, in: &state)
             if existing == nil { report(key, .created) }
             if room.members[session.userId] == nil { report(key, .joined, users: [session.userId]) }
-            if !config.chatrooms.multipleRooms {
+            if !limits.multipleRooms {
                 leaveOtherRooms(userId: session.userId, appId: session.appId, except: key, now: now, in: &state)
                 // The user's rooms on other nodes too (published under the lock, ahead of the reply).
                 peers.chatroomUserJoined(appId: session.appId, userId: session.userId, roomId: roomId)
@@ -216,7 +228,7 @@ public final class ChatroomService: Sendable {
     }
 
     private func createRoom(_ key: ChatroomRoom.Key, name: String, now: Int64, in state: inout State) -> ChatroomRoom {
-        let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: config.chatrooms.idleDestroyMinutes)
+        let room = ChatroomRoom(key: key, name: name, now: now, idleDestroyMinutes: limits(key.appId).idleDestroyMinutes)
         state.insert(room)
         logger.debug("chatroom created", metadata: ["room": "\(key.roomId)", "session": "\(room.sessionId)"])
         return room
@@ -314,7 +326,7 @@ public final class ChatroomService: Sendable {
 
     private func accept(_ message: StoredMessage, origin: Origin, seatOf session: ClientSession?) async throws -> (message: StoredMessage, discarded: Bool) {
         let key = ChatroomRoom.Key(appId: message.appId, roomId: message.targetId)
-        let keep = config.chatrooms.historyEnabled && message.isInHistory
+        let keep = limits(message.appId).historyEnabled && message.isInHistory
         let signal = keep ? CommitSignal() : nil
         let now = clock.nowMilliseconds()
         let (stamped, discarded) = try state.withLock { state -> (StoredMessage, Bool) in
@@ -363,6 +375,7 @@ public final class ChatroomService: Sendable {
             return (message, false)
         }
         if !discarded, let signal { try await signal.wait() }
+        if !discarded { statistics?.count(CollectionOfOne(stamped)) }
         // Routed before the sender hears it was sent: a chatroom message is in no log to route from.
         if !discarded { try await callbacks?.route(stamped) }
         return (stamped, discarded)
@@ -482,7 +495,7 @@ public final class ChatroomService: Sendable {
     /// from `start` to `end` when `end >= start`, else descending from `start` down to `end`;
     /// within the retention window. 23414 when the server keeps no chatroom history.
     public func history(appId: Int64, roomId: String, start: Int64, end: Int64, includeStart: Bool, limit: Int) async throws -> [StoredMessage] {
-        let floor = try historyFloor()
+        let floor = try historyFloor(appId: appId)
         // The store reads strictly after (ascending) or before (descending) its record time.
         if end >= start {
             let page = try await store.chatroomHistory(appId: appId, roomId: roomId, recordTime: includeStart ? start - 1 : start,
@@ -493,17 +506,18 @@ public final class ChatroomService: Sendable {
                                                count: limit, ascending: false, minSentTime: max(floor, end), maxBytes: .max)
     }
 
-    /// The oldest time chatroom history is kept for; 23414 when the server keeps none.
-    private func historyFloor() throws -> Int64 {
-        guard config.chatrooms.historyEnabled else {
-            throw IMError(.chatroomHistoryDisabled, "this server does not keep chatroom history: its operator can turn on chatroomHistoryEnabled")
+    /// The oldest time the app's chatroom history is kept for; 23414 when it keeps none.
+    private func historyFloor(appId: Int64) throws -> Int64 {
+        let limits = limits(appId)
+        guard limits.historyEnabled else {
+            throw IMError(.chatroomHistoryDisabled, "chatroom history is off for this app: the server's operator can turn on chatroomHistoryEnabled")
         }
-        return clock.nowMilliseconds() - Int64(config.chatrooms.historyRetentionDays) * 86_400_000
+        return clock.nowMilliseconds() - Int64(limits.historyRetentionDays) * 86_400_000
     }
 
     /// CHATROOM_HISTORY: a page of the room's stored history (only when the server keeps it).
     func history(_ request: Im_ChatroomHistoryRequest, from session: ClientSession) async throws -> Im_ChatroomHistoryReply {
-        let minTime = try historyFloor()
+        let minTime = try historyFloor(appId: session.appId)
         guard ChatroomLimits.historyCountRange.contains(Int(request.count)) else {
             throw IMError(.chatroomParameterInvalid, "count must be 1 to \(ChatroomLimits.historyCountRange.upperBound), got \(request.count)")
         }
@@ -537,7 +551,8 @@ public final class ChatroomService: Sendable {
         try await loadSettings(appId: appId)
         let key = ChatroomRoom.Key(appId: appId, roomId: roomId)
         let remembered = state.withLock { $0.rooms[key]?.recent.first { $0.uid == uid } }
-        let stored = remembered == nil && config.chatrooms.historyEnabled ? try await store.chatroomMessage(appId: appId, uid: uid) : nil
+        let historyEnabled = limits(appId).historyEnabled
+        let stored = remembered == nil && historyEnabled ? try await store.chatroomMessage(appId: appId, uid: uid) : nil
         guard let original = remembered ?? stored, original.targetId == roomId,
               original.objectName != RecallNotificationMessage.objectName else {
             throw IMError(.recallParameterInvalid, "no recallable message \(uid) in chatroom \(roomId): only the room's latest 50 messages (or its stored history) can be recalled")
@@ -551,7 +566,7 @@ public final class ChatroomService: Sendable {
         }
         let notification = try RecallNotificationMessage(operatorId: operatorId, recallTime: now, originalObjectName: original.objectName,
                                                          isAdmin: isAdmin, extra: extra).encode()
-        if config.chatrooms.historyEnabled {
+        if historyEnabled {
             try await store.replaceChatroomMessage(appId: appId, uid: uid, objectName: RecallNotificationMessage.objectName, content: notification)
         }
         let command = RecallCommandMessage(messageUId: uid, conversationType: ConversationType.chatroom.rawValue, targetId: roomId,

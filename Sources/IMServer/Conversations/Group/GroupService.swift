@@ -17,18 +17,18 @@ public final class GroupService: Sendable {
 
     let store: any GroupStore & MessageStore & MessageLifecycleStore
     private let clock: any WallClock
-    private let config: ServerConfig
+    private let apps: AppRegistry
     private let bus: any SessionBus
     private let events: ServerEvents
     let rosters: GroupRosters
     private let messages: MessageService
     private let log: MessageLog
 
-    init(store: any GroupStore & MessageStore & MessageLifecycleStore, clock: any WallClock, config: ServerConfig, bus: any SessionBus, events: ServerEvents,
+    init(store: any GroupStore & MessageStore & MessageLifecycleStore, clock: any WallClock, apps: AppRegistry, bus: any SessionBus, events: ServerEvents,
          rosters: GroupRosters, messages: MessageService, log: MessageLog) {
         self.store = store
         self.clock = clock
-        self.config = config
+        self.apps = apps
         self.bus = bus
         self.events = events
         self.rosters = rosters
@@ -42,10 +42,11 @@ public final class GroupService: Sendable {
     /// Adds members (creating the group if needed), all or none within `maxMembers` (the app's
     /// limit when nil or above it).
     func join(appId: Int64, groupId: String, name: String?, userIds: [String], maxMembers: Int? = nil) async throws -> GroupJoinOutcome {
-        let limit = min(maxMembers ?? config.groups.maxMembers, config.groups.maxMembers)
+        let groups = apps.settings(appId: appId).groups
+        let limit = min(maxMembers ?? groups.maxMembers, groups.maxMembers)
         let outcome = try await rosters.changing(appId: appId, groupIds: [groupId]) {
             try await store.joinGroup(appId: appId, groupId: groupId, name: name, userIds: userIds, maxMembers: limit,
-                                      preJoinHistory: config.groups.preJoinHistory, now: clock.nowMilliseconds())
+                                      preJoinHistory: groups.preJoinHistory, now: clock.nowMilliseconds())
         }
         if case .joined = outcome, !userIds.isEmpty {
             await events.membershipChanged(.group, appId: appId, groupId: groupId, joined: userIds)
@@ -63,9 +64,10 @@ public final class GroupService: Sendable {
 
     /// Makes the user a member of exactly these groups.
     func sync(appId: Int64, userId: String, groups: [(id: String, name: String)]) async throws {
+        let settings = apps.settings(appId: appId).groups
         let left = try await rosters.changing(appId: appId, groupIds: groups.map(\.id)) {
-            try await store.syncGroups(appId: appId, userId: userId, groups: groups, maxMembers: config.groups.maxMembers,
-                                       preJoinHistory: config.groups.preJoinHistory, now: clock.nowMilliseconds())
+            try await store.syncGroups(appId: appId, userId: userId, groups: groups, maxMembers: settings.maxMembers,
+                                       preJoinHistory: settings.preJoinHistory, now: clock.nowMilliseconds())
         }
         rosters.changed(appId: appId, groupIds: left)
         for group in groups { await events.membershipChanged(.group, appId: appId, groupId: group.id, joined: [userId]) }

@@ -15,19 +15,19 @@ import IMWire
 public final class UltraGroupService: Sendable {
     let store: any UltraGroupStore & MessageStore & SyncStore
     private let clock: any WallClock
-    private let config: ServerConfig
+    private let apps: AppRegistry
     private let bus: any SessionBus
     private let events: ServerEvents
     let rosters: UltraGroupRosters
     private let messages: MessageService
     private let words: SensitiveWordFilter
 
-    init(store: any UltraGroupStore & MessageStore & SyncStore, clock: any WallClock, config: ServerConfig, bus: any SessionBus, events: ServerEvents,
+    init(store: any UltraGroupStore & MessageStore & SyncStore, clock: any WallClock, apps: AppRegistry, bus: any SessionBus, events: ServerEvents,
          rosters: UltraGroupRosters, messages: MessageService, words: SensitiveWordFilter) {
         self.words = words
         self.store = store
         self.clock = clock
-        self.config = config
+        self.apps = apps
         self.bus = bus
         self.events = events
         self.rosters = rosters
@@ -251,13 +251,14 @@ public final class UltraGroupService: Sendable {
 
     /// Where `member` reads `channel` from: after their joining (unless the app shows pre-join
     /// history), and after the group and the channel were created.
-    func readsAfter(_ roster: UltraGroupRosterRecord, _ channel: UltraGroupChannelRecord, _ member: UltraGroupRosterRecord.Member) -> UInt64 {
-        max(config.ultraGroups.preJoinHistory ? 0 : member.joinedSeq, roster.createdSeq, channel.createdSeq)
+    func readsAfter(appId: Int64, _ roster: UltraGroupRosterRecord, _ channel: UltraGroupChannelRecord,
+                    _ member: UltraGroupRosterRecord.Member) -> UInt64 {
+        max(apps.settings(appId: appId).ultraGroups.preJoinHistory ? 0 : member.joinedSeq, roster.createdSeq, channel.createdSeq)
     }
 
-    /// The oldest sentTime kept in ultra group history.
-    private func historyFloor() -> Int64 {
-        clock.nowMilliseconds() - Int64(config.ultraGroups.historyRetentionDays) * 86_400_000
+    /// The oldest sentTime kept in the app's ultra group history.
+    private func historyFloor(appId: Int64) -> Int64 {
+        clock.nowMilliseconds() - Int64(apps.settings(appId: appId).ultraGroups.historyRetentionDays) * 86_400_000
     }
 
     /// Every channel the user sees in each of their ultra groups, with its last message, unread and
@@ -270,12 +271,12 @@ public final class UltraGroupService: Sendable {
             guard let roster = try await rosters.roster(appId: session.appId, groupId: groupId),
                   let member = roster.members[session.userId] else { continue }
             for channel in roster.channels.values.sorted(by: { $0.channelId < $1.channelId }) where roster.sees(channel, userId: session.userId) {
-                let after = readsAfter(roster, channel, member)
+                let after = readsAfter(appId: session.appId, roster, channel, member)
                 views.append(UltraGroupChannelView(groupId: groupId, channelId: channel.channelId, channelType: channel.type, afterSeq: after))
                 afterSeq[ultraGroupConversationKey(groupId, channel.channelId)] = after
             }
         }
-        let floor = historyFloor()
+        let floor = historyFloor(appId: session.appId)
         var reply = Im_UltraGroupSummary()
         reply.serverTime = now
         reply.countedAt = now
@@ -348,8 +349,8 @@ public final class UltraGroupService: Sendable {
         let page = try await store.history(
             appId: session.appId, conversationKey: ultraGroupConversationKey(request.targetID, channelId),
             recordTime: request.recordTime, count: Int(request.count), ascending: request.order == 1,
-            viewer: HistoryViewer(userId: session.userId, afterSeq: max(readsAfter(roster, channel, member), session.historyAfterSeq),
-                                  minSentTime: historyFloor()),
+            viewer: HistoryViewer(userId: session.userId, afterSeq: max(readsAfter(appId: session.appId, roster, channel, member), session.historyAfterSeq),
+                                  minSentTime: historyFloor(appId: session.appId)),
             maxBytes: FrameBudget.bytes)
         var reply = Im_HistoryReply()
         reply.messages = page.messages.map(\.wire)

@@ -5,8 +5,10 @@ import IMCore
 import IMStore
 
 /// The operator's API for apps (`/admin/apps`), apart from the apps' own Server API: it takes
-/// the operator's key (`Authorization: Bearer <adminKey>`), never an app's signature, and is off
-/// while `adminKey` is unset. JSON in and out; errors carry RongCloud's codes like every answer.
+/// the operator's key (`Authorization: Bearer <adminKey>`) or a console session (its cookie and
+/// the `X-Requested-By: imserver-console` header, which no other site's page can send), never an
+/// app's signature; with neither an `adminKey` nor the console, it is off. JSON in and out;
+/// errors carry RongCloud's codes like every answer.
 ///
 /// - `GET /admin/apps`: every app (key, name, creation time, banned), never a secret.
 /// - `POST /admin/apps` `{name}`: a new app; the answer holds its key and secret.
@@ -21,6 +23,7 @@ import IMStore
 ///   31008, its connects are refused with 31008 and its Server API calls with 1006.
 extension ServerAPI {
     func registerAdmin(on router: Router<Context>) {
+        registerAdminOperations(on: router)
         router.get("/admin/apps") { request, _ in
             await self.admin(request) { _ in
                 ["apps": core.apps.all.map(Self.adminView)]
@@ -84,15 +87,9 @@ extension ServerAPI {
     }
 
     /// Checks the operator's key, reads the JSON body and answers `{code: 200, ...}` or the error.
-    private func admin(_ request: Request, _ body: ([String: Any]) async throws -> [String: any Sendable]) async -> Response {
+    func admin(_ request: Request, _ body: ([String: Any]) async throws -> [String: any Sendable]) async -> Response {
         do {
-            guard let key = core.config.serverAPI.adminKey else {
-                throw APIError(.apiServiceNotEnabled, .forbidden, "the admin API is off: the operator sets adminKey to turn it on")
-            }
-            let given = request.headers[.authorization] ?? ""
-            guard given.hasPrefix("Bearer "), constantTimeEqual(String(given.dropFirst(7)), key) else {
-                throw APIError(.apiSignatureFailed, .unauthorized, "the admin API takes the operator's key (Authorization: Bearer <adminKey>), not an app's credentials")
-            }
+            _ = try await authenticateOperator(request)
             let buffer = try await request.body.collect(upTo: 64 * 1024)
             var object: [String: Any] = [:]
             if buffer.readableBytes > 0 {
@@ -107,7 +104,31 @@ extension ServerAPI {
         }
     }
 
-    private static func existing(_ core: ServerCore, _ context: Context) throws -> AppRecord {
+    /// Who is calling the admin API: the console's operator (a live session, from the console's
+    /// own page) or the holder of the admin key ("admin-key"); anyone else is refused.
+    func authenticateOperator(_ request: Request) async throws -> String {
+        let given = request.headers[.authorization] ?? ""
+        if given.hasPrefix("Bearer ") {
+            guard let key = core.config.serverAPI.adminKey else {
+                throw APIError(.apiServiceNotEnabled, .forbidden, "the admin key is off: the operator sets adminKey to turn it on")
+            }
+            guard constantTimeEqual(String(given.dropFirst(7)), key) else {
+                throw APIError(.apiSignatureFailed, .unauthorized, "the admin API takes the operator's key (Authorization: Bearer <adminKey>), not an app's credentials")
+            }
+            return "admin-key"
+        }
+        if core.config.console.enabled, let token = request.cookies[ConsoleRoutes.cookieName]?.value,
+           request.headers[HTTPField.Name("X-Requested-By")!] == ConsoleRoutes.requestedBy,
+           let name = try await core.console.operatorName(token: token) {
+            return name
+        }
+        if core.config.serverAPI.adminKey == nil && !core.config.console.enabled {
+            throw APIError(.apiServiceNotEnabled, .forbidden, "the admin API is off: the operator sets adminKey (or turns the console on) to use it")
+        }
+        throw APIError(.apiSignatureFailed, .unauthorized, "the admin API takes the operator's key (Authorization: Bearer <adminKey>) or a console login, not an app's credentials")
+    }
+
+    static func existing(_ core: ServerCore, _ context: Context) throws -> AppRecord {
         let key = context.parameters.get("appKey") ?? ""
         guard let app = core.apps.app(key: key) else { throw APIError(.apiNotFound, .notFound, "there is no app \(TextLength.quoted(key))") }
         return app

@@ -163,7 +163,7 @@ extension ServerAPI {
                 throw APIError.badParameter("entryOwnerId is required with entryInfo: the attributes need an owner")
             }
             owner = try userId(entryOwner, "entryOwnerId")
-            guard core.config.chatrooms.entriesEnabled else {
+            guard settings(call).chatrooms.entriesEnabled else {
                 throw APIError(.chatroomEntriesDisabled, .badRequest, "chatroom attributes are turned off on this server (chatroomEntriesEnabled); nothing was created")
             }
             guard entries.count <= ChatroomEntryLimits.entriesPerRoom else {
@@ -636,7 +636,7 @@ extension ServerAPI {
                     throw APIError(.chatroomNotFound, .badRequest, "chatroom \(missing.joined(separator: ", ")) does not exist: create it (/chatroom/create.json) or let a member join it first; nothing was sent")
                 }
                 try core.apiLimits.admit(appId: call.app.id, cost: rooms.count, rules: [
-                    APIRateLimiter.Rule(name: "chatroom messages", limit: core.config.serverAPI.chatroomPublishPerSecond, windowMilliseconds: 1000),
+                    APIRateLimiter.Rule(name: "chatroom messages", limit: settings(call).serverAPI.chatroomPublishPerSecond, windowMilliseconds: 1000),
                 ])
                 let sent = try await publish(message, toChatrooms: rooms, skippingMissing: false)
                 return ["messageUIDs": sent.map { ["chatroomId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]

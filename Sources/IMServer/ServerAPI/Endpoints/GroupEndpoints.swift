@@ -155,7 +155,7 @@ extension ServerAPI {
         let userIds = call.list("userId")
         for user in userIds where !UserID.isValid(user) { throw APIError.badParameter("userId '\(user)' is invalid") }
         let notice = try boundNotice(call)
-        let maxMembers = try call.int("maxMember").map { min(Int($0), core.config.groups.maxMembers) }
+        let maxMembers = try call.int("maxMember").map { min(Int($0), settings(call).groups.maxMembers) }
         switch try await core.groups.join(appId: call.app.id, groupId: id, name: call.string("groupName"), userIds: userIds,
                                           maxMembers: maxMembers) {
         case .joined(let memberCount):

@@ -52,7 +52,7 @@ extension ServerAPI {
             }
             try checkMentioned(call, content: content)
             try core.apiLimits.admit(appId: call.app.id, cost: groupIds.count, rules: [
-                APIRateLimiter.Rule(name: "group messages", limit: core.config.serverAPI.groupPublishPerSecond, windowMilliseconds: 1000),
+                APIRateLimiter.Rule(name: "group messages", limit: settings(call).serverAPI.groupPublishPerSecond, windowMilliseconds: 1000),
             ])
         }
         let sent = try await core.groups.publish(message, to: groupIds)

@@ -109,13 +109,13 @@ extension ServerAPI {
                     .boolean("disableUpdateLastMsg", "do not update the conversation's last message"),
                 ],
                 response: [APIField("messageUID", "string", "the broadcast's message uid")]) { call in
-                guard core.config.serverAPI.onlineBroadcastEnabled else {
-                    throw APIError(.apiServiceNotEnabled, .badRequest, "online broadcast is not enabled on this server: set onlineBroadcastEnabled")
+                guard settings(call).serverAPI.onlineBroadcastEnabled else {
+                    throw APIError(.apiServiceNotEnabled, .badRequest, "online broadcast is not enabled for this app: the server's operator enables it (onlineBroadcastEnabled, an app setting)")
                 }
                 var message = try message(call, type: .system, content: Data(call.required("content").utf8), status: false)
                 message.isOnlineBroadcast = true
                 try core.apiLimits.admit(appId: call.app.id, cost: 1, rules: [
-                    APIRateLimiter.Rule(name: "online broadcast", limit: core.config.serverAPI.onlineBroadcastsPerMinute, windowMilliseconds: 60_000),
+                    APIRateLimiter.Rule(name: "online broadcast", limit: settings(call).serverAPI.onlineBroadcastsPerMinute, windowMilliseconds: 60_000),
                 ])
                 let sent = try await core.messages.broadcast(message)
                 return ["messageUID": sent.uid]
@@ -252,8 +252,8 @@ extension ServerAPI {
     /// The rate rules a publish of `count` messages is charged against.
     private func admitPublish(_ call: APICall, type: ConversationType, count: Int) throws {
         let rule = type == .system
-            ? APIRateLimiter.Rule(name: "system messages", limit: core.config.serverAPI.systemPublishPerSecond, windowMilliseconds: 1000)
-            : APIRateLimiter.Rule(name: "private messages", limit: core.config.serverAPI.privatePublishPerMinute, windowMilliseconds: 60_000)
+            ? APIRateLimiter.Rule(name: "system messages", limit: settings(call).serverAPI.systemPublishPerSecond, windowMilliseconds: 1000)
+            : APIRateLimiter.Rule(name: "private messages", limit: settings(call).serverAPI.privatePublishPerMinute, windowMilliseconds: 60_000)
         try core.apiLimits.admit(appId: call.app.id, cost: count, rules: [rule])
     }
 
@@ -495,7 +495,7 @@ extension ServerAPI {
 
     private func queryPrivateHistory(_ call: APICall) async throws -> [String: any Sendable] {
         let window = try historyWindow(call)
-        let floor = try core.config.messaging.cloudHistoryFloor(now: core.clock.nowMilliseconds())
+        let floor = try settings(call).messaging.cloudHistoryFloor(now: core.clock.nowMilliseconds())
         let messages = try await core.archive.conversationMessages(
             appId: call.app.id, conversationKey: privateConversationKey(window.userId, window.targetId), start: window.start, end: window.end,
             includeStart: window.includeStart, ascending: window.ascending, limit: window.pageSize)
@@ -506,7 +506,7 @@ extension ServerAPI {
     /// (the page may then hold fewer than pageSize).
     private func queryGroupHistory(_ call: APICall) async throws -> [String: any Sendable] {
         let window = try historyWindow(call)
-        let floor = try core.config.messaging.cloudHistoryFloor(now: core.clock.nowMilliseconds())
+        let floor = try settings(call).messaging.cloudHistoryFloor(now: core.clock.nowMilliseconds())
         let messages = try await core.archive.conversationMessages(
             appId: call.app.id, conversationKey: groupConversationKey(window.targetId), start: window.start, end: window.end,
             includeStart: window.includeStart, ascending: window.ascending, limit: window.pageSize)
@@ -526,7 +526,7 @@ extension ServerAPI {
         let window = try historyWindow(call)
         let channelId = UltraGroupLimits.effectiveChannel(call.string("busChannel") ?? "")
         // Ultra group history is kept for ultraGroupHistoryRetentionDays: nothing older is returned.
-        let floor = ultraGroupHistoryFloor()
+        let floor = ultraGroupHistoryFloor(call)
         var start = window.start, end = window.end, includeStart = window.includeStart
         if window.ascending {
             if start < floor { (start, includeStart) = (floor, true) }

@@ -97,7 +97,7 @@ extension ServerAPI {
             || TextLength.characters(word.replacement ?? "") > ModerationLimits.maxWordLength {
             throw APIError(.apiParameterTooLong, .badRequest, "\(TextLength.quoted(word.word)) or its replacement is longer than \(ModerationLimits.maxWordLength) characters")
         }
-        try await core.sensitiveWords.add(appId: call.app.id, words: words, limit: core.config.moderation.maxSensitiveWords, now: core.clock.nowMilliseconds())
+        try await core.sensitiveWords.add(appId: call.app.id, words: words, limit: settings(call).moderation.maxSensitiveWords, now: core.clock.nowMilliseconds())
         return [:]
     }
 

@@ -115,7 +115,7 @@ extension ServerAPI {
             recipients = try await core.directory.users(appId: call.app.id, withAllTags: tags, anyTag: anyTags)
         }
         recipients.removeAll { $0 == stored.senderId }
-        let limit = core.config.serverAPI.systemPublishPerSecond
+        let limit = settings(call).serverAPI.systemPublishPerSecond
         if limit > 0 && recipients.count > limit {
             throw APIError(.apiRateLimited, .tooManyRequests,
                            "the audience has \(recipients.count) users and system messages are limited to \(limit) per second (systemPublishPerSecond): narrow the audience, use is_to_all, or raise the limit")

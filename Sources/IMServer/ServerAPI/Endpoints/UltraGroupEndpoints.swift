@@ -346,7 +346,7 @@ extension ServerAPI {
                     throw APIError.badParameter("msgs names \(uids.count) messages; ask for at most \(Self.ultraGroupMessagesPerGet) per call")
                 }
                 let found = Dictionary(try await core.archive.messages(appId: call.app.id, uids: uids).map { ($0.uid, $0) }, uniquingKeysWith: { a, _ in a })
-                let floor = ultraGroupHistoryFloor()
+                let floor = ultraGroupHistoryFloor(call)
                 let messages = uids.compactMap { found[$0] }.filter {
                     $0.conversationType == .ultraGroup && $0.targetId == roster.groupId && $0.isInHistory && $0.sentTime >= floor
                 }
@@ -374,7 +374,7 @@ extension ServerAPI {
                 }
                 let messages = try await core.archive.conversationMessages(
                     appId: call.app.id, conversationKey: ultraGroupConversationKey(roster.groupId, found.channelId),
-                    start: max(start, ultraGroupHistoryFloor()), end: end, includeStart: true, ascending: true,
+                    start: max(start, ultraGroupHistoryFloor(call)), end: end, includeStart: true, ascending: true,
                     limit: Int(pageSize), senderId: call.string("fromUserId"))
                 let shown = messages.filter { $0.seq > max(roster.createdSeq, found.createdSeq) }
                 return ["data": shown.prefix(Int(pageSize)).map(ultraGroupHistoryFields)]
@@ -391,7 +391,7 @@ extension ServerAPI {
                     throw APIError.badParameter("\(name) must be 0 to \(Self.ultraGroupMaxNeighbours), got \(value)")
                 }
                 let key = ultraGroupConversationKey(roster.groupId, found.channelId)
-                let floor = ultraGroupHistoryFloor(), afterSeq = max(roster.createdSeq, found.createdSeq)
+                let floor = ultraGroupHistoryFloor(call), afterSeq = max(roster.createdSeq, found.createdSeq)
                 guard let anchor = try await core.archive.message(appId: call.app.id, uid: call.required("msgUID")),
                       anchor.conversationKey == key, anchor.isInHistory, anchor.sentTime >= floor, anchor.seq > afterSeq else {
                     throw APIError.badParameter("no message \(call.required("msgUID")) in channel \(found.channelId) of ultra group \(roster.groupId)")
@@ -533,8 +533,8 @@ extension ServerAPI {
     }
 
     /// The oldest time ultra group history is kept for (ultraGroupHistoryRetentionDays back).
-    func ultraGroupHistoryFloor() -> Int64 {
-        core.clock.nowMilliseconds() - Int64(core.config.ultraGroups.historyRetentionDays) * 86_400_000
+    func ultraGroupHistoryFloor(_ call: APICall) -> Int64 {
+        core.clock.nowMilliseconds() - Int64(settings(call).ultraGroups.historyRetentionDays) * 86_400_000
     }
 
     // MARK: handlers
@@ -595,7 +595,7 @@ extension ServerAPI {
         message.directedUserIds = try ultraGroupUsers(call, "toUserIds")
         try checkMentioned(call, content: content)
         try core.apiLimits.admit(appId: call.app.id, cost: groupIds.count, rules: [
-            APIRateLimiter.Rule(name: "ultra group messages", limit: core.config.serverAPI.ultraGroupPublishPerSecond, windowMilliseconds: 1000),
+            APIRateLimiter.Rule(name: "ultra group messages", limit: settings(call).serverAPI.ultraGroupPublishPerSecond, windowMilliseconds: 1000),
         ])
         let sent = try await core.ultraGroups.publish(message, toGroups: groupIds)
         return ["messageUIDs": sent.map { ["groupId": $0.targetId, "messageUID": $0.uid] as [String: any Sendable] }]

@@ -65,7 +65,7 @@ struct ServerAPI: Sendable {
     func invoke(_ endpoint: APIEndpoint, app: AppRecord, parameters: APIParameters, request: Request) async throws -> [String: any Sendable] {
         for param in endpoint.params { try param.check(parameters) }
         try core.apiLimits.admit(appId: app.id, cost: 1, rules: [
-            APIRateLimiter.Rule(name: endpoint.path, limit: core.config.serverAPI.callsPerSecond, windowMilliseconds: 1000),
+            APIRateLimiter.Rule(name: endpoint.path, limit: core.apps.settings(appId: app.id).serverAPI.callsPerSecond, windowMilliseconds: 1000),
         ])
         let host = request.head.authority ?? "\(core.config.network.host):\(core.config.network.port)"
         let announced = core.peers.announcements
@@ -78,6 +78,11 @@ struct ServerAPI: Sendable {
         // The callbacks the call caused (chatroom changes) are durable before it is answered.
         await core.callbacks?.durable()
         return fields
+    }
+
+    /// The settings of the calling app: the server's, with the app's own values.
+    func settings(_ call: APICall) -> AppSettings {
+        core.apps.settings(appId: call.app.id)
     }
 
     /// What a failed call answers: RongCloud's code and the reason.
@@ -129,7 +134,7 @@ struct ServerAPI: Sendable {
     /// Largest request body: 1000 recipients of a 128 KB template fit comfortably.
     static let maxBodyBytes = 2 * 1024 * 1024
 
-    private func parameters(of request: Request) async throws -> APIParameters {
+    func parameters(of request: Request) async throws -> APIParameters {
         let buffer: ByteBuffer
         do {
             buffer = try await request.body.collect(upTo: Self.maxBodyBytes)
