@@ -14,6 +14,9 @@ fi
 # RongCloud's official Python server SDK, which the compatibility tests drive imserver with.
 IMSERVER_TEST_PYTHON="$(scripts/python-sdk.sh)"
 export IMSERVER_TEST_PYTHON
+# Headless Chromium and its WebDriver, for the console's browser test.
+IMSERVER_TEST_CHROMEDRIVER="$(scripts/chromium.sh)"
+export IMSERVER_TEST_CHROMEDRIVER
 # A private PostgreSQL server (scripts/postgres.sh) for the PostgreSQL store's conformance suite
 # and the cluster tests; stopped when this script ends.
 pg_dir="${TMPDIR:-/tmp}/imserver-test-postgres-$$"

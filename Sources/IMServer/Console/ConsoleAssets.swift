@@ -552,6 +552,7 @@ enum ConsoleAssets {
     async function show() {
       clearTimeout(refreshTimer);
       const name = (location.hash || "#overview").slice(1);
+      if (document.body.dataset.page !== name) status("", true);
       for (const link of document.querySelectorAll("#nav a")) link.classList.toggle("active", link.dataset.page === name);
       try {
         await (PAGES[name] || overviewPage)();
