@@ -41,6 +41,7 @@ public struct StoreConformance: Sendable {
         try await ultraGroupStore()
         try await pushStore()
         try await callbackStore()
+        try await operationsStore()
         try await conversationKeys()
         try await tenantIsolation()
         try await concurrency()

@@ -21,6 +21,7 @@ struct SQLiteStoreConformanceTests {
     @Test func ultraGroupStore() async throws { try await withSQLiteStores { try await $0.ultraGroupStore() } }
     @Test func pushStore() async throws { try await withSQLiteStores { try await $0.pushStore() } }
     @Test func callbackStore() async throws { try await withSQLiteStores { try await $0.callbackStore() } }
+    @Test func operationsStore() async throws { try await withSQLiteStores { try await $0.operationsStore() } }
     @Test func conversationKeys() async throws { try await withSQLiteStores { try await $0.conversationKeys() } }
     @Test func tenantIsolation() async throws { try await withSQLiteStores { try await $0.tenantIsolation() } }
     @Test func concurrency() async throws { try await withSQLiteStores { try await $0.concurrency() } }
