@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import IMCore
 import IMLib
 import IMPush
@@ -118,6 +121,11 @@ struct PushDeliveryTests {
             let again = try #require(Self.requests(providers, to: token).last)
             #expect(Self.alert(again)["title"] as? String == "alice" && Self.alert(again)["body"] as? String == "are you there?")
             #expect(Self.aps(again)["badge"] as? Int == 2)
+            // The metrics count the decisions and the provider's answers.
+            let (metrics, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/metrics")!)
+            let lines = String(decoding: metrics, as: UTF8.self).split(separator: "\n")
+            #expect(lines.contains(#"imserver_push_attempts_total{status="sent"} 2"#), "\(lines.filter { $0.contains("push") })")
+            #expect(lines.contains { $0.hasPrefix(#"imserver_push_decisions_total{status="pending"} "#) && !$0.hasSuffix(" 0") })
 
             // Bob's phone comes online: no push while it is, and its badge starts again afterwards.
             let synced = EventRecorder(phone.offlineMessageSyncCompleted())

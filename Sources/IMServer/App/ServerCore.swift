@@ -84,11 +84,11 @@ public final class ServerCore: Sendable {
         self.console = ConsoleAuth(store: store, clock: clock, settings: config.console)
         let rosters = GroupRosters(store: store, registry: registry, peers: peers)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers)
-        let localBus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger)
+        let localBus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger, metrics: metrics)
         self.localBus = localBus
         let bus: any SessionBus = cluster.map { ClusterSessionBus(local: localBus, transport: $0) } ?? localBus
         self.bus = bus
-        let events = ServerEvents(handlers: [Delivery(bus: bus)])
+        let events = ServerEvents(handlers: [Delivery(bus: bus, clock: clock, metrics: metrics)])
         self.events = events
         let callbacks: CallbackService?
         if let callbackTransport, config.callbacks.enabled {
@@ -126,7 +126,7 @@ public final class ServerCore: Sendable {
         self.apiLimits = APIRateLimiter(clock: clock, nodes: { cluster?.liveNodes() ?? 1 })
         let relay = cluster.map { ChatroomRelay(transport: $0) }
         let chatrooms = ChatroomService(store: store, clock: clock, config: config, apps: apps, logger: logger, peers: peers, relay: relay,
-                                        callbacks: callbacks, statistics: statistics)
+                                        callbacks: callbacks, statistics: statistics, metrics: metrics)
         self.chatrooms = chatrooms
         let chatroomCluster = cluster.flatMap { transport in
             relay.map { ChatroomCluster(transport: transport, relay: $0, chatrooms: chatrooms, clock: clock, logger: logger) }
@@ -147,7 +147,8 @@ public final class ServerCore: Sendable {
         if let pushTransport, config.push.enabled {
             self.push = PushService(store: store, transport: pushTransport, registry: registry, cluster: cluster,
                                     groups: rosters, ultraGroups: ultraRosters, clock: clock, logger: logger,
-                                    node: cluster?.nodeId ?? "single", options: pushOptions ?? PushService.Options(config.push))
+                                    node: cluster?.nodeId ?? "single", options: pushOptions ?? PushService.Options(config.push),
+                                    metrics: metrics)
             self.pushEvents = events.pushStream()
         } else {
             self.push = nil

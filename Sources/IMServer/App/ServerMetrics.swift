@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMStore
 import Prometheus
 import Synchronization
 
@@ -22,6 +23,12 @@ public final class ServerMetrics: Sendable {
     private let clientStoredByType: [ConversationType: Counter]
     let commitBatch: ValueHistogram
     let commitLatency: DurationHistogram
+    /// Writes to client sessions by the fan-out of messages, by conversation type.
+    private let fanOutByType: [ConversationType: Counter]
+    /// From a message's sent time to its writes queued to the recipients' sessions on this node.
+    let deliveryLatency: DurationHistogram
+    private let pushDecisionsByStatus: [PushStatus: Counter]
+    private let pushAttemptsByStatus: [PushStatus: Counter]
     let connections: [Platform: Gauge]
     let queuedBytes: Gauge
     let nodes: Gauge
@@ -38,6 +45,26 @@ public final class ServerMetrics: Sendable {
         }
         storedByType = stored
         clientStoredByType = clientStored
+        var fanOut: [ConversationType: Counter] = [:]
+        for type in ConversationType.allCases {
+            fanOut[type] = registry.makeCounter(name: "imserver_fanout_writes_total", labels: [("conversation_type", String(type.rawValue))],
+                                                help: "Writes to client sessions delivering messages online, by conversation type (a chatroom write may carry several messages)")
+        }
+        fanOutByType = fanOut
+        deliveryLatency = registry.makeDurationHistogram(
+            name: "imserver_delivery_seconds",
+            buckets: [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50),
+                      .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5)],
+            help: "From a message's sent time to its delivery queued to the recipients' sessions on this node (private, group, system and ultra group messages)")
+        var decisions: [PushStatus: Counter] = [:], attempts: [PushStatus: Counter] = [:]
+        for status in PushStatus.allCases {
+            decisions[status] = registry.makeCounter(name: "imserver_push_decisions_total", labels: [("status", Self.label(status))],
+                                                     help: "Push decisions per device: pending (to be sent) or suppressed by a rule")
+            attempts[status] = registry.makeCounter(name: "imserver_push_attempts_total", labels: [("status", Self.label(status))],
+                                                    help: "Answers of the push providers: sent, failed, invalid_token, or pending (to be tried again)")
+        }
+        pushDecisionsByStatus = decisions
+        pushAttemptsByStatus = attempts
         commitBatch = registry.makeValueHistogram(
             name: "imserver_commit_batch_messages", buckets: [1, 2, 5, 10, 20, 50, 100, 200, 512],
             help: "Messages written by one group commit of the message log")
@@ -67,6 +94,16 @@ public final class ServerMetrics: Sendable {
         case .macOS: "macOS"
         case .linux: "Linux"
         case .electron: "Electron"
+        }
+    }
+
+    static func label(_ status: PushStatus) -> String {
+        switch status {
+        case .pending: "pending"
+        case .sent: "sent"
+        case .failed: "failed"
+        case .invalidToken: "invalid_token"
+        case .suppressed: "suppressed"
         }
     }
 
@@ -133,6 +170,28 @@ public final class ServerMetrics: Sendable {
     func stored(type: ConversationType) {
         guard enabled else { return }
         storedByType[type]?.increment()
+    }
+
+    /// Writes of one message (or one chatroom sweep step) to `sessions` sessions.
+    func fannedOut(_ type: ConversationType, sessions: Int) {
+        guard enabled, sessions > 0 else { return }
+        fanOutByType[type]?.increment(by: Int64(sessions))
+    }
+
+    /// A message's delivery queued, `milliseconds` after it was sent.
+    func delivered(afterMilliseconds milliseconds: Int64) {
+        guard enabled else { return }
+        deliveryLatency.record(.milliseconds(max(0, milliseconds)))
+    }
+
+    func pushDecided(_ status: PushStatus) {
+        guard enabled else { return }
+        pushDecisionsByStatus[status]?.increment()
+    }
+
+    func pushAnswered(_ status: PushStatus) {
+        guard enabled else { return }
+        pushAttemptsByStatus[status]?.increment()
     }
 
     /// The text exposition, gauges read from `core` first.

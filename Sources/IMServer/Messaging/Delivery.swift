@@ -6,13 +6,18 @@ import IMStore
 /// is on its way to its recipients before its sender is answered.
 public final class Delivery: ServerEventHandler {
     let bus: any SessionBus
+    let clock: any WallClock
+    let metrics: ServerMetrics?
 
-    init(bus: any SessionBus) {
+    init(bus: any SessionBus, clock: any WallClock = SystemClock(), metrics: ServerMetrics? = nil) {
         self.bus = bus
+        self.clock = clock
+        self.metrics = metrics
     }
 
     public func handle(_ event: ServerEvent) async {
         guard case .messageCommitted(let committed) = event else { return }
         await bus.deliver(committed.message, origin: committed.origin)
+        metrics?.delivered(afterMilliseconds: clock.nowMilliseconds() - committed.message.sentTime)
     }
 }

@@ -30,8 +30,10 @@ public final class LocalSessionBus: SessionBus {
     private let rosters: GroupRosters
     private let ultraGroups: UltraGroupRosters
     private let logger: Logger
+    private let metrics: ServerMetrics?
 
-    init(registry: SessionRegistry, rosters: GroupRosters, ultraGroups: UltraGroupRosters, logger: Logger) {
+    init(registry: SessionRegistry, rosters: GroupRosters, ultraGroups: UltraGroupRosters, logger: Logger, metrics: ServerMetrics? = nil) {
+        self.metrics = metrics
         self.registry = registry
         self.rosters = rosters
         self.ultraGroups = ultraGroups
@@ -77,6 +79,8 @@ public final class LocalSessionBus: SessionBus {
             // not drop them as covered by its sync (seq 0 is released whatever the watermark).
             let heldSeq = message.conversationType == .ultraGroup ? 0 : message.seq
             let directed = message.directedUserIds.isEmpty ? nil : Set(message.directedUserIds)
+            var written = 0
+            defer { metrics?.fannedOut(message.conversationType, sessions: written) }
             for (session, joinedSeq) in sessions where session.id != except {
                 // A member who joined after this message was committed syncs from their joining.
                 if message.seq != 0 && message.seq <= joinedSeq { continue }
@@ -86,20 +90,26 @@ public final class LocalSessionBus: SessionBus {
                     continue
                 }
                 session.deliver(seq: heldSeq, frame: frame)
+                written += 1
             }
         default:
+            var written = 0
+            defer { metrics?.fannedOut(message.conversationType, sessions: written) }
             if message.targetId == StoredMessage.everyone {
                 for session in registry.sessions(appId: message.appId) where session.userId != message.senderId {
                     session.deliver(seq: message.seq, frame: frame)
+                    written += 1
                 }
                 return
             }
             for session in registry.sessions(appId: message.appId, userId: message.targetId) where session.id != except {
                 session.deliver(seq: message.seq, frame: frame)
+                written += 1
             }
             guard message.senderId != message.targetId, message.includeSender else { return }
             for session in registry.sessions(appId: message.appId, userId: message.senderId) where session.id != except {
                 session.deliver(seq: message.seq, frame: frame)
+                written += 1
             }
         }
     }

@@ -51,6 +51,8 @@ public final class PushService: Sendable {
     /// When the decide loop last wrote its cursor without a decision to go with it.
     let cursorWrittenAt = Mutex<Int64>(0)
     let options: Options
+    /// Where decisions and the providers' answers are counted.
+    let metrics: ServerMetrics?
 
     public struct Options: Sendable {
         /// How often the sender looks for pushes that became due (retries).
@@ -82,7 +84,8 @@ public final class PushService: Sendable {
 
     init(store: any IMStore, transport: any PushTransport, registry: SessionRegistry,
          cluster: (any ClusterTransport)?, groups: GroupRosters, ultraGroups: UltraGroupRosters, clock: any WallClock,
-         logger: Logger, node: String, options: Options = Options()) {
+         logger: Logger, node: String, options: Options = Options(), metrics: ServerMetrics? = nil) {
+        self.metrics = metrics
         self.store = store
         self.transport = transport
         self.registry = registry
@@ -269,6 +272,7 @@ public final class PushService: Sendable {
                 }
             }
         }
+        for record in records { metrics?.pushDecided(record.status) }
         guard !records.isEmpty || writeCursorAlone else { return false }
         // In transactions of at most `writeChunk` records: the store's writer is the message log's
         // too, and one long transaction for a large group's pushes would hold its commits up. The
@@ -514,6 +518,7 @@ public final class PushService: Sendable {
         }
         let now = clock.nowMilliseconds()
         var attempts: [PushAttempt] = []
+        defer { for attempt in attempts { metrics?.pushAnswered(attempt.status) } }
         for (record, outcome) in outcomes {
             let tries = record.attempts + 1
             switch outcome {

@@ -41,6 +41,7 @@ extension ChatroomService {
             guard let step = next else { continue }
             var frames = SessionOutbound.Batch()
             write(step, room: room, into: &frames)
+            metrics?.fannedOut(.chatroom, sessions: step.sessions.count)
             // The next step starts once these frames have been written: a session never has a
             // frame per message queued faster than its event loop writes them.
             await frames.write()

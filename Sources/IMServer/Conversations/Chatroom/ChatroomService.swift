@@ -83,9 +83,13 @@ public final class ChatroomService: Sendable {
     let callbacks: CallbackService?
     /// Where the messages of the day are counted.
     let statistics: ServerStatistics?
+    /// Where the sweeps' writes are counted.
+    let metrics: ServerMetrics?
 
     init(store: any ChatroomStore, clock: any WallClock, config: ServerConfig, apps: AppRegistry, logger: Logger, peers: ClusterPeers,
-         relay: ChatroomRelay? = nil, callbacks: CallbackService? = nil, statistics: ServerStatistics? = nil) {
+         relay: ChatroomRelay? = nil, callbacks: CallbackService? = nil, statistics: ServerStatistics? = nil,
+         metrics: ServerMetrics? = nil) {
+        self.metrics = metrics
         self.callbacks = callbacks
         self.statistics = statistics
         self.peers = peers
