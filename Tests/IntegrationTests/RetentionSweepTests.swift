@@ -52,6 +52,34 @@ struct RetentionSweepTests {
         }
     }
 
+    @Test("each app by its own settings: an app with a shorter cloud history loses its old messages, another app keeps its own")
+    func perApp() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await withTestServer(try await TestServer.start(clock: clock) { config in
+            config.serverAPI.adminKey = AdminAPITests.key
+            config.messaging.offlineRetentionDays = 1
+            config.messaging.systemOfflineRetentionDays = 1
+            config.messaging.cloudHistoryRetentionDays = 30
+        }) { server in
+            let (_, created) = try await AdminAPITests.call(server, "POST", "/admin/apps", json: ["name": "short"])
+            let shortKey = try #require((created["app"] as? [String: Any])?["appKey"] as? String)
+            let (status, _) = try await AdminAPITests.call(server, "POST", "/admin/apps/\(shortKey)/settings",
+                                                          json: ["set": ["cloudHistoryRetentionDays": 2]])
+            #expect(status == 200)
+            let short = try #require(server.core.apps.app(key: shortKey))
+            let ann = try await server.connectedClient("ann")
+            let shortAnn = server.client(app: short)
+            try await shortAnn.connect(token: try await server.token("ann", app: short))
+            let kept = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "long-lived"))
+            let gone = try await shortAnn.sendMessage(.private, targetId: "bob", content: TextMessage(content: "short-lived"))
+            clock.advance(milliseconds: 3 * 86_400_000)
+            #expect(try await server.core.sweepRetention(now: clock.nowMilliseconds()) == 1)
+            #expect(try await server.core.store.message(appId: short.id, uid: gone.messageUId) == nil)
+            #expect(try await server.core.store.message(appId: server.app.id, uid: kept.messageUId) != nil)
+            await ann.disconnect(); await shortAnn.disconnect()
+        }
+    }
+
     @Test("with cloud history off, messages go once the offline windows have passed")
     func cloudHistoryOff() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
