@@ -70,7 +70,9 @@ struct AppSettingsTests {
             #expect(try await Self.set(server, ["userWhitelistMode": true]).0 == 200)
             #expect(await failureCode { _ = try await eve.sendMessage(.private, targetId: "bob", content: TextMessage(content: "stranger")) } == 407)
             _ = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "listed"))
-            #expect(try await Self.set(server, ["userWhitelistMode": false]).0 == 200)
+            // null returns the setting to the server's.
+            #expect(try await Self.set(server, ["userWhitelistMode": NSNull()]).0 == 200)
+            #expect(server.core.apps.app(key: server.app.appKey)?.settings.isEmpty == true)
             _ = try await eve.sendMessage(.private, targetId: "bob", content: TextMessage(content: "after"))
             await ann.disconnect(); await eve.disconnect()
         }

@@ -84,7 +84,7 @@ struct ConnectionResourceTests {
             #expect(sent < 300, "the bound (8 MB) and what the sockets hold, not the whole flood, closed it: \(sent) messages of 100 KB")
             #expect(session.outbound.queuedBytes == 0, "its queue was let go")
             try await waitUntil { !server.core.registry.isOnline(appId: server.app.id, userId: "bob") }
-            #expect(await socket.readUntilClosed(timeout: .seconds(10)) != nil, "the server dropped the TCP connection")
+            #expect(await socket.readUntilClosed(timeout: .seconds(60)) != nil, "the server dropped the TCP connection (a loose bound: the socket first drains what was queued, slowly on a loaded machine)")
             #expect(server.core.registry.sessions(appId: server.app.id, userId: "bob").isEmpty)
             // bob reconnects and syncs what he missed.
             let again = try await MessageRulesTests.rawConnection(server, user: "bob")

@@ -234,7 +234,7 @@ struct ServerConfigTests {
         #expect(ServerConfig().storage.database.isEmpty, "the embedded database unless one is given")
         #expect(SettingNames.flag(forKey: "httpIdleTimeoutSeconds") == "--http-idle-timeout-seconds")
         #expect(Self.table.areas.map(\.name) == ["network", "session", "messaging", "groups", "chatrooms", "ultraGroups", "serverAPI",
-                                                 "moderation", "developmentApp", "storage", "cluster", "push", "callbacks", "logging"])
+                                                 "moderation", "developmentApp", "storage", "cluster", "push", "callbacks", "logging", "console"])
         #expect(Self.table.setting(key: "nodeId")?.flag == "--node-id")
         #expect(Self.table.setting(key: "nodeId")?.environmentVariable == "IMSERVER_NODE_ID")
     }

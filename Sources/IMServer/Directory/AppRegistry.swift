@@ -126,9 +126,12 @@ public final class AppRegistry: Sendable {
     }
 
     /// Sets some of the app's own settings (JSON values by key) and returns others to the server's
-    /// (`reset`); every node applies them at once. A key that is no per-app setting, or a value
+    /// (`reset`, or a null value); every node applies them at once. A key that is no per-app setting, or a value
     /// the setting does not allow, refuses the whole change (1002) and changes nothing.
-    public func updateSettings(appKey: String, set: [String: JSONValue], reset: [String]) async throws -> AppRecord? {
+    public func updateSettings(appKey: String, set given: [String: JSONValue], reset resetGiven: [String]) async throws -> AppRecord? {
+        // A null value returns the setting to the server's, as a reset does.
+        let set = given.filter { $0.value != .null }
+        let reset = resetGiven + given.filter { $0.value == .null }.map(\.key)
         let unknown = reset.filter { ServerConfig.table.setting(key: $0)?.isPerApp != true }
         let (_, problems) = defaults.config.forApp(set, appKey: appKey)
         guard problems.isEmpty, unknown.isEmpty else {
