@@ -112,13 +112,17 @@ public final class PostgresClusterTransport: ClusterTransport {
     // MARK: presence
 
     public func sessionOpened(_ session: PresenceEntry, refuseIfClassTaken: Bool) async throws -> PresenceOutcome {
+        // A session of the bare class displaces every slot of its class (`SessionRegistry.displaces`);
+        // LIKE '' matches no slot.
+        let classSlots = session.loginClass.contains("/") ? "" : session.loginClass + "/%"
         let outcome = try await client.withTransaction(logger: logger) { connection -> PresenceOutcome in
             let lockKey = "\(session.appId):\(session.userId)"
             try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(lockKey), 0))", logger: logger)
             var others: [PresenceEntry] = []
             let rows = try await connection.query("""
                 SELECT node_id, session_id, platform, connected_at FROM cluster_sessions
-                WHERE app_id = \(session.appId) AND user_id = \(session.userId) AND login_class = \(session.loginClass)
+                WHERE app_id = \(session.appId) AND user_id = \(session.userId)
+                  AND (login_class = \(session.loginClass) OR login_class LIKE \(classSlots))
                   AND node_id <> \(nodeId)
                 """, logger: logger)
             for try await (node, id, platform, connectedAt) in rows.decode((String, String, Int, Int64).self) {

@@ -311,8 +311,8 @@ public protocol AppStore: Sendable {
     func upsertApp(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord
     /// Bans the app or lifts its ban; nil when there is no such app.
     func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord?
-    /// Sets some of the app's own settings and removes others (`reset`), in one statement so that
-    /// two changes at once both apply; nil when there is no such app.
+    /// Sets some of the app's own settings and removes others (`reset`, or a null value in `set`),
+    /// in one statement so that two changes at once both apply; nil when there is no such app.
     func updateAppSettings(appKey: String, set: [String: JSONValue], reset: [String]) async throws -> AppRecord?
     /// Deletes the app and every row of every table that names it (`app_id`); its messages go in
     /// transactions of `batch` rows, so the log's writer is never held for long. Other apps'

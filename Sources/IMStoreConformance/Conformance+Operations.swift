@@ -13,8 +13,9 @@ extension StoreConformance {
             _ = try await f.store.upsertApp(appKey: key, appSecret: "s", name: "A", now: f.now)
             let first = try #require(try await f.store.updateAppSettings(appKey: key, set: ["cloudHistoryEnabled": .bool(false), "offlineRetentionDays": .number(3)], reset: []))
             #expect(first.settings == ["cloudHistoryEnabled": .bool(false), "offlineRetentionDays": .number(3)])
-            let second = try #require(try await f.store.updateAppSettings(appKey: key, set: ["dayTimeZone": .string("UTC")], reset: ["offlineRetentionDays", "absent"]))
-            #expect(second.settings == ["cloudHistoryEnabled": .bool(false), "dayTimeZone": .string("UTC")])
+            let second = try #require(try await f.store.updateAppSettings(appKey: key, set: ["dayTimeZone": .string("UTC"), "groupPreJoinHistory": .null],
+                                                                          reset: ["offlineRetentionDays", "absent"]))
+            #expect(second.settings == ["cloudHistoryEnabled": .bool(false), "dayTimeZone": .string("UTC")], "a null value is removed, not kept")
             #expect(try await f.store.loadApps().first { $0.appKey == key }?.settings == second.settings)
             #expect(try await f.store.upsertApp(appKey: key, appSecret: "s2", name: "A", now: f.now).settings == second.settings, "a new secret keeps them")
             #expect(try await f.store.updateAppSettings(appKey: "no-such-app", set: ["x": .bool(true)], reset: []) == nil)

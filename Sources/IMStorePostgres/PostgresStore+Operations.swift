@@ -6,7 +6,10 @@ import PostgresNIO
 /// Per-app settings, daily statistics and the operator console's accounts and sessions (as
 /// `SQLiteStore+Operations`).
 extension PostgresStore {
-    public func updateAppSettings(appKey: String, set: [String: JSONValue], reset: [String]) async throws -> AppRecord? {
+    public func updateAppSettings(appKey: String, set given: [String: JSONValue], reset resetGiven: [String]) async throws -> AppRecord? {
+        // A null value removes its key, as SQLite's json_patch does.
+        let set = given.filter { $0.value != .null }
+        let reset = resetGiven + given.filter { $0.value == .null }.map(\.key)
         let patch = String(decoding: try JSONValue.object(set).data(), as: UTF8.self)
         return try await rows("""
             UPDATE apps SET settings = ((settings::jsonb || \(patch)::jsonb) - \(reset)::text[])::text WHERE app_key = \(appKey)

@@ -126,6 +126,20 @@ struct AppSettingsTests {
             try await web2.connect(token: token)
             #expect(await webStatuses.first { $0 == .kickedOfflineByOtherClient } != nil, "one Web session at a time")
             await web2.disconnect(); await phone.disconnect(); await bob.disconnect(); await fresh.disconnect(); await web.disconnect()
+
+            // Tabs opened while it was on are displaced by the first Web session after it is off.
+            #expect(try await Self.set(server, reset: ["multiDeviceSyncEnabled"]).0 == 200)
+            let tabA = server.client(platform: .web), tabB = server.client(platform: .web)
+            let tabAStatuses = EventRecorder(tabA.connectionStatusUpdates()), tabBStatuses = EventRecorder(tabB.connectionStatusUpdates())
+            try await tabA.connect(token: token)
+            try await tabB.connect(token: token)
+            #expect(try await Self.set(server, ["multiDeviceSyncEnabled": false]).0 == 200)
+            let single = server.client(platform: .web)
+            try await single.connect(token: token)
+            #expect(await tabAStatuses.first { $0 == .kickedOfflineByOtherClient } != nil)
+            #expect(await tabBStatuses.first { $0 == .kickedOfflineByOtherClient } != nil)
+            #expect(server.core.registry.sessions(appId: server.app.id, userId: "ann").count == 1)
+            await single.disconnect(); await tabA.disconnect(); await tabB.disconnect()
         }
     }
 

@@ -38,9 +38,10 @@ struct ConsoleAuthTests {
     }
 
     static func request(_ server: TestServer, _ method: String, _ path: String, cookie: String? = nil, form: [String: String]? = nil,
-                        json: [String: Any]? = nil, fromConsole: Bool = true) async throws -> Answer {
+                        json: [String: Any]? = nil, fromConsole: Bool = true, headers: [String: String] = [:]) async throws -> Answer {
         var request = URLRequest(url: URL(string: server.baseURL + path)!)
         request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let cookie { request.setValue("imconsole=\(cookie)", forHTTPHeaderField: "Cookie") }
         if fromConsole { request.setValue("imserver-console", forHTTPHeaderField: "X-Requested-By") }
         if let form {
@@ -105,6 +106,9 @@ struct ConsoleAuthTests {
                                                          form: ["userId": "bad id!"])
             #expect(operatorRefused.status == 400 && operatorRefused.json["code"] as? Int == 1002, "with the endpoint's own checks")
 
+            let forgedLogout = try await Self.request(server, "POST", "/console/logout", cookie: token, headers: ["Origin": "http://evil.example"])
+            #expect(forgedLogout.status == 403 && forgedLogout.headers["Set-Cookie"] == nil, "another site's form signs nobody out")
+            #expect(try await Self.request(server, "GET", "/console", cookie: token).status == 200)
             let out = try await Self.request(server, "POST", "/console/logout", cookie: token)
             #expect(out.status == 303 && out.location == "/console/login")
             #expect(try await Self.request(server, "GET", "/console", cookie: token).status == 303, "signed out")
@@ -151,6 +155,17 @@ struct ConsoleAuthTests {
             #expect(unknown.status == 429)
             clock.advance(milliseconds: 15 * 60_000 + 1)
             _ = try await Self.login(server)
+
+            // A burst at once gets no more guesses than attempts one after another.
+            clock.advance(milliseconds: 15 * 60_000 + 1)
+            let burst = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<12 {
+                    group.addTask { try await Self.request(server, "POST", "/console/login", form: ["name": "admin", "password": "guess"]).status }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(burst.allSatisfy { $0 == 401 || $0 == 429 } && burst.filter { $0 == 401 }.count <= 5, "\(burst)")
+            #expect(try await Self.request(server, "POST", "/console/login", form: ["name": "admin", "password": Self.password]).status == 429)
         }
     }
 }

@@ -52,12 +52,15 @@ struct StatisticsTests {
             await annAgain.disconnect()
             let dave = try await server.connectedClient("dave")
             _ = try await dave.sendMessage(.private, targetId: "ann", content: TextMessage(content: "tomorrow"))
+            // ann, active yesterday, connects again today: she counts today too.
+            let annToday = try await server.connectedClient("ann", platform: .android)
+            await annToday.disconnect()
             let (_, later) = try await AdminAPITests.call(server, "GET", "/admin/apps/\(server.app.appKey)/statistics?days=2")
             let both = try #require(later["days"] as? [[String: Any]])
             #expect(both.map { $0["day"] as? String } == ["2027-01-15", "2027-01-16"])
             #expect(both.last?["messages"] as? [String: Int] == ["1": 1])
-            #expect(both.last?["activeUsers"] as? Int == 1)
-            #expect(both.last?["peakConnections"] as? Int == 3, "ann, bob and dave were open on the new day: \(both)")
+            #expect(both.last?["activeUsers"] as? Int == 2, "dave and ann")
+            #expect(both.last?["peakConnections"] as? Int == 4, "ann, bob, dave and ann's Android were open on the new day: \(both)")
             #expect(both.first?["messages"] as? [String: Int] == ["1": 3, "3": 1, "6": 2, "4": 1], "the first day is unchanged")
 
             let (_, otherStats) = try await AdminAPITests.call(server, "GET", "/admin/apps/\(otherKey)/statistics?days=7")

@@ -53,9 +53,6 @@ extension ServerCore {
                 deleted += try await sweep(appId: app.id, conversationKey: key, ultraGroups: true, before: ultraFloor)
             }
         }
-        // Who was active is kept two days (for the counts of today and yesterday); the counts stay.
-        let twoDaysAgo = apps.defaults.messaging.day(of: now - 2 * 86_400_000)
-        try await store.pruneActiveUsers(beforeDay: twoDaysAgo)
         if deleted > 0 { logger.info("retention sweep", metadata: ["deleted": "\(deleted)"]) }
         return deleted
     }

@@ -222,7 +222,6 @@ public final class ServerCore: Sendable {
         ultraGroups.rosters.sessionOpened(session)
         // Told before the cluster is asked: a refusal below ends the session, which tells its end.
         events.observe(.sessionOnline(session.presence))
-        statistics.active(appId: session.appId, userId: session.userId)
         if let cluster {
             let entry = PresenceEntry(nodeId: cluster.nodeId, sessionId: session.id, appId: session.appId, userId: session.userId,
                                       loginClass: session.loginSlot, platform: session.platform.rawValue,

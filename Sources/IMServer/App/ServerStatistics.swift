@@ -13,7 +13,13 @@ import Synchronization
 public final class ServerStatistics: Sendable {
     private struct Pending {
         var counts: [CountKey: Int64] = [:]
-        var active: [Int64: Set<String>] = [:]
+        /// Users who connected, by app and the app's day of their connect.
+        var active: [AppDay: Set<String>] = [:]
+    }
+
+    private struct AppDay: Hashable {
+        let appId: Int64
+        let day: String
     }
 
     private struct CountKey: Hashable {
@@ -21,14 +27,10 @@ public final class ServerStatistics: Sendable {
         let type: ConversationType
     }
 
+    /// Users written as active, by app and day: each app's current day only.
     private struct Remembered {
-        var day = ""
-        var users = Set<UserKey>()
-    }
-
-    private struct UserKey: Hashable {
-        let appId: Int64
-        let userId: String
+        var days: [Int64: (day: String, users: Set<String>)] = [:]
+        var count: Int { days.values.reduce(0) { $0 + $1.users.count } }
     }
 
     /// Users already written as active today, so a reconnect writes nothing; past this many the
@@ -62,9 +64,13 @@ public final class ServerStatistics: Sendable {
 
     /// A user connected.
     func active(appId: Int64, userId: String) {
-        let key = UserKey(appId: appId, userId: userId)
-        guard !remembered.withLock({ $0.users.contains(key) }) else { return }
-        pending.withLock { _ = $0.active[appId, default: []].insert(userId) }
+        let day = apps.settings(appId: appId).messaging.day(of: clock.nowMilliseconds())
+        let written = remembered.withLock { remembered in
+            guard let entry = remembered.days[appId], entry.day == day else { return false }
+            return entry.users.contains(userId)
+        }
+        guard !written else { return }
+        pending.withLock { _ = $0.active[AppDay(appId: appId, day: day), default: []].insert(userId) }
     }
 
     /// Writes what was counted since the last call; what cannot be written is kept for the next.
@@ -88,30 +94,42 @@ public final class ServerStatistics: Sendable {
         let peakFigures = peaks.map { appId, peak in
             DailyFigure(appId: appId, day: day(appId), name: DailyFigure.peakConnections, value: Int64(peak))
         }
+        // One order for every node, so that two nodes writing the same rows never wait for each other.
+        let order = { (a: DailyFigure, b: DailyFigure) in (a.appId, a.day, a.name) < (b.appId, b.day, b.name) }
         do {
-            try await store.addDailyFigures(counts: counts, peaks: peakFigures)
+            try await store.addDailyFigures(counts: counts.sorted(by: order), peaks: peakFigures.sorted(by: order))
         } catch {
             pending.withLock { pending in
                 for (key, value) in taken.counts { pending.counts[key, default: 0] += value }
+                for (key, users) in taken.active { pending.active[key, default: []].formUnion(users) }
             }
             registry.restorePeaks(peaks)
             throw error
         }
-        for (appId, users) in taken.active {
-            let today = day(appId)
+        var failure: (any Error)?
+        for (key, users) in taken.active.sorted(by: { ($0.key.appId, $0.key.day) < ($1.key.appId, $1.key.day) }) {
             do {
-                try await store.recordActiveUsers(appId: appId, day: today, userIds: users.sorted())
+                try await store.recordActiveUsers(appId: key.appId, day: key.day, userIds: users.sorted())
             } catch {
-                pending.withLock { $0.active[appId, default: []].formUnion(users) }
-                throw error
+                // Kept for the next flush; the other apps' users are still written.
+                pending.withLock { $0.active[key, default: []].formUnion(users) }
+                failure = error
+                continue
             }
             remembered.withLock { remembered in
-                if remembered.day != today || remembered.users.count + users.count > Self.rememberedUsers {
-                    remembered = Remembered(day: today, users: [])
+                if remembered.count + users.count > Self.rememberedUsers { remembered = Remembered() }
+                var entry = remembered.days[key.appId] ?? (key.day, [])
+                if entry.day != key.day {
+                    // A new day: yesterday's users count again. (A flush can still carry users of
+                    // the day before, written above; they are not remembered.)
+                    guard key.day > entry.day else { return }
+                    entry = (key.day, [])
                 }
-                for user in users { remembered.users.insert(UserKey(appId: appId, userId: user)) }
+                entry.users.formUnion(users)
+                remembered.days[key.appId] = entry
             }
         }
+        if let failure { throw failure }
     }
 
     /// The app's figures of the last `days` days (today included), oldest first.
@@ -123,18 +141,31 @@ public final class ServerStatistics: Sendable {
     }
 }
 
-/// Writes the statistics every minute, and once more at shutdown.
+/// Writes the statistics every minute, and once more at shutdown; once an hour it forgets who was
+/// active two days ago (the counts stay).
 struct StatisticsRecorder: Service {
     let core: ServerCore
 
     func run() async throws {
         try? await cancelWhenGracefulShutdown {
+            var minutes = 0
             while !Task.isCancelled {
                 try await Task.sleep(for: .seconds(60))
                 await flush()
+                minutes += 1
+                if minutes % 60 == 1 { await pruneActiveUsers() }
             }
         }
         await flush()
+    }
+
+    private func pruneActiveUsers() async {
+        let twoDaysAgo = core.apps.defaults.messaging.day(of: core.clock.nowMilliseconds() - 2 * 86_400_000)
+        do {
+            try await core.store.pruneActiveUsers(beforeDay: twoDaysAgo)
+        } catch {
+            core.logger.warning("old active-user rows could not be pruned; the next hour tries again", metadata: ["error": "\(error)"])
+        }
     }
 
     private func flush() async {

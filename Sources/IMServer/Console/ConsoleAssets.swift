@@ -320,7 +320,12 @@ enum ConsoleAssets {
       for (const input of document.querySelectorAll("#settings-table input")) {
         let current;
         if (input.dataset.type === "bool") current = input.checked;
-        else if (input.dataset.type === "n") current = Number(input.value);
+        else if (input.dataset.type === "n") {
+          // An emptied number field changes nothing (Reset returns a setting to the server's).
+          if (input.value.trim() === "") continue;
+          current = Number(input.value);
+          if (!Number.isInteger(current)) { status(input.dataset.key + " must be a whole number", false); return; }
+        }
         else current = input.value === "" ? null : input.value;
         if (JSON.stringify(current) !== input.dataset.original) set[input.dataset.key] = current;
       }
@@ -466,7 +471,7 @@ enum ConsoleAssets {
     }
 
     async function wordsPage() {
-      const answer = await appApi("/sensitiveword/list.json", {});
+      const answer = await appApi("/sensitiveword/list.json", { type: 2 });
       const words = answer.words || [];
       page().replaceChildren(
         el("h2", { text: "Sensitive words" }),

@@ -8,8 +8,11 @@ import Synchronization
 /// The console's operator (`admin`) and their sessions. The password is kept as a PBKDF2-SHA256
 /// hash with its own salt; a session is a random token in an HttpOnly cookie, of which the store
 /// keeps only a SHA-256, so a copy of the database signs nobody in. Failed logins are counted per
-/// address: past `consoleLoginAttempts` in 15 minutes, the address is refused until the oldest
-/// failure ages out.
+/// address (an IPv6 /64 as one): past `consoleLoginAttempts` in 15 minutes, the address is refused
+/// until the oldest failure ages out. An attempt counts as a failure from the moment it starts
+/// (a burst of attempts at once gets no more guesses than attempts one after another), and at most
+/// two passwords are hashed at a time, on threads of their own, so logins never hold up the
+/// server's other work.
 public final class ConsoleAuth: Sendable {
     /// The one operator account.
     public static let operatorName = "admin"
@@ -21,6 +24,9 @@ public final class ConsoleAuth: Sendable {
     private let clock: any WallClock
     private let settings: ServerConfig.ConsoleSettings
     private let failures = Mutex<[String: [Int64]]>([:])
+    private let hashing = Mutex(0)
+    /// Addresses remembered at most; past it, those whose failures have all aged out are dropped.
+    static let rememberedAddresses = 10_000
 
     init(store: any ConsoleStore, clock: any WallClock, settings: ServerConfig.ConsoleSettings) {
         self.store = store
@@ -47,18 +53,27 @@ public final class ConsoleAuth: Sendable {
     /// address, or 1004 for a wrong name or password.
     func login(name: String, password: String, address: String) async throws -> String {
         let now = clock.nowMilliseconds()
-        let recent = failures.withLock { table in
-            let kept = (table[address] ?? []).filter { now - $0 < Self.failureWindow }
-            table[address] = kept.isEmpty ? nil : kept
-            return kept
+        let limit = settings.loginAttempts
+        // Checked and counted as a failure in one step; a success clears the address's failures.
+        let oldest: Int64? = failures.withLock { table in
+            if table.count > Self.rememberedAddresses {
+                table = table.filter { $0.value.contains { now - $0 < Self.failureWindow } }
+            }
+            var kept = (table[address] ?? []).filter { now - $0 < Self.failureWindow }
+            if kept.count >= limit { return kept.min() }
+            kept.append(now)
+            table[address] = kept
+            return nil
         }
-        if recent.count >= settings.loginAttempts {
-            let wait = (recent.min()! + Self.failureWindow - now + 59_999) / 60_000
+        if let oldest {
+            let wait = (oldest + Self.failureWindow - now + 59_999) / 60_000
             throw IMError(.apiRateLimited, "too many failed logins from this address: try again in \(wait) minute\(wait == 1 ? "" : "s")")
         }
-        guard name == Self.operatorName, let stored = try await store.operatorPasswordHash(name: name),
-              Self.verify(password, hash: stored) else {
-            failures.withLock { $0[address, default: []].append(now) }
+        var verified = false
+        if name == Self.operatorName, let stored = try await store.operatorPasswordHash(name: name) {
+            verified = try await verifyOffPool(password, hash: stored)
+        }
+        guard verified else {
             throw IMError(.apiSignatureFailed, "wrong name or password")
         }
         failures.withLock { _ = $0.removeValue(forKey: address) }
@@ -104,6 +119,21 @@ public final class ConsoleAuth: Sendable {
         for index in salt.indices { salt[index] = generator.next() }
         let key = try derive(password, salt: salt, rounds: rounds)
         return "pbkdf2-sha256$\(rounds)$\(Data(salt).base64EncodedString())$\(Data(key).base64EncodedString())"
+    }
+
+    /// `verify` on a thread of its own (the hash takes a few hundred milliseconds of CPU), at most
+    /// two at a time: more logins at once are refused with 1008.
+    private func verifyOffPool(_ password: String, hash: String) async throws -> Bool {
+        let admitted = hashing.withLock { running in
+            guard running < 2 else { return false }
+            running += 1
+            return true
+        }
+        guard admitted else { throw IMError(.apiRateLimited, "too many logins at once: try again in a moment") }
+        defer { hashing.withLock { $0 -= 1 } }
+        return await withCheckedContinuation { continuation in
+            DispatchQueue.global(qos: .utility).async { continuation.resume(returning: Self.verify(password, hash: hash)) }
+        }
     }
 
     static func verify(_ password: String, hash: String) -> Bool {

@@ -24,7 +24,7 @@ struct ConsoleRoutes: Sendable {
         }
         router.post("/console/login") { request, context in
             let form = APIParameters(form: String(buffer: try await request.body.collect(upTo: 16 * 1024)))
-            let address = context.channel.remoteAddress?.ipAddress ?? "unknown"
+            let address = AddressConnections.key(of: context.channel.remoteAddress)
             do {
                 let token = try await core.console.login(name: form.string("name") ?? "", password: form.string("password") ?? "",
                                                          address: address)
@@ -32,13 +32,22 @@ struct ConsoleRoutes: Sendable {
                 var response = Self.redirect("/console")
                 response.headers[.setCookie] = cookie(token, maxAge: core.config.console.sessionMinutes * 60)
                 return response
-            } catch let error as IMError {
+            } catch let error as IMError where error.code == .apiRateLimited || error.code == .apiSignatureFailed {
                 core.logger.warning("console login refused", metadata: ["address": "\(address)", "code": "\(error.code.rawValue)"])
                 let status: HTTPResponse.Status = error.code == .apiRateLimited ? .tooManyRequests : .unauthorized
                 return Self.html(ConsoleAssets.loginPage(error: "\(error.message) (\(error.code.rawValue))"), status: status)
+            } catch {
+                // What went wrong inside (a store error) is for the log, not for a visitor.
+                core.logger.error("console login failed", metadata: ["address": "\(address)", "error": "\(error)"])
+                return Self.html(ConsoleAssets.loginPage(error: "the server could not check the password: try again in a moment (1000)"),
+                                 status: .serviceUnavailable)
             }
         }
         router.post("/console/logout") { request, _ in
+            // The console's own form only: a page of another site cannot sign the operator out.
+            guard Self.isSameOrigin(request) else {
+                return APIResponse.failure(APIError(.apiSignatureFailed, .forbidden, "sign out from the console's own page"))
+            }
             if let token = request.cookies[Self.cookieName]?.value { try await core.console.logout(token: token) }
             var response = Self.redirect("/console/login")
             response.headers[.setCookie] = cookie("", maxAge: 0)
@@ -72,6 +81,16 @@ struct ConsoleRoutes: Sendable {
         }
     }
 
+    /// Whether a form post comes from a page of this server: its `Origin` (which browsers send with
+    /// every POST) names the host the request was sent to; `Sec-Fetch-Site`, when sent, says so too.
+    static func isSameOrigin(_ request: Request) -> Bool {
+        if let site = request.headers[HTTPField.Name("Sec-Fetch-Site")!], site != "same-origin" { return false }
+        guard let origin = request.headers[HTTPField.Name("Origin")!] else { return true }
+        guard let host = URL(string: origin)?.host, let authority = request.head.authority else { return false }
+        let requested = authority.split(separator: ":").first.map(String.init) ?? authority
+        return host.lowercased() == requested.lowercased() && origin.hasSuffix(authority)
+    }
+
     /// The operator of the request's session, nil without a live one.
     private func operatorName(_ request: Request) async throws -> String? {
         guard let token = request.cookies[Self.cookieName]?.value else { return nil }
@@ -87,11 +106,13 @@ struct ConsoleRoutes: Sendable {
         Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
     }
 
+    /// A console page. Its referrer policy is same-origin, not no-referrer: under no-referrer a
+    /// browser sends `Origin: null` with the page's forms, and sign-out checks the origin.
     static func html(_ text: String, status: HTTPResponse.Status) -> Response {
         Response(status: status, headers: [
             .contentType: "text/html; charset=utf-8", .cacheControl: "no-store",
             .contentSecurityPolicy: "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
-            HTTPField.Name("X-Frame-Options")!: "DENY", HTTPField.Name("Referrer-Policy")!: "no-referrer",
+            HTTPField.Name("X-Frame-Options")!: "DENY", HTTPField.Name("Referrer-Policy")!: "same-origin",
         ], body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 

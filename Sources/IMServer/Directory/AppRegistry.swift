@@ -10,6 +10,9 @@ public final class AppRegistry: Sendable {
     private struct Table {
         var byKey: [String: AppRecord] = [:]
         var settings: [Int64: AppSettings] = [:]
+        /// Bumped by every change written through this registry: a load that read the store
+        /// before a change must not put the older apps back over it.
+        var generation = 0
     }
 
     private let store: any AppStore
@@ -53,6 +56,14 @@ public final class AppRegistry: Sendable {
         table.settings[app.id] = settings
     }
 
+    /// A change of this registry's own, written to the store, now in memory.
+    private func changed(_ app: AppRecord, settings: AppSettings) {
+        apps.withLock { table in
+            remember(app, in: &table, settings: settings)
+            table.generation += 1
+        }
+    }
+
     /// The app with this key; an unknown key has the store read again, at most once a second, so
     /// an app created elsewhere (`imserver app create`, another node of a cluster) is found.
     func find(key: String) async -> AppRecord? {
@@ -70,11 +81,20 @@ public final class AppRegistry: Sendable {
 
     /// Loads every app from the store (an app deleted meanwhile goes).
     public func load() async throws {
-        let all = try await store.loadApps()
-        let resolved = all.map { ($0, resolve($0)) }
-        apps.withLock { table in
-            table = Table()
-            for (app, settings) in resolved { remember(app, in: &table, settings: settings) }
+        while true {
+            let before = apps.withLock { $0.generation }
+            let all = try await store.loadApps()
+            let resolved = all.map { ($0, resolve($0)) }
+            let applied = apps.withLock { table -> Bool in
+                // A change written meanwhile may be missing from what was read: read again.
+                guard table.generation == before else { return false }
+                var fresh = Table()
+                fresh.generation = before
+                for (app, settings) in resolved { remember(app, in: &fresh, settings: settings) }
+                table = fresh
+                return true
+            }
+            if applied { return }
         }
     }
 
@@ -89,6 +109,7 @@ public final class AppRegistry: Sendable {
         apps.withLock { table in
             table.byKey[app.appKey] = nil
             table.settings[app.id] = nil
+            table.generation += 1
         }
         peers.announce(.apps)
     }
@@ -110,8 +131,7 @@ public final class AppRegistry: Sendable {
     @discardableResult
     public func upsert(appKey: String, appSecret: String, name: String, now: Int64) async throws -> AppRecord {
         let app = try await store.upsertApp(appKey: appKey, appSecret: appSecret, name: name, now: now)
-        let settings = resolve(app)
-        apps.withLock { remember(app, in: &$0, settings: settings) }
+        changed(app, settings: resolve(app))
         peers.announce(.apps)
         return app
     }
@@ -119,8 +139,7 @@ public final class AppRegistry: Sendable {
     /// Bans the app or lifts its ban; nil when there is no such app.
     public func setBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
         guard let app = try await store.setAppBanned(appKey: appKey, banned: banned) else { return nil }
-        let settings = resolve(app)
-        apps.withLock { remember(app, in: &$0, settings: settings) }
+        changed(app, settings: resolve(app))
         peers.announce(.apps)
         return app
     }
@@ -139,8 +158,7 @@ public final class AppRegistry: Sendable {
             throw IMError(.apiBadParameter, (problems + resetProblems).joined(separator: "; "))
         }
         guard let app = try await store.updateAppSettings(appKey: appKey, set: set, reset: reset) else { return nil }
-        let settings = resolve(app)
-        apps.withLock { remember(app, in: &$0, settings: settings) }
+        changed(app, settings: resolve(app))
         peers.announce(.apps)
         return app
     }

@@ -217,6 +217,8 @@ struct Gateway: Sendable {
             core.logger.error("the online status callback could not be taken on", metadata: ["error": "\(error)"])
             throw IMError(.serverUnavailable, "the server could not record the connection: reconnect in a moment")
         }
+        // Counted once the connect has passed every check.
+        core.statistics.active(appId: app.id, userId: claims.userId)
         var reply = Im_ConnectReply()
         reply.userID = claims.userId
         reply.serverTime = core.clock.nowMilliseconds()

@@ -64,15 +64,22 @@ public final class SessionRegistry: Sendable {
         let key = UserKey(appId: session.appId, userId: session.userId)
         return try table.withLock { table in
             var sessions = table.users[key, default: []].filter { !$0.isClosed }
-            let sameClass = sessions.filter { $0.loginSlot == session.loginSlot }
+            let sameClass = sessions.filter { Self.displaces(session, $0) }
             if !sameClass.isEmpty && refuseIfClassTaken {
                 throw IMError(.otherDeviceLogin, "another \(session.loginClass.rawValue) device of user \(session.userId) is online; this reconnect was refused because reconnect-kick is enabled")
             }
-            sessions.removeAll { $0.loginSlot == session.loginSlot }
+            sessions.removeAll { Self.displaces(session, $0) }
             sessions.append(session)
             table.set(key, sessions)
             return sameClass
         }
+    }
+
+    /// Whether a new session displaces an older one of its user: the same slot, or the bare login
+    /// class (one session per class) over every slot of that class (Web tabs opened while
+    /// multi-device sync was on, before it was turned off).
+    static func displaces(_ new: ClientSession, _ old: ClientSession) -> Bool {
+        old.loginSlot == new.loginSlot || (new.loginSlot == new.loginClass.rawValue && old.loginClass == new.loginClass)
     }
 
     /// Removes the session; false when it was not registered (already removed).

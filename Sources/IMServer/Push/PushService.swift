@@ -266,6 +266,7 @@ public final class PushService: Sendable {
                 badges += newBadges
                 if records.count >= Self.writeChunk {
                     try await store.recordPushDecisions(records, badges: badges, node: node, cursor: nil)
+                    for record in records { metrics?.pushDecided(record.status) }
                     wake.signal()
                     records = []
                     badges = []

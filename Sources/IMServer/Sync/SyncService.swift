@@ -51,9 +51,10 @@ public final class SyncService: Sendable {
         reply.messages = page.messages
             .filter { $0.sentTime >= ($0.conversationType == .system ? oldestSystem : oldest) }
             .filter { !$0.isOnlineBroadcast || $0.sentTime >= now - StoredMessage.onlineBroadcastWindow }
-            // What the user sent without a copy for their devices (the Server API's isIncludeSender
-            // off, or an app without multi-device sync); the store leaves out the private ones.
-            .filter { $0.includeSender || $0.senderId != session.userId }
+            // A group message the user sent without a copy for their devices (the Server API's
+            // isIncludeSender off, or an app without multi-device sync); the store's scans leave
+            // out such private and system messages already, and keep those to the user themselves.
+            .filter { $0.conversationType != .group || $0.includeSender || $0.senderId != session.userId }
             .map(\.wire)
         reply.watermark = max(page.watermark, request.since)
         return reply
