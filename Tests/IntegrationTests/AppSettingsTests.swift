@@ -157,6 +157,53 @@ struct AppSettingsTests {
         }
     }
 
+    @Test("more of the app's own settings apply to its next calls: group size, sensitive words, Server API rates, the recall window, chatroom attributes and size, offline retention")
+    func moreSettings() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await withTestServer(try await Self.start(clock: clock)) { server in
+            let ann = try await server.connectedClient("ann")
+            let bob = try await server.connectedClient("bob")
+            // carol's device has synced before: at its next connect it reads what arrived since,
+            // within the offline retention.
+            let carol = server.client()
+            let carolToken = try await server.token("carol")
+            let firstSync = EventRecorder(carol.offlineMessageSyncCompleted())
+            try await carol.connect(token: carolToken)
+            #expect(await firstSync.wait(for: 1).count == 1)
+            await carol.disconnect()
+            let old = try await ann.sendMessage(.private, targetId: "carol", content: TextMessage(content: "two days old"))
+            clock.advance(milliseconds: 2 * 86_400_000)
+            let recent = try await ann.sendMessage(.private, targetId: "carol", content: TextMessage(content: "recent"))
+            _ = try await server.api.post("/group/create.json", form: ["userId": "ann,bob", "groupId": "g"])
+            _ = try await server.api.post("/sensitiveword/add.json", form: ["word": "first"])
+            try await ann.joinChatRoom("r1", messageCount: -1)
+            #expect(try await Self.set(server, [
+                "maxGroupMembers": 2, "maxSensitiveWords": 1, "privatePublishPerMinute": 1, "recallWindowSeconds": 1,
+                "chatroomEntriesEnabled": false, "chatroomMaxMembers": 1, "offlineRetentionDays": 1,
+            ]).0 == 200)
+
+            let (join, joinAnswer) = try await server.api.post("/group/join.json", form: ["userId": "carol", "groupId": "g"])
+            #expect(join == 400 && joinAnswer["code"] as? Int == 1002, "the group holds 2 for this app: \(joinAnswer)")
+            let (word, _) = try await server.api.post("/sensitiveword/add.json", form: ["word": "second"])
+            #expect(word == 400, "one sensitive word for this app")
+            let publish = ["fromUserId": "ann", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": #"{"content":"x"}"#]
+            #expect(try await server.api.post("/message/private/publish.json", form: publish).0 == 200)
+            let (limited, limitedAnswer) = try await server.api.post("/message/private/publish.json", form: publish)
+            #expect(limited == 429 && limitedAnswer["code"] as? Int == 1008, "one private publish a minute for this app")
+            clock.advance(milliseconds: 2_000)
+            #expect(await failureCode { _ = try await ann.recallMessage(recent) } == 25101, "the recall window is a second for this app")
+            #expect(await failureCode { try await ann.setChatRoomEntry("r1", key: "k", value: "v") } == 23426)
+            #expect(await failureCode { try await bob.joinChatRoom("r1", messageCount: -1) } == 23411)
+            let inbox = EventRecorder(carol.receivedMessages())
+            let synced = EventRecorder(carol.offlineMessageSyncCompleted())
+            try await carol.connect(token: carolToken)
+            #expect(await synced.wait(for: 1).count == 1)
+            let uids = inbox.items.map(\.message.messageUId)
+            #expect(uids.contains(recent.messageUId) && !uids.contains(old.messageUId), "past this app's offline retention (a day): \(uids)")
+            await carol.disconnect(); await ann.disconnect(); await bob.disconnect()
+        }
+    }
+
     @Test("bad changes are refused with 1002 and change nothing: an unknown key, a server-wide one, a value out of range, a reset of no setting")
     func badInput() async throws {
         try await withTestServer(try await Self.start()) { server in
