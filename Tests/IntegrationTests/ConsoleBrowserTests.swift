@@ -33,6 +33,8 @@ struct ConsoleBrowserTests {
             try await ann.connect(token: try await server.token("ann"))
             _ = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "hello from ann"))
             let bob = try await server.connectedClient("bob")
+            let (profiled, profileAnswer) = try await server.api.post("/user/profile/set.json", form: ["userId": "ann", "userProfile": #"{"name":"Ann Lee"}"#])
+            #expect(profiled == 200, "\(profileAnswer)")
             _ = try await bob.sendMessage(.private, targetId: "ann", content: TextMessage(content: "hello from bob"))
 
             let root = PythonSDKTests.scripts.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

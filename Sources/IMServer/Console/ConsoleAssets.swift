@@ -355,10 +355,13 @@ enum ConsoleAssets {
       const sessions = await admin("GET", "/admin/apps/" + appKey + "/users/" + encodeURIComponent(userId) + "/sessions");
       const blocked = await appApi("/user/block/query.json", {}).catch(() => ({ users: [] }));
       const block = (blocked.users || []).find(u => u.userId === userId);
+      const hosted = await appApi("/user/profile/batch/query.json", { userId }).catch(() => ({ userList: [] }));
+      const profile = (hosted.userList || [])[0];
       detail.replaceChildren(
         el("section", {}, el("h3", { text: "User " + userId }),
           el("p", {}, "Name: ", el("b", { id: "user-name", text: info.userName || "" }), "  Created: " + (info.createTime || "")),
           el("p", { id: "user-blocked", text: block ? "Blocked until " + (block.blockEndTime || "") : "Not blocked" }),
+          profile ? el("pre", { id: "user-profile", text: "Profile (version " + profile.version + "): " + profile.userProfile + "\nExtended: " + profile.userExtProfile }) : el("p", { class: "doc", text: "No hosted profile." }),
           el("h3", { text: "Online devices" }),
           table("user-sessions", ["session", "platform", "device", "address", "node"], sessions.sessions.map(s => [s.sessionId, s.platform, s.deviceId, s.address, s.node])),
           el("div", { class: "row" },

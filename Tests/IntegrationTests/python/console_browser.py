@@ -103,6 +103,7 @@ try:
     element("#user-search").send_keys("ann")
     click("#user-find")
     assert element("#user-name").text == "ann"
+    assert "Ann Lee" in element("#user-profile").text, element("#user-profile").text
     rows = driver.find_elements(By.CSS_SELECTOR, "#user-sessions tbody tr")
     assert len(rows) == 1, len(rows)
     done["sessionsBeforeBlock"] = len(rows)
