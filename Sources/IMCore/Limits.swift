@@ -188,3 +188,30 @@ public enum ConnectionLimits {
     public static let defaultHTTPRequestTimeoutSeconds = 30
     public static let defaultCloseTimeoutSeconds = 5
 }
+
+/// The kinds of media files clients upload (spec/imkit-and-overview.md §3.11).
+public enum MediaType: String, Sendable, CaseIterable {
+    case image, gif, voice, file, sight
+}
+
+/// Media files' limits and retention (spec/imkit-and-overview.md §3.11, imlib-core.md §9.3).
+public enum MediaLimits {
+    /// Flagship and premium editions keep files 180 days, short videos 7.
+    public static let defaultRetentionDays = 180
+    public static let defaultSightRetentionDays = 7
+    /// File messages: 100 MB.
+    public static let defaultMaxFileMB = 100
+    /// GIFs: 2 MB (34003 beyond).
+    public static let defaultMaxGifMB = 2
+    /// Original images sent with `full`.
+    public static let defaultMaxImageMB = 20
+    /// An HQ voice message of 60 s is well under this.
+    public static let maxVoiceMB = 10
+    /// A short video of 2 minutes.
+    public static let maxSightMB = 100
+    /// A file name, in UTF-8 bytes.
+    public static let maxFileNameBytes = 255
+    /// How long an upload token and a download token last.
+    public static let uploadTokenSeconds = 10 * 60
+    public static let downloadTokenSeconds = 60 * 60
+}

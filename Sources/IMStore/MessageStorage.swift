@@ -302,7 +302,7 @@ public struct HistoryPage: Sendable {
 /// returns only after its transaction is durable. `IMStoreConformance` is the suite a store passes.
 public typealias IMStore = AppStore & MessageStore & SyncStore & MessageLifecycleStore & UserStore & GroupStore
     & SensitiveWordStore & ConversationStateStore & ChatroomStore & UltraGroupStore & PushStore & CallbackStore
-    & StatisticsStore & ConsoleStore
+    & StatisticsStore & ConsoleStore & MediaStore
 
 /// The apps (tenants) of this server.
 public protocol AppStore: Sendable {

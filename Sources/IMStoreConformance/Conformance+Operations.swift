@@ -65,6 +65,26 @@ extension StoreConformance {
             #expect(days.map { $0.figures["activeUsers"] } == [2, 1], "ann counted again only on the pruned day")
         }
 
+        await check(area, "media files: a record by app and id, the expired ones oldest first across apps, deleted by id; another app's id reads nothing") { f in
+            let other = try await f.otherApp()
+            let id = "file-\(UUID().uuidString)"
+            let file = MediaFileRecord(appId: f.appId, fileId: id, userId: "ann", mediaType: "image", name: "a.jpg", mimeType: "image/jpeg",
+                                       size: 1234, createdAt: f.now, expiresAt: 1_000)
+            let later = MediaFileRecord(appId: other, fileId: id + "-b", userId: "bob", mediaType: "sight", name: "c.mp4", mimeType: "video/mp4",
+                                        size: 99, createdAt: f.now, expiresAt: 2_000)
+            try await f.store.insertMediaFile(file)
+            try await f.store.insertMediaFile(later)
+            #expect(try await f.store.mediaFile(appId: f.appId, fileId: id) == file)
+            #expect(try await f.store.mediaFile(appId: other, fileId: id) == nil, "ids are per app")
+            // Expiry times of 1970, which no other check writes.
+            let expired = try await f.store.expiredMediaFiles(before: 1_500, limit: 10).filter { $0.fileId.hasPrefix(id) }
+            #expect(expired == [file])
+            #expect(try await f.store.expiredMediaFiles(before: 2_000, limit: 10).filter { $0.fileId.hasPrefix(id) } == [file, later])
+            try await f.store.deleteMediaFiles(appId: f.appId, fileIds: [id, later.fileId])
+            #expect(try await f.store.mediaFile(appId: f.appId, fileId: id) == nil)
+            #expect(try await f.store.mediaFile(appId: other, fileId: later.fileId) == later, "another app's file is not deleted by this app's call")
+        }
+
         await check(area, "console: a password hash per operator, sessions by token hash that expire and end") { f in
             let name = "operator-\(UUID().uuidString)"
             #expect(try await f.store.operatorPasswordHash(name: name) == nil)

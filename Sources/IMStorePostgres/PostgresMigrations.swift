@@ -31,6 +31,20 @@ enum PostgresMigrations {
         Migration(version: 6, name: "group remarks", statements: groupRemarks),
         Migration(version: 7, name: "app ban", statements: ["ALTER TABLE apps ADD COLUMN banned BIGINT NOT NULL DEFAULT 0"]),
         Migration(version: 8, name: "operations", statements: operations),
+        Migration(version: 9, name: "media", statements: media),
+    ]
+
+    /// The embedded store's v17-media (`SQLiteStore.createMediaTables`).
+    private static let media: [String] = [
+        """
+        CREATE TABLE media_files (
+            app_id BIGINT NOT NULL, file_id \(text) NOT NULL, user_id \(text) NOT NULL, media_type \(text) NOT NULL,
+            name \(text) NOT NULL, mime_type \(text) NOT NULL, size BIGINT NOT NULL, created_at BIGINT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            PRIMARY KEY (app_id, file_id)
+        )
+        """,
+        "CREATE INDEX media_files_by_expiry ON media_files (expires_at)",
     ]
 
     /// The embedded store's v16-operations (`SQLiteStore.createOperationsTables`).

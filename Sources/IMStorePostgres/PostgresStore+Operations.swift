@@ -107,3 +107,38 @@ extension PostgresStore {
         _ = try await rows("DELETE FROM console_sessions WHERE expires_at <= \(now) OR operator_name = \(operatorName)")
     }
 }
+
+/// Media files' records (as `SQLiteStore`).
+extension PostgresStore {
+    private static let mediaColumns = "app_id, file_id, user_id, media_type, name, mime_type, size, created_at, expires_at"
+
+    private static func mediaFile(_ row: PostgresRow) throws -> MediaFileRecord {
+        var cells = Cells(row)
+        return MediaFileRecord(appId: try cells.int(), fileId: try cells.string(), userId: try cells.string(), mediaType: try cells.string(),
+                               name: try cells.string(), mimeType: try cells.string(), size: try cells.int(), createdAt: try cells.int(),
+                               expiresAt: try cells.int())
+    }
+
+    public func insertMediaFile(_ file: MediaFileRecord) async throws {
+        _ = try await rows("""
+            INSERT INTO media_files (\(unescaped: Self.mediaColumns)) VALUES (\(file.appId), \(file.fileId), \(file.userId), \(file.mediaType),
+                \(file.name), \(file.mimeType), \(file.size), \(file.createdAt), \(file.expiresAt))
+            """)
+    }
+
+    public func mediaFile(appId: Int64, fileId: String) async throws -> MediaFileRecord? {
+        try await rows("SELECT \(unescaped: Self.mediaColumns) FROM media_files WHERE app_id = \(appId) AND file_id = \(fileId)")
+            .first.map(Self.mediaFile)
+    }
+
+    public func expiredMediaFiles(before now: Int64, limit: Int) async throws -> [MediaFileRecord] {
+        try await rows("""
+            SELECT \(unescaped: Self.mediaColumns) FROM media_files WHERE expires_at <= \(now) ORDER BY expires_at LIMIT \(Int64(limit))
+            """).map(Self.mediaFile)
+    }
+
+    public func deleteMediaFiles(appId: Int64, fileIds: [String]) async throws {
+        guard !fileIds.isEmpty else { return }
+        _ = try await rows("DELETE FROM media_files WHERE app_id = \(appId) AND file_id = ANY(\(fileIds))")
+    }
+}

@@ -143,3 +143,57 @@ extension SQLiteStore {
         }
     }
 }
+
+/// Media files' records.
+extension SQLiteStore {
+    static func createMediaTables(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE media_files (
+                app_id INTEGER NOT NULL, file_id TEXT NOT NULL, user_id TEXT NOT NULL, media_type TEXT NOT NULL,
+                name TEXT NOT NULL, mime_type TEXT NOT NULL, size INTEGER NOT NULL, created_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL,
+                PRIMARY KEY (app_id, file_id)
+            ) WITHOUT ROWID;
+            CREATE INDEX media_files_by_expiry ON media_files (expires_at);
+            """)
+    }
+
+    private static let mediaColumns = "app_id, file_id, user_id, media_type, name, mime_type, size, created_at, expires_at"
+
+    private static func mediaFile(_ row: Row) -> MediaFileRecord {
+        MediaFileRecord(appId: row["app_id"], fileId: row["file_id"], userId: row["user_id"], mediaType: row["media_type"],
+                        name: row["name"], mimeType: row["mime_type"], size: row["size"], createdAt: row["created_at"],
+                        expiresAt: row["expires_at"])
+    }
+
+    public func insertMediaFile(_ file: MediaFileRecord) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT INTO media_files (\(Self.mediaColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", arguments: [
+                file.appId, file.fileId, file.userId, file.mediaType, file.name, file.mimeType, file.size, file.createdAt, file.expiresAt,
+            ])
+        }
+    }
+
+    public func mediaFile(appId: Int64, fileId: String) async throws -> MediaFileRecord? {
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Self.mediaColumns) FROM media_files WHERE app_id = ? AND file_id = ?",
+                             arguments: [appId, fileId]).map(Self.mediaFile)
+        }
+    }
+
+    public func expiredMediaFiles(before now: Int64, limit: Int) async throws -> [MediaFileRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT \(Self.mediaColumns) FROM media_files WHERE expires_at <= ? ORDER BY expires_at LIMIT ?",
+                             arguments: [now, limit]).map(Self.mediaFile)
+        }
+    }
+
+    public func deleteMediaFiles(appId: Int64, fileIds: [String]) async throws {
+        guard !fileIds.isEmpty else { return }
+        try await pool.write { db in
+            for fileId in fileIds {
+                try db.execute(sql: "DELETE FROM media_files WHERE app_id = ? AND file_id = ?", arguments: [appId, fileId])
+            }
+        }
+    }
+}

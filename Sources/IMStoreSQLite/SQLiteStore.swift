@@ -216,6 +216,9 @@ public final class SQLiteStore: IMStore {
         migrator.registerMigration("v16-operations") { db in
             try Self.createOperationsTables(db)
         }
+        migrator.registerMigration("v17-media") { db in
+            try Self.createMediaTables(db)
+        }
         return migrator
     }
 

@@ -167,6 +167,12 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
 
   /// UltraGroupEvent: channels, user groups, membership and read changes.
   case ultraGroupEvent // = 64
+
+  /// 70-71: media files, uploaded and downloaded over HTTP with these tokens (docs/MEDIA.md).
+  case mediaUploadToken // = 70
+
+  /// MediaUploadRequest (empty) -> MediaToken: permission to read the app's files for a while.
+  case mediaDownloadToken // = 71
   case UNRECOGNIZED(Int)
 
   public init() {
@@ -219,6 +225,8 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case 62: self = .chatroomEvent
     case 63: self = .messageModified
     case 64: self = .ultraGroupEvent
+    case 70: self = .mediaUploadToken
+    case 71: self = .mediaDownloadToken
     default: self = .UNRECOGNIZED(rawValue)
     }
   }
@@ -269,6 +277,8 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     case .chatroomEvent: return 62
     case .messageModified: return 63
     case .ultraGroupEvent: return 64
+    case .mediaUploadToken: return 70
+    case .mediaDownloadToken: return 71
     case .UNRECOGNIZED(let i): return i
     }
   }
@@ -319,6 +329,8 @@ public nonisolated enum Im_Op: SwiftProtobuf.Enum, Swift.CaseIterable {
     .chatroomEvent,
     .messageModified,
     .ultraGroupEvent,
+    .mediaUploadToken,
+    .mediaDownloadToken,
   ]
 
 }
@@ -2071,12 +2083,52 @@ public nonisolated struct Im_SetPushProfileRequest: Sendable {
   public init() {}
 }
 
+/// A file to upload: its kind, name and size, checked before a byte is sent.
+public nonisolated struct Im_MediaUploadRequest: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// image, gif, voice, file or sight
+  public var mediaType: String = String()
+
+  public var fileName: String = String()
+
+  /// bytes the upload will carry
+  public var size: Int64 = 0
+
+  public var mimeType: String = String()
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
+public nonisolated struct Im_MediaToken: Sendable {
+  // SwiftProtobuf.Message conformance is added in an extension below. See the
+  // `Message` and `Message+*Additions` files in the SwiftProtobuf library for
+  // methods supported on all messages.
+
+  /// sent as "Authorization: Bearer <token>" (or ?token= on a download)
+  public var token: String = String()
+
+  /// the upload's URL; for a download token, the prefix of the app's file URLs
+  public var url: String = String()
+
+  /// ms
+  public var expiresAt: Int64 = 0
+
+  public var unknownFields = SwiftProtobuf.UnknownStorage()
+
+  public init() {}
+}
+
 // MARK: - Code below here is support for the SwiftProtobuf runtime.
 
 fileprivate nonisolated let _protobuf_package = "im"
 
 nonisolated extension Im_Op: SwiftProtobuf._ProtoNameProviding {
-  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{1}ULTRA_GROUP_SUMMARY\0\u{1}ULTRA_GROUP_READ\0\u{1}MODIFY_MESSAGE\0\u{2}\u{3}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{1}MESSAGE_BLOCKED\0\u{2}\u{2}SET_PUSH_TOKEN\0\u{1}GET_PUSH_PROFILE\0\u{1}SET_PUSH_PROFILE\0\u{2}\u{3}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0\u{1}MESSAGE_MODIFIED\0\u{1}ULTRA_GROUP_EVENT\0")
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{2}\0OP_UNSPECIFIED\0\u{1}CONNECT\0\u{1}PING\0\u{1}SEND_MESSAGE\0\u{1}SYNC\0\u{1}HISTORY\0\u{1}DISCONNECT\0\u{1}READ_RECEIPT_REQUEST\0\u{1}READ_RECEIPT_RESPONSE\0\u{1}READ_RECEIPT_USERS\0\u{1}READ_RECEIPT_SYNC\0\u{1}RECALL_MESSAGE\0\u{1}DELETE_REMOTE_MESSAGES\0\u{1}CLEAR_REMOTE_HISTORY\0\u{1}UPDATE_EXPANSION\0\u{1}ULTRA_GROUP_SUMMARY\0\u{1}ULTRA_GROUP_READ\0\u{1}MODIFY_MESSAGE\0\u{2}\u{3}MESSAGE\0\u{1}KICKED\0\u{1}READ_RECEIPTS\0\u{1}MESSAGE_BLOCKED\0\u{2}\u{2}SET_PUSH_TOKEN\0\u{1}GET_PUSH_PROFILE\0\u{1}SET_PUSH_PROFILE\0\u{2}\u{3}CONVERSATION_STATE_SYNC\0\u{1}SET_CONVERSATION_NOTIFICATION\0\u{1}SET_CONVERSATION_TOP\0\u{1}SET_QUIET_HOURS\0\u{1}REMOVE_QUIET_HOURS\0\u{1}EDIT_CONVERSATION_TAG\0\u{1}TAG_CONVERSATIONS\0\u{2}\u{4}CONVERSATION_STATE_CHANGED\0\u{2}\u{a}JOIN_CHATROOM\0\u{1}QUIT_CHATROOM\0\u{1}CHATROOM_INFO\0\u{1}SET_CHATROOM_ENTRY\0\u{1}REMOVE_CHATROOM_ENTRY\0\u{1}CHATROOM_HISTORY\0\u{2}\u{5}CHATROOM_MESSAGES\0\u{1}CHATROOM_ENTRIES_CHANGED\0\u{1}CHATROOM_EVENT\0\u{1}MESSAGE_MODIFIED\0\u{1}ULTRA_GROUP_EVENT\0\u{2}\u{6}MEDIA_UPLOAD_TOKEN\0\u{1}MEDIA_DOWNLOAD_TOKEN\0")
 }
 
 nonisolated extension Im_Platform: SwiftProtobuf._ProtoNameProviding {
@@ -5149,6 +5201,91 @@ nonisolated extension Im_SetPushProfileRequest: SwiftProtobuf.Message, SwiftProt
     if lhs.showContent != rhs.showContent {return false}
     if lhs.hasReceiveWhileWebOnline_p != rhs.hasReceiveWhileWebOnline_p {return false}
     if lhs.receiveWhileWebOnline != rhs.receiveWhileWebOnline {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_MediaUploadRequest: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MediaUploadRequest"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{3}media_type\0\u{3}file_name\0\u{1}size\0\u{3}mime_type\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.mediaType) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.fileName) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.size) }()
+      case 4: try { try decoder.decodeSingularStringField(value: &self.mimeType) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.mediaType.isEmpty {
+      try visitor.visitSingularStringField(value: self.mediaType, fieldNumber: 1)
+    }
+    if !self.fileName.isEmpty {
+      try visitor.visitSingularStringField(value: self.fileName, fieldNumber: 2)
+    }
+    if self.size != 0 {
+      try visitor.visitSingularInt64Field(value: self.size, fieldNumber: 3)
+    }
+    if !self.mimeType.isEmpty {
+      try visitor.visitSingularStringField(value: self.mimeType, fieldNumber: 4)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_MediaUploadRequest, rhs: Im_MediaUploadRequest) -> Bool {
+    if lhs.mediaType != rhs.mediaType {return false}
+    if lhs.fileName != rhs.fileName {return false}
+    if lhs.size != rhs.size {return false}
+    if lhs.mimeType != rhs.mimeType {return false}
+    if lhs.unknownFields != rhs.unknownFields {return false}
+    return true
+  }
+}
+
+nonisolated extension Im_MediaToken: SwiftProtobuf.Message, SwiftProtobuf._MessageImplementationBase, SwiftProtobuf._ProtoNameProviding {
+  public static let protoMessageName: String = _protobuf_package + ".MediaToken"
+  public static let _protobuf_nameMap = SwiftProtobuf._NameMap(bytecode: "\0\u{1}token\0\u{1}url\0\u{3}expires_at\0")
+
+  public mutating func decodeMessage<D: SwiftProtobuf.Decoder>(decoder: inout D) throws {
+    while let fieldNumber = try decoder.nextFieldNumber() {
+      // The use of inline closures is to circumvent an issue where the compiler
+      // allocates stack space for every case branch when no optimizations are
+      // enabled. https://github.com/apple/swift-protobuf/issues/1034
+      switch fieldNumber {
+      case 1: try { try decoder.decodeSingularStringField(value: &self.token) }()
+      case 2: try { try decoder.decodeSingularStringField(value: &self.url) }()
+      case 3: try { try decoder.decodeSingularInt64Field(value: &self.expiresAt) }()
+      default: break
+      }
+    }
+  }
+
+  public func traverse<V: SwiftProtobuf.Visitor>(visitor: inout V) throws {
+    if !self.token.isEmpty {
+      try visitor.visitSingularStringField(value: self.token, fieldNumber: 1)
+    }
+    if !self.url.isEmpty {
+      try visitor.visitSingularStringField(value: self.url, fieldNumber: 2)
+    }
+    if self.expiresAt != 0 {
+      try visitor.visitSingularInt64Field(value: self.expiresAt, fieldNumber: 3)
+    }
+    try unknownFields.traverse(visitor: &visitor)
+  }
+
+  public static func ==(lhs: Im_MediaToken, rhs: Im_MediaToken) -> Bool {
+    if lhs.token != rhs.token {return false}
+    if lhs.url != rhs.url {return false}
+    if lhs.expiresAt != rhs.expiresAt {return false}
     if lhs.unknownFields != rhs.unknownFields {return false}
     return true
   }

@@ -204,6 +204,7 @@ struct ServerConfigTests {
             "pushRequestTimeoutSeconds", "pushMaxAttempts", "pushRecordRetentionDays",
             "callbacksEnabled", "callbackRequestTimeoutSeconds", "callbackRetentionHours", "callbackMaxBacklog",
             "multiDeviceSyncEnabled", "consoleEnabled", "consolePassword", "consoleSessionMinutes", "consoleLoginAttempts",
+            "mediaDir", "mediaRetentionDays", "sightRetentionDays", "mediaMaxFileMB", "mediaMaxGifMB", "mediaMaxImageMB",
         ]
         #expect(Set(keys) == Set(fileKeys))
         let existingVariables = [
@@ -234,7 +235,7 @@ struct ServerConfigTests {
         #expect(ServerConfig().storage.database.isEmpty, "the embedded database unless one is given")
         #expect(SettingNames.flag(forKey: "httpIdleTimeoutSeconds") == "--http-idle-timeout-seconds")
         #expect(Self.table.areas.map(\.name) == ["network", "session", "messaging", "groups", "chatrooms", "ultraGroups", "serverAPI",
-                                                 "moderation", "developmentApp", "storage", "cluster", "push", "callbacks", "logging", "console"])
+                                                 "moderation", "developmentApp", "storage", "cluster", "push", "callbacks", "logging", "console", "media"])
         #expect(Self.table.setting(key: "nodeId")?.flag == "--node-id")
         #expect(Self.table.setting(key: "nodeId")?.environmentVariable == "IMSERVER_NODE_ID")
     }

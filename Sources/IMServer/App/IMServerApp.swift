@@ -115,6 +115,7 @@ public struct IMServerApp: Sendable {
         }
         ServerAPI(core: core).register(on: router)
         ConsoleRoutes(core: core).register(on: router)
+        MediaRoutes(core: core).register(on: router)
         let gateway = Gateway(core: core)
         let logger = core.logger
         router.ws("/ws") { inbound, outbound, context in

@@ -53,7 +53,9 @@ extension ServerCore {
                 deleted += try await sweep(appId: app.id, conversationKey: key, ultraGroups: true, before: ultraFloor)
             }
         }
-        if deleted > 0 { logger.info("retention sweep", metadata: ["deleted": "\(deleted)"]) }
+        // Media files past their type's retention (each file's expiry was set by its app's settings).
+        let files = try await media.sweep(now: now)
+        if deleted > 0 || files > 0 { logger.info("retention sweep", metadata: ["deleted": "\(deleted)", "files": "\(files)"]) }
         return deleted
     }
 

@@ -55,6 +55,8 @@ public final class ServerCore: Sendable {
     public let statistics: ServerStatistics
     /// The console's operator and sessions.
     public let console: ConsoleAuth
+    /// Media files: upload and download tokens, uploads, downloads, retention.
+    public let media: MediaService
 
     /// - Parameter cluster: the transport to the other nodes when this server is a node of a
     ///   cluster (`ClusterNode` runs it as one of the server's services).
@@ -82,6 +84,10 @@ public final class ServerCore: Sendable {
         let statistics = ServerStatistics(store: store, apps: apps, registry: registry, clock: clock, logger: logger)
         self.statistics = statistics
         self.console = ConsoleAuth(store: store, clock: clock, settings: config.console)
+        let mediaDirectory = config.media.directory.isEmpty
+            ? URL(fileURLWithPath: config.storage.dataDir).appendingPathComponent("media").path : config.media.directory
+        self.media = MediaService(store: store, blobs: FileSystemBlobStore(directory: mediaDirectory), apps: apps, clock: clock,
+                                  logger: logger)
         let rosters = GroupRosters(store: store, registry: registry, peers: peers)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers)
         let localBus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger, metrics: metrics)

@@ -79,6 +79,14 @@ enum GatewayOps {
             PushService.wire(try await core.requirePush().setProfile(request, appId: session.appId, userId: session.userId))
         },
 
+        // Media files: tokens for uploading and downloading over HTTP.
+        .mediaUploadToken: .reply(Im_MediaUploadRequest.self) { core, request, session in
+            try core.media.uploadToken(request, for: session)
+        },
+        .mediaDownloadToken: .reply(Im_MediaUploadRequest.self) { core, _, session in
+            try core.media.downloadToken(for: session)
+        },
+
         // Messages, offline sync and history.
         .sendMessage: .reply(Im_SendMessageRequest.self) { core, request, session in
             do {

@@ -15,6 +15,7 @@ import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -28,7 +29,8 @@ for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "-
                  "--disable-extensions", "--no-first-run"]:
     options.add_argument(argument)
 driver = webdriver.Chrome(service=Service(chromedriver), options=options)
-wait = WebDriverWait(driver, 20)
+# Pages are redrawn after each action: an element found a moment ago may be gone, so a wait looks again.
+wait = WebDriverWait(driver, 60, ignored_exceptions=[StaleElementReferenceException])
 done = {}
 
 

@@ -20,6 +20,7 @@ public struct ServerConfig: Sendable, Equatable, Decodable {
     public var callbacks = CallbackSettings()
     public var logging = LoggingSettings()
     public var console = ConsoleSettings()
+    public var media = MediaSettings()
 
     /// Every setting at its default.
     public init() {}

@@ -70,6 +70,7 @@ extension ServerAPI {
                 try await core.apps.delete(app) {
                     core.disconnectApp(appId: app.id, code: .appBlockedOrDeleted, reason: "the app was deleted by the server's operator")
                 }
+                try await core.media.blobs.deleteAll(appId: app.id)
                 return [:]
             }
         }
