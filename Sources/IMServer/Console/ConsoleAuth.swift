@@ -77,11 +77,8 @@ public final class ConsoleAuth: Sendable {
             throw IMError(.apiSignatureFailed, "wrong name or password")
         }
         failures.withLock { _ = $0.removeValue(forKey: address) }
-        var bytes = [UInt8](repeating: 0, count: 32)
-        var generator = SystemRandomNumberGenerator()
-        for index in bytes.indices { bytes[index] = generator.next() }
-        let token = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        // 43 of 36 characters: over 220 bits.
+        let token = AppRegistry.randomCredential(length: 43)
         try await store.deleteConsoleSessions(operatorName: nil, expiredBefore: now)
         try await store.createConsoleSession(tokenHash: Self.digest(token), operatorName: name, createdAt: now,
                                              expiresAt: now + Int64(settings.sessionMinutes) * 60_000)

@@ -32,7 +32,7 @@ public final class AppRegistry: Sendable {
         self.store = store
         self.peers = peers
         self.logger = logger
-        self.defaults = AppSettings(config: config, overrides: [:])
+        self.defaults = AppSettings(config: config)
     }
 
     /// The settings of the app with this id: the server's where the app has no value of its own.
@@ -48,7 +48,7 @@ public final class AppRegistry: Sendable {
         for problem in problems {
             logger.warning("an app setting was not applied", metadata: ["appKey": "\(app.appKey)", "problem": "\(problem)"])
         }
-        return AppSettings(config: config, overrides: app.settings)
+        return AppSettings(config: config)
     }
 
     private func remember(_ app: AppRecord, in table: inout Table, settings: AppSettings) {
@@ -176,12 +176,9 @@ public final class AppRegistry: Sendable {
 @dynamicMemberLookup
 public final class AppSettings: Sendable {
     public let config: ServerConfig
-    /// The app's own values, by key, as the admin API set them.
-    public let overrides: [String: JSONValue]
 
-    init(config: ServerConfig, overrides: [String: JSONValue]) {
+    init(config: ServerConfig) {
         self.config = config
-        self.overrides = overrides
     }
 
     public subscript<Value>(dynamicMember path: KeyPath<ServerConfig, Value>) -> Value {

@@ -15,17 +15,33 @@ public struct TokenService: Sendable {
     public func issue(app: AppRecord, userId: String, now: Int64) -> String {
         let claims = ConnectTokenClaims(appKey: app.appKey, userId: userId, issuedAt: now,
                                         nonce: AppRegistry.randomCredential(length: 6))
+        return Self.sign(claims, secret: app.appSecret)
+    }
+
+    /// `base64url(claims JSON).base64url(HMAC-SHA256(secret, claims))`: the connect token's form,
+    /// which the server's other tokens (media) take too.
+    static func sign(_ claims: some Encodable, secret: String) -> String {
         let payload = (try? JSONEncoder().encode(claims)) ?? Data()
-        return Base64URL.encode(payload) + "." + Base64URL.encode(mac(payload, secret: app.appSecret))
+        return Base64URL.encode(payload) + "." + Base64URL.encode(mac(payload, secret: secret))
+    }
+
+    /// The claims of a token of that form, before its signature is checked (they name the app
+    /// whose secret checks it); nil when it is not shaped like one.
+    static func unverifiedClaims<Claims: Decodable>(of token: String, as type: Claims.Type) -> Claims? {
+        guard let (payload, _) = ConnectTokenClaims.parts(of: token) else { return nil }
+        return try? JSONDecoder().decode(type, from: payload)
+    }
+
+    /// Whether a token of that form was signed with `secret`.
+    static func isSigned(_ token: String, secret: String) -> Bool {
+        guard let (payload, signature) = ConnectTokenClaims.parts(of: token) else { return false }
+        return HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: payload, using: SymmetricKey(data: Data(secret.utf8)))
     }
 
     /// Verifies the token against the app it was presented to; 31004 when it is not valid there.
     public func verify(_ token: String, app: AppRecord) throws -> ConnectTokenClaims {
-        guard let (payload, signature) = ConnectTokenClaims.parts(of: token),
-              let claims = try? JSONDecoder().decode(ConnectTokenClaims.self, from: payload),
-              claims.appKey == app.appKey,
-              HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: payload,
-                                                     using: SymmetricKey(data: Data(app.appSecret.utf8))),
+        guard let claims = Self.unverifiedClaims(of: token, as: ConnectTokenClaims.self),
+              claims.appKey == app.appKey, Self.isSigned(token, secret: app.appSecret),
               UserID.isValid(claims.userId)
         else {
             throw IMError(.tokenIncorrect, "the token is not valid for app key \(app.appKey): get a new token from your app server (Server API /user/getToken.json) for this app key")
@@ -33,7 +49,7 @@ public struct TokenService: Sendable {
         return claims
     }
 
-    private func mac(_ payload: Data, secret: String) -> Data {
+    private static func mac(_ payload: Data, secret: String) -> Data {
         Data(HMAC<SHA256>.authenticationCode(for: payload, using: SymmetricKey(data: Data(secret.utf8))))
     }
 }

@@ -51,11 +51,6 @@ public final class SessionRegistry: Sendable {
         }
     }
 
-    /// Live sessions of one app on this node.
-    public func sessionCount(appId: Int64) -> Int {
-        table.withLock { $0.appCounts[appId]?.now ?? 0 }
-    }
-
     /// Adds a session under the login rules: one session per login slot per user, the slot being
     /// the login class (mobile, desktop, web) except for Web sessions of an app with multi-device
     /// sync, which each have their own. The older session of the slot is returned to be kicked

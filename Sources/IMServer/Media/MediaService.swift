@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import IMCore
 import IMStore
@@ -10,9 +9,9 @@ import NIOCore
 /// `BlobStore` with the limits of their type, downloads for the app's users, and the sweep that
 /// deletes files past their retention.
 ///
-/// A token is `<payload>.<signature>`: the payload (base64url JSON: app key, user, purpose, media
-/// type, size, expiry) signed with HMAC-SHA256 under the app's secret, so a token names its app and
-/// cannot be made or stretched by a client, and a new app secret ends every earlier token.
+/// A token has the connect token's form (`TokenService.sign`): its claims (app key, user, purpose,
+/// media type, size, expiry) signed with HMAC-SHA256 under the app's secret, so a token names its
+/// app and cannot be made or stretched by a client, and a new app secret ends every earlier token.
 public final class MediaService: Sendable {
     struct Claims: Codable {
         /// App key.
@@ -67,9 +66,10 @@ public final class MediaService: Sendable {
         }
         let expires = clock.nowMilliseconds() + Int64(MediaLimits.uploadTokenSeconds) * 1000
         var token = Im_MediaToken()
-        token.token = try sign(Claims(a: app.appKey, u: session.userId, p: "up", t: type.rawValue, s: request.size,
+        token.token = TokenService.sign(Claims(a: app.appKey, u: session.userId, p: "up", t: type.rawValue, s: request.size,
                                       n: request.fileName.isEmpty ? type.rawValue : request.fileName,
-                                      m: request.mimeType.isEmpty ? nil : String(request.mimeType.prefix(100)), e: expires), app: app)
+                                      m: request.mimeType.isEmpty ? nil : String(request.mimeType.prefix(100)), e: expires),
+                                        secret: app.appSecret)
         token.url = "/media/upload"
         token.expiresAt = expires
         return token
@@ -80,28 +80,19 @@ public final class MediaService: Sendable {
         guard let app = apps.app(id: session.appId) else { throw IMError(.appBlockedOrDeleted, "this app no longer exists") }
         let expires = clock.nowMilliseconds() + Int64(MediaLimits.downloadTokenSeconds) * 1000
         var token = Im_MediaToken()
-        token.token = try sign(Claims(a: app.appKey, u: session.userId, p: "down", e: expires), app: app)
+        token.token = TokenService.sign(Claims(a: app.appKey, u: session.userId, p: "down", e: expires), secret: app.appSecret)
         token.url = "/media/\(app.appKey)/"
         token.expiresAt = expires
         return token
     }
 
-    private func sign(_ claims: Claims, app: AppRecord) throws -> String {
-        let payload = Self.base64URL(try JSONEncoder().encode(claims))
-        let mac = HMAC<SHA256>.authenticationCode(for: Data(payload.utf8), using: SymmetricKey(data: Data(app.appSecret.utf8)))
-        return payload + "." + Self.base64URL(Data(mac))
-    }
-
     /// The claims of a token for `purpose`, or 1004 (unknown app, bad signature, expired).
     func verify(_ token: String, purpose: String) async throws -> (AppRecord, Claims) {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2, let payload = Self.data(base64URL: String(parts[0])),
-              let claims = try? JSONDecoder().decode(Claims.self, from: payload), claims.p == purpose,
+        guard let claims = TokenService.unverifiedClaims(of: token, as: Claims.self), claims.p == purpose,
               let app = await apps.find(key: claims.a) else {
             throw IMError(.apiSignatureFailed, "missing or malformed media token: ask the connection for one (MEDIA_\(purpose == "up" ? "UPLOAD" : "DOWNLOAD")_TOKEN)")
         }
-        let mac = HMAC<SHA256>.authenticationCode(for: Data(parts[0].utf8), using: SymmetricKey(data: Data(app.appSecret.utf8)))
-        guard constantTimeEqual(Self.base64URL(Data(mac)), String(parts[1])) else {
+        guard TokenService.isSigned(token, secret: app.appSecret) else {
             throw IMError(.apiSignatureFailed, "the media token's signature does not match: ask the connection for a new one")
         }
         guard claims.e > clock.nowMilliseconds() else {
@@ -120,7 +111,8 @@ public final class MediaService: Sendable {
         guard let type = claims.t.flatMap(MediaType.init(rawValue:)), let allowed = claims.s else {
             throw IMError(.apiSignatureFailed, "not an upload token")
         }
-        let fileId = Self.newFileId()
+        // 24 of 36 characters: 124 bits, not to be guessed.
+        let fileId = AppRegistry.randomCredential(length: 24)
         let sniffer = MediaSniffer()
         let counted = SniffingSequence(base: body, sniffer: sniffer)
         let size: Int64
@@ -192,25 +184,6 @@ public final class MediaService: Sendable {
         }
     }
 
-    // MARK: helpers
-
-    static func newFileId() -> String {
-        var bytes = [UInt8](repeating: 0, count: 18)
-        var generator = SystemRandomNumberGenerator()
-        for index in bytes.indices { bytes[index] = generator.next() }
-        return base64URL(Data(bytes))
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func data(base64URL text: String) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
-    }
 }
 
 /// The body of an upload, its first bytes kept for `MediaSniffer` as they pass.

@@ -48,8 +48,11 @@ public final class MessageService: Sendable {
 
     /// Handles SEND_MESSAGE from a session.
     func send(_ request: Im_SendMessageRequest, from session: ClientSession) async throws -> Im_SendMessageReply {
-        let message = try validate(request, from: session)
-        let perSecond = apps.settings(appId: session.appId).session.clientSendsPerSecond
+        // The app's settings looked up once per message, and read through `config`'s stored
+        // properties (the dynamic members would copy a whole area for one value).
+        let settings = apps.settings(appId: session.appId)
+        let message = try validate(request, from: session, multiDeviceSync: settings.config.messaging.multiDeviceSyncEnabled)
+        let perSecond = settings.config.session.clientSendsPerSecond
         guard session.admitSend(now: clock.nowMilliseconds(), perSecond: perSecond) else {
             throw IMError(.sendRateTooHigh, "more than \(perSecond) messages per second from this client: wait a second before sending again, or send in bulk through the Server API")
         }
@@ -302,7 +305,7 @@ public final class MessageService: Sendable {
         ReadReceiptObjectNames.request, ChatroomKVNotificationMessage.objectName,
     ]
 
-    private func validate(_ request: Im_SendMessageRequest, from session: ClientSession) throws -> StoredMessage {
+    private func validate(_ request: Im_SendMessageRequest, from session: ClientSession, multiDeviceSync: Bool) throws -> StoredMessage {
         guard let type = ConversationType(rawValue: Int(request.conversationType)) else {
             throw IMError(.invalidParameter, "unknown conversation type \(request.conversationType)")
         }
@@ -389,7 +392,7 @@ public final class MessageService: Sendable {
         message.senderPlatform = session.platform
         message.disableUpdateLastMessage = request.disableUpdateLastMessage
         // Without multi-device sync a message stays on the device that sent it.
-        message.includeSender = apps.settings(appId: session.appId).messaging.multiDeviceSyncEnabled
+        message.includeSender = multiDeviceSync
         return message
     }
 }

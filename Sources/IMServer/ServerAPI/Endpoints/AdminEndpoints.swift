@@ -26,7 +26,7 @@ extension ServerAPI {
         registerAdminOperations(on: router)
         router.get("/admin/apps") { request, _ in
             await self.admin(request) { _ in
-                ["apps": core.apps.all.map(Self.adminView)]
+                ["apps": core.apps.all.map { Self.adminView($0) }]
             }
         }
         router.post("/admin/apps") { request, _ in
@@ -35,9 +35,7 @@ extension ServerAPI {
                 let app = try await core.apps.upsert(appKey: AppRegistry.randomCredential(length: 16),
                                                      appSecret: AppRegistry.randomCredential(length: 24), name: name,
                                                      now: core.clock.nowMilliseconds())
-                var view = Self.adminView(app)
-                view["appSecret"] = app.appSecret
-                return ["app": view]
+                return ["app": Self.adminView(app, withSecret: true)]
             }
         }
         router.put("/admin/apps/{appKey}") { request, context in
@@ -53,9 +51,7 @@ extension ServerAPI {
                 let app = try Self.existing(core, context)
                 let rotated = try await core.apps.upsert(appKey: app.appKey, appSecret: AppRegistry.randomCredential(length: 24),
                                                          name: app.name, now: core.clock.nowMilliseconds())
-                var view = Self.adminView(rotated)
-                view["appSecret"] = rotated.appSecret
-                return ["app": view]
+                return ["app": Self.adminView(rotated, withSecret: true)]
             }
         }
         router.delete("/admin/apps/{appKey}") { request, context in
@@ -142,7 +138,10 @@ extension ServerAPI {
         return name
     }
 
-    static func adminView(_ app: AppRecord) -> [String: any Sendable] {
-        ["appKey": app.appKey, "name": app.name, "createdAt": app.createdAt, "banned": app.banned]
+    /// An app as the admin API shows it; its secret only when it was just made.
+    static func adminView(_ app: AppRecord, withSecret: Bool = false) -> [String: any Sendable] {
+        var view: [String: any Sendable] = ["appKey": app.appKey, "name": app.name, "createdAt": app.createdAt, "banned": app.banned]
+        if withSecret { view["appSecret"] = app.appSecret }
+        return view
     }
 }
