@@ -51,7 +51,7 @@ let package = Package(
         .target(
             name: "IMServer",
             dependencies: [
-                "IMCore", "IMPush", "IMWire", "IMStore",
+                "IMCore", "IMPush", "IMWire", "IMStore", "IMProcess",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
@@ -126,6 +126,11 @@ let package = Package(
                 "IMCore", "IMWire",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                // Media uploads and downloads streamed from and to files.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -199,7 +204,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // Child processes without Foundation's Process (see ChildProcess.swift): tests and imbench.
+        // Child processes without Foundation's Process (see ChildProcess.swift): the media tools the
+        // server runs, the tests and imbench.
         .target(name: "IMProcess", swiftSettings: strict),
         // Local APNs, FCM and webhook servers speaking the providers' protocols (HTTP/2, TLS from a
         // test CA): for the tests (through IMServerTesting) and imbench's push scenario.

@@ -14,6 +14,9 @@ fi
 # RongCloud's official Python server SDK, which the compatibility tests drive imserver with.
 IMSERVER_TEST_PYTHON="$(scripts/python-sdk.sh)"
 export IMSERVER_TEST_PYTHON
+# libvips's and ffmpeg's tools: the server checks uploads and makes thumbnails with them, the
+# media tests make their fixtures with them.
+scripts/media-tools.sh >/dev/null
 # Headless Chromium and its WebDriver, for the console's browser test.
 IMSERVER_TEST_CHROMEDRIVER="$(scripts/chromium.sh)"
 export IMSERVER_TEST_CHROMEDRIVER

@@ -55,12 +55,25 @@ public struct ImageMessage: MessageContent, Codable, Equatable {
     public var imageUri: String
     public var extra: String?
     public var user: UserInfo?
+    /// The image on this device to send (not sent; see `MediaMessageContent`).
+    public var localPath: String?
+    /// RongCloud's `full`: send the original image; otherwise the server keeps it reduced to 960 px
+    /// on its longer side. Not sent.
+    public var full = false
 
     public init(thumbnailBase64: String, imageUri: String, extra: String? = nil, user: UserInfo? = nil) {
         self.thumbnailBase64 = thumbnailBase64
         self.imageUri = imageUri
         self.extra = extra
         self.user = user
+    }
+
+    /// An image to send from a file (`sendMediaMessage` uploads it and fills in the thumbnail and
+    /// the URL).
+    public init(localPath: String, full: Bool = false, extra: String? = nil, user: UserInfo? = nil) {
+        self.init(thumbnailBase64: "", imageUri: "", extra: extra, user: user)
+        self.localPath = localPath
+        self.full = full
     }
 
     enum CodingKeys: String, CodingKey {
@@ -90,6 +103,8 @@ public struct GIFMessage: MessageContent, Codable, Equatable {
     public var gifDataSize: Int64
     public var extra: String?
     public var user: UserInfo?
+    /// The GIF on this device to send (not sent).
+    public var localPath: String?
 
     public init(remoteUrl: String, width: Int, height: Int, gifDataSize: Int64, extra: String? = nil, user: UserInfo? = nil) {
         self.remoteUrl = remoteUrl
@@ -98,6 +113,12 @@ public struct GIFMessage: MessageContent, Codable, Equatable {
         self.gifDataSize = gifDataSize
         self.extra = extra
         self.user = user
+    }
+
+    /// A GIF to send from a file (the size and dimensions are filled in from the upload).
+    public init(localPath: String, extra: String? = nil, user: UserInfo? = nil) {
+        self.init(remoteUrl: "", width: 0, height: 0, gifDataSize: 0, extra: extra, user: user)
+        self.localPath = localPath
     }
 
     enum CodingKeys: String, CodingKey {
@@ -130,6 +151,8 @@ public struct FileMessage: MessageContent, Codable, Equatable {
     public var fileUrl: String
     public var extra: String?
     public var user: UserInfo?
+    /// The file on this device to send (not sent).
+    public var localPath: String?
 
     public init(name: String, size: Int64, type: String, fileUrl: String, extra: String? = nil, user: UserInfo? = nil) {
         self.name = name
@@ -138,6 +161,13 @@ public struct FileMessage: MessageContent, Codable, Equatable {
         self.fileUrl = fileUrl
         self.extra = extra
         self.user = user
+    }
+
+    /// A file to send: its name and type come from the path, its size from the upload.
+    public init(localPath: String, extra: String? = nil, user: UserInfo? = nil) {
+        let url = URL(fileURLWithPath: localPath)
+        self.init(name: url.lastPathComponent, size: 0, type: url.pathExtension, fileUrl: "", extra: extra, user: user)
+        self.localPath = localPath
     }
 
     enum CodingKeys: String, CodingKey {
@@ -168,12 +198,20 @@ public struct HQVoiceMessage: MessageContent, Codable, Equatable {
     public var duration: Int
     public var extra: String?
     public var user: UserInfo?
+    /// The clip on this device to send (not sent).
+    public var localPath: String?
 
     public init(remoteUrl: String, duration: Int, extra: String? = nil, user: UserInfo? = nil) {
         self.remoteUrl = remoteUrl
         self.duration = duration
         self.extra = extra
         self.user = user
+    }
+
+    /// A clip to send from a file; the server measures its duration (at most 60 s).
+    public init(localPath: String, duration: Int = 0, extra: String? = nil, user: UserInfo? = nil) {
+        self.init(remoteUrl: "", duration: duration, extra: extra, user: user)
+        self.localPath = localPath
     }
 
     enum CodingKeys: String, CodingKey {
@@ -207,6 +245,8 @@ public struct SightMessage: MessageContent, Codable, Equatable {
     public var name: String
     public var extra: String?
     public var user: UserInfo?
+    /// The video on this device to send (not sent).
+    public var localPath: String?
 
     public init(sightUrl: String, thumbnailBase64: String, duration: Int, size: Int64, name: String,
                 extra: String? = nil, user: UserInfo? = nil) {
@@ -232,6 +272,14 @@ public struct SightMessage: MessageContent, Codable, Equatable {
         name = try container.value(.name, or: "")
         extra = try container.decodeIfPresent(String.self, forKey: .extra)
         user = try container.decodeIfPresent(UserInfo.self, forKey: .user)
+    }
+
+    /// A video to send from an MP4 file (H.264 and AAC); the server makes the first frame and
+    /// measures the duration (at most 2 minutes).
+    public init(localPath: String, extra: String? = nil, user: UserInfo? = nil) {
+        self.init(sightUrl: "", thumbnailBase64: "", duration: 0, size: 0, name: URL(fileURLWithPath: localPath).lastPathComponent,
+                  extra: extra, user: user)
+        self.localPath = localPath
     }
 
     public var conversationDigest: String { "[小视频]" }
@@ -428,6 +476,8 @@ public struct CombineMessage: MessageContent, Codable, Equatable {
     public var summaryList: [String]
     public var extra: String?
     public var user: UserInfo?
+    /// The HTML file on this device to send (not sent).
+    public var localPath: String?
 
     public init(remoteUrl: String, conversationType: ConversationType, nameList: [String], title: String, summaryList: [String],
                 extra: String? = nil, user: UserInfo? = nil) {

@@ -209,6 +209,10 @@ public enum MediaLimits {
     public static let maxVoiceMB = 10
     /// A short video of 2 minutes.
     public static let maxSightMB = 100
+    /// A short video: 2 minutes (34002 beyond).
+    public static let defaultMaxSightSeconds = 120
+    /// An HQ voice message: 60 seconds.
+    public static let defaultMaxVoiceSeconds = 60
     /// A file name, in UTF-8 bytes.
     public static let maxFileNameBytes = 255
     /// How long an upload token and a download token last.

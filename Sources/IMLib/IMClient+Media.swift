@@ -1,9 +1,11 @@
+import AsyncHTTPClient
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import IMCore
 import IMWire
+import NIOCore
+import NIOHTTP1
+import Synchronization
+import _NIOFileSystem
 
 /// Permission the server gives over the connection to upload one file, or to download the app's
 /// files for a while.
@@ -14,18 +16,79 @@ public struct MediaToken: Sendable, Equatable {
     public var expiresAt: Int64
 }
 
-/// A file the server has kept: its URL goes into a media message's content.
-public struct UploadedMedia: Sendable, Equatable {
-    public var fileId: String
-    public var url: String
-    public var size: Int64
-    public var mediaType: MediaType
-    public var mimeType: String
-    public var expiresAt: Int64
+/// What `sendMediaMessage` reports before it returns: RongCloud's attached and progress callbacks.
+/// (Success is the returned message; an error is the thrown `SendMessageError`; a cancel is the
+/// thrown `MediaSendCanceled`.)
+public enum MediaSendEvent: Sendable {
+    /// The message is stored on this device with status `sending`, before its file is uploaded.
+    case attached(Message)
+    /// Upload progress, 0 to 100, rising; 100 once the server has kept the file.
+    case progress(Int, Message)
 }
 
-/// Media files: uploaded and downloaded over HTTP with tokens from the connection.
+/// A media send canceled (`cancelSendMediaMessage`, or the caller's task canceled) before the
+/// message was sent: nothing reached the server's conversation, and the local message has status
+/// `canceled` (RongCloud's cancel callback).
+public struct MediaSendCanceled: Error, Sendable, CustomStringConvertible {
+    public let message: Message
+    public var description: String { "the media send of local message \(message.messageId) was canceled" }
+}
+
+/// The custom-upload hook's job (RongCloud's `uploadPrepare` with `RCUploadImageStatusListener`):
+/// the app uploads the file to its own storage, reports progress, and returns the file's URL;
+/// IMLib then sends the message with that URL.
+public struct MediaUploadJob: Sendable {
+    /// The message as stored, with status `sending`.
+    public let message: Message
+    /// The file to upload.
+    public let localPath: String
+    /// Reports progress, 0 to 100.
+    public let progress: @Sendable (Int) -> Void
+}
+
+/// Media downloads' progress and ends, for every download of this client (those the app asked for
+/// and automatic ones, such as small GIFs on receipt).
+public enum MediaDownloadEvent: Sendable, Equatable {
+    /// 0 to 100, rising.
+    case progress(messageId: Int64, percent: Int)
+    /// The file is at `path` under the SDK's media folder, recorded with the message.
+    case completed(messageId: Int64, path: String)
+    case failed(messageId: Int64, code: ErrorCode)
+    case canceled(messageId: Int64)
+}
+
+/// A media upload or download that can be canceled by its message's id.
+final class MediaTransfer: Sendable {
+    private let state = Mutex<(canceled: Bool, actions: [@Sendable () -> Void])>((false, []))
+
+    func cancel() {
+        let actions = state.withLock { state -> [@Sendable () -> Void] in
+            guard !state.canceled else { return [] }
+            state.canceled = true
+            defer { state.actions = [] }
+            return state.actions
+        }
+        for action in actions { action() }
+    }
+
+    var isCanceled: Bool { state.withLock { $0.canceled } }
+
+    /// Runs `action` on cancel (at once if already canceled).
+    func onCancel(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.canceled { return true }
+            state.actions.append(action)
+            return false
+        }
+        if now { action() }
+    }
+}
+
+/// Media files: uploaded and downloaded over HTTP with tokens from the connection; media messages
+/// sent with their file, and downloaded into the SDK's media folder.
 extension IMClient {
+    // MARK: tokens
+
     /// Permission to upload one file: refused at once when the type or size is not allowed
     /// (34003 for a GIF over its limit, 34011 for another file too large, 34018 for an empty one).
     public func mediaUploadToken(type: MediaType, fileName: String, size: Int64, mimeType: String = "") async throws -> MediaToken {
@@ -43,42 +106,392 @@ extension IMClient {
             .body(Im_MediaToken.self))
     }
 
-    /// Uploads `data` as a file of this type to the connected server and returns where it is kept.
-    public func uploadMedia(_ data: Data, type: MediaType, fileName: String, mimeType: String = "") async throws -> UploadedMedia {
+    private static func token(_ wire: Im_MediaToken) -> MediaToken {
+        MediaToken(token: wire.token, url: wire.url, expiresAt: wire.expiresAt)
+    }
+
+    // MARK: upload
+
+    /// Uploads `data` as a file of this type to the connected server and returns where it is kept
+    /// and what the server found (thumbnail, size, duration). `original`: keep an image as sent
+    /// instead of reduced to 960 px.
+    public func uploadMedia(_ data: Data, type: MediaType, fileName: String, mimeType: String = "", original: Bool = false) async throws -> UploadedMedia {
         let token = try await mediaUploadToken(type: type, fileName: fileName, size: Int64(data.count), mimeType: mimeType)
-        guard let base = connectedServerURL, let url = URL(string: base + token.url) else {
-            throw IMError(.connectionUnavailable, "not connected: connect before uploading")
+        return try await Self.post(.bytes(ByteBuffer(bytes: data)), to: try uploadURL(token, original: original),
+                                   token: token, type: type, mimeType: mimeType, size: Int64(data.count))
+    }
+
+    /// Uploads the file at `path`, streamed from disk (never held in memory), reporting progress
+    /// from 0 to 100. Canceling the calling task stops the upload.
+    public func uploadMedia(file path: String, type: MediaType, fileName: String? = nil, mimeType: String = "", original: Bool = false,
+                            progress: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> UploadedMedia {
+        let size = try Self.fileSize(path)
+        let name = fileName ?? URL(fileURLWithPath: path).lastPathComponent
+        let token = try await mediaUploadToken(type: type, fileName: name, size: size, mimeType: mimeType)
+        let url = try uploadURL(token, original: original)
+        let reporter = ProgressReporter(total: size, report: progress)
+        reporter.report(0)
+        let media = try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(path)) { handle in
+            let chunks = CountedChunks(base: handle.readChunks(chunkLength: .kibibytes(256)), reporter: reporter)
+            return try await Self.post(.stream(chunks, length: .known(size)), to: url, token: token, type: type, mimeType: mimeType, size: size)
         }
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.setValue("Bearer \(token.token)", forHTTPHeaderField: "Authorization")
-        request.setValue(mimeType.isEmpty ? "application/octet-stream" : mimeType, forHTTPHeaderField: "Content-Type")
-        let (body, _) = try await URLSession.shared.upload(for: request, from: data)
-        let answer = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
+        reporter.finish()
+        return media
+    }
+
+    private func uploadURL(_ token: MediaToken, original: Bool) throws -> String {
+        guard let base = connectedServerURL else { throw IMError(.connectionUnavailable, "not connected: connect before uploading") }
+        return base + token.url + (original ? "?original=true" : "")
+    }
+
+    private static func post(_ body: HTTPClientRequest.Body, to url: String, token: MediaToken, type: MediaType, mimeType: String,
+                             size: Int64) async throws -> UploadedMedia {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(token.token)")
+        request.headers.add(name: "Content-Type", value: mimeType.isEmpty ? "application/octet-stream" : mimeType)
+        request.body = body
+        let answer: [String: Any]
+        do {
+            let response = try await HTTPClient.shared.execute(request, timeout: transferTimeout(size))
+            let bytes = try await response.body.collect(upTo: 1 << 20)
+            answer = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] ?? [:]
+        } catch let error as HTTPClientError where error == .cancelled {
+            throw CancellationError()
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            throw IMError(.mediaUploadFailed, "the upload failed: \(error)")
+        }
         guard answer["code"] as? Int == 200, let fileId = answer["fileId"] as? String, let remote = answer["url"] as? String else {
             let code = answer["code"] as? Int ?? ErrorCode.mediaUploadFailed.rawValue
             throw IMError(ErrorCode(code), answer["errorMessage"] as? String ?? "the upload failed")
         }
-        return UploadedMedia(fileId: fileId, url: remote, size: (answer["size"] as? NSNumber)?.int64Value ?? Int64(data.count), mediaType: type,
-                             mimeType: answer["mimeType"] as? String ?? "", expiresAt: (answer["expiresAt"] as? NSNumber)?.int64Value ?? 0)
+        func number(_ key: String) -> Int64? { (answer[key] as? NSNumber)?.int64Value }
+        return UploadedMedia(fileId: fileId, url: remote, size: number("size") ?? size, mediaType: type,
+                             mimeType: answer["mimeType"] as? String ?? "", expiresAt: number("expiresAt") ?? 0,
+                             width: number("width").map(Int.init), height: number("height").map(Int.init),
+                             duration: number("duration").map(Int.init),
+                             thumbnail: (answer["thumbnail"] as? String).flatMap { Data(base64Encoded: $0) })
     }
 
-    /// Downloads a file of this app's server (a media message's URL): 34020 once it has expired.
+    /// A transfer's time limit: a minute, and a second more per megabyte.
+    private static func transferTimeout(_ size: Int64) -> TimeAmount { .seconds(60 + size / 1_048_576) }
+
+    static func fileSize(_ path: String) throws -> Int64 {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+              attributes[.type] as? FileAttributeType == .typeRegular, let size = (attributes[.size] as? NSNumber)?.int64Value else {
+            throw IMError(.mediaFileMissing, "there is no file at \(path.suffix(200)): give the path of a file to send")
+        }
+        guard size > 0 else { throw IMError(.mediaFileMissing, "the file at \(path.suffix(200)) is empty: there is nothing to send") }
+        return size
+    }
+
+    // MARK: sending media messages
+
+    /// Sends a media message (RongCloud's `sendMediaMessage`): stores it (`.attached`), uploads
+    /// the content's file (`.progress` 0 to 100) to the connected server, or through `uploader`
+    /// to the app's own storage, fills in the content from the upload (URL, thumbnail, size,
+    /// duration), and sends it. A content whose `mediaUrl` is already set is sent without an upload.
+    ///
+    /// - Throws: `IMError` 34018 before anything is stored when the content names no file, or an
+    ///   empty one; `SendMessageError` (34003, 34011, 34019, 34002, 30002, ...) with the message as
+    ///   stored, status `failed`, when the upload or the send fails; `MediaSendCanceled` when
+    ///   `cancelSendMediaMessage` or the caller's task cancels it before it is sent.
+    @discardableResult
+    public func sendMediaMessage<Content: MediaMessageContent>(
+        _ conversationType: ConversationType, targetId: String, channelId: String = "", content: Content,
+        pushContent: String? = nil, pushData: String? = nil, pushConfig: MessagePushConfig? = nil,
+        disableNotification: Bool = false, uploader: (@Sendable (MediaUploadJob) async throws -> String)? = nil,
+        events: @escaping @Sendable (MediaSendEvent) -> Void = { _ in }
+    ) async throws -> Message {
+        var content = content
+        let localPath = content.localPath
+        if content.mediaUrl.isEmpty {
+            guard let localPath else {
+                throw IMError(.mediaFileMissing, "the content has neither a file (localPath) nor a URL: give the file to send")
+            }
+            _ = try Self.fileSize(localPath)
+        }
+        let store = try openStore()
+        // Stored as it is until the upload ends: no URL yet, so nothing points at a file the
+        // server does not have.
+        var message = try storeOutgoing(conversationType, targetId: targetId, channelId: channelId, directedUserIds: [], content: content,
+                                        pushContent: pushContent, pushData: pushData, pushConfig: pushConfig,
+                                        disableNotification: disableNotification, localMediaPath: localPath)
+        events(.attached(message))
+        guard content.mediaUrl.isEmpty, let localPath else { return try await transmit(message, store: store) }
+
+        let transfer = MediaTransfer()
+        let key = "up:\(message.messageId)"
+        mediaTransfers[key] = transfer
+        defer { mediaTransfers[key] = nil }
+        let snapshot = message
+        let progress: @Sendable (Int) -> Void = { events(.progress($0, snapshot)) }
+        let upload = Task { [self] () async throws -> Content in
+            var content = content
+            if let uploader {
+                let url = try await uploader(MediaUploadJob(message: snapshot, localPath: localPath, progress: progress))
+                try Task.checkCancellation()
+                content.mediaUrl = url
+                progress(100)
+            } else {
+                let media = try await uploadMedia(file: localPath, type: Content.mediaType, fileName: content.mediaFileName,
+                                                  original: (content as? ImageMessage)?.full ?? false, progress: progress)
+                content.uploaded(media)
+            }
+            return content
+        }
+        transfer.onCancel { upload.cancel() }
+        do {
+            content = try await withTaskCancellationHandler { try await upload.value } onCancel: { transfer.cancel() }
+        } catch {
+            if transfer.isCanceled || error is CancellationError {
+                try? store.setSentStatus(message.messageId, .canceled)
+                message.sentStatus = .canceled
+                throw MediaSendCanceled(message: message)
+            }
+            try? store.markFailed(message.messageId)
+            message.sentStatus = .failed
+            let imError = error as? IMError ?? IMError(.mediaUploadFailed, "the upload failed: \(error)")
+            throw SendMessageError(error: imError, message: message)
+        }
+        do {
+            message.contentData = try content.encode()
+        } catch {
+            try? store.markFailed(message.messageId)
+            message.sentStatus = .failed
+            throw SendMessageError(error: IMError(.invalidParameter, "the message content could not be encoded: \(error)"), message: message)
+        }
+        message.content = content
+        try store.updateContent(messageId: message.messageId, data: message.contentData)
+        return try await transmit(message, store: store)
+    }
+
+    /// Cancels a media send still uploading (RongCloud's `cancelSendMediaMessage`): its
+    /// `sendMediaMessage` throws `MediaSendCanceled`. False when that message is not uploading.
+    @discardableResult
+    public func cancelSendMediaMessage(messageId: Int64) -> Bool {
+        guard let transfer = mediaTransfers["up:\(messageId)"] else { return false }
+        transfer.cancel()
+        return true
+    }
+
+    // MARK: downloading
+
+    /// The folder of the files this user's media messages were downloaded to.
+    public func mediaDirectory() throws -> URL {
+        try openStore().directory.appendingPathComponent("media")
+    }
+
+    /// Downloads a media message's file into the SDK's media folder and records its path with the
+    /// message (RongCloud's `downloadMediaMessage`); a file already downloaded is not fetched again,
+    /// and a download canceled before its end resumes where it stopped. Progress and the end are
+    /// also reported on `mediaDownloadEvents()`.
+    ///
+    /// - Throws: 33003 when the message is not a media message with a URL, 34020 when the file
+    ///   has expired on the server, `CancellationError` when canceled.
+    @discardableResult
+    public func downloadMediaMessage(messageId: Int64, progress: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> String {
+        let store = try openStore()
+        guard let message = try store.message(id: messageId), let content = message.content as? any MediaMessageContent,
+              !content.mediaUrl.isEmpty else {
+            throw IMError(.invalidParameter, "local message \(messageId) is not a media message with a file to download")
+        }
+        if let path = message.localMediaPath, FileManager.default.fileExists(atPath: path) { return path }
+        let key = "down:\(messageId)"
+        if let running = mediaDownloads[key] { return try await running.value }
+        let folder = try mediaDirectory().appendingPathComponent("\(message.conversationType.rawValue)_\(Self.safeName(message.targetId))")
+        let name = "\(message.messageUId.isEmpty ? String(messageId) : message.messageUId)_\(Self.safeName(content.mediaFileName))"
+        let destination = folder.appendingPathComponent(name).path
+        let events = mediaDownloadBroadcaster
+        let transfer = MediaTransfer()
+        let task = Task { [self] () async throws -> String in
+            do {
+                try await download(url: content.mediaUrl, to: destination) { percent in
+                    progress(percent)
+                    events.yield(.progress(messageId: messageId, percent: percent))
+                }
+                try store.setMediaPath(messageId: messageId, path: destination)
+                events.yield(.completed(messageId: messageId, path: destination))
+                return destination
+            } catch {
+                if transfer.isCanceled || error is CancellationError {
+                    events.yield(.canceled(messageId: messageId))
+                    throw CancellationError()
+                }
+                events.yield(.failed(messageId: messageId, code: (error as? IMError)?.code ?? .mediaUploadFailed))
+                throw error
+            }
+        }
+        transfer.onCancel { task.cancel() }
+        mediaTransfers[key] = transfer
+        mediaDownloads[key] = task
+        defer {
+            mediaTransfers[key] = nil
+            mediaDownloads[key] = nil
+        }
+        return try await withTaskCancellationHandler { try await task.value } onCancel: { transfer.cancel() }
+    }
+
+    /// Cancels a running `downloadMediaMessage`; what arrived is kept, and the next download of the
+    /// message resumes from there. False when that message is not downloading.
+    @discardableResult
+    public func cancelDownloadMediaMessage(messageId: Int64) -> Bool {
+        guard let transfer = mediaTransfers["down:\(messageId)"] else { return false }
+        transfer.cancel()
+        return true
+    }
+
+    /// Media download events of this client (progress, completions, failures, cancels).
+    public nonisolated func mediaDownloadEvents() -> AsyncStream<MediaDownloadEvent> {
+        mediaDownloadBroadcaster.stream()
+    }
+
+    /// Downloads a file of this app's server (a media message's URL) into memory: 34020 once it has
+    /// expired. For large files use `downloadMediaMessage` or `downloadMediaFile`.
     public func downloadMedia(url: String) async throws -> Data {
         let token = try await mediaDownloadToken()
-        guard let address = URL(string: url) else { throw IMError(.invalidParameter, "not a URL: \(url.prefix(200))") }
-        var request = URLRequest(url: address)
-        request.setValue("Bearer \(token.token)", forHTTPHeaderField: "Authorization")
-        let (body, response) = try await URLSession.shared.data(for: request)
-        guard (response as? HTTPURLResponse)?.statusCode == 200 else {
-            let answer = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
-            throw IMError(ErrorCode(answer["code"] as? Int ?? ErrorCode.mediaUploadFailed.rawValue),
-                          answer["errorMessage"] as? String ?? "the download failed")
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Authorization", value: "Bearer \(token.token)")
+        let response: HTTPClientResponse
+        do {
+            response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+        } catch {
+            throw IMError(.mediaUploadFailed, "the download failed: \(error)")
         }
-        return body
+        let body = try await response.body.collect(upTo: Int(MediaLimits.maxSightMB) << 21)
+        guard response.status == .ok else { throw Self.failure(status: response.status, body: Data(body.readableBytesView)) }
+        return Data(body.readableBytesView)
     }
 
-    private static func token(_ wire: Im_MediaToken) -> MediaToken {
-        MediaToken(token: wire.token, url: wire.url, expiresAt: wire.expiresAt)
+    /// Downloads a file of this app's server by URL to `path` (RongCloud's `downloadMediaFile`),
+    /// streamed to disk with progress; resumes a `.part` file a canceled download left.
+    public func downloadMediaFile(url: String, to path: String, progress: @escaping @Sendable (Int) -> Void = { _ in }) async throws {
+        try await download(url: url, to: path, progress: progress)
     }
+
+    /// Streams `url` to `path` through `<path>.part`, continuing a part file with a Range request;
+    /// the file appears at `path` only whole.
+    func download(url: String, to path: String, progress: @escaping @Sendable (Int) -> Void) async throws {
+        guard URL(string: url) != nil else { throw IMError(.invalidParameter, "not a URL: \(url.prefix(200))") }
+        let token = try await mediaDownloadToken()
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        let part = path + ".part"
+        let already = (try? FileManager.default.attributesOfItem(atPath: part)[.size] as? NSNumber)?.int64Value ?? 0
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Authorization", value: "Bearer \(token.token)")
+        if already > 0 { request.headers.add(name: "Range", value: "bytes=\(already)-") }
+        let response: HTTPClientResponse
+        do {
+            response = try await HTTPClient.shared.execute(request, timeout: .hours(1))
+        } catch {
+            if Task.isCancelled { throw CancellationError() }
+            throw IMError(.mediaUploadFailed, "the download failed: \(error)")
+        }
+        let resumed = response.status == .partialContent
+        guard response.status == .ok || resumed else {
+            throw Self.failure(status: response.status, body: Data(try await response.body.collect(upTo: 1 << 16).readableBytesView))
+        }
+        let start = resumed ? already : 0
+        let length = response.headers.first(name: "Content-Length").flatMap(Int64.init) ?? 0
+        let reporter = ProgressReporter(total: start + length, report: progress)
+        reporter.advance(by: start)
+        do {
+            // Not created as a temporary file: what arrived stays if the download stops.
+            let options = OpenOptions.Write(existingFile: resumed ? .open : .truncate, newFile: .init(transactionalCreation: false))
+            try await FileSystem.shared.withFileHandle(forWritingAt: FilePath(part), options: options) { handle in
+                var offset = start
+                for try await buffer in response.body {
+                    try Task.checkCancellation()
+                    try await handle.write(contentsOf: buffer, toAbsoluteOffset: offset)
+                    offset += Int64(buffer.readableBytes)
+                    reporter.advance(by: Int64(buffer.readableBytes))
+                }
+            }
+        } catch {
+            if Task.isCancelled || error is CancellationError { throw CancellationError() }
+            throw IMError(.mediaUploadFailed, "the download stopped: \(error)")
+        }
+        try await FileSystem.shared.replaceItem(at: FilePath(path), withItemAt: FilePath(part))
+        reporter.finish()
+    }
+
+    private static func failure(status: HTTPResponseStatus, body: Data) -> IMError {
+        let answer = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:]
+        return IMError(ErrorCode(answer["code"] as? Int ?? ErrorCode.mediaUploadFailed.rawValue),
+                       answer["errorMessage"] as? String ?? "the download failed with HTTP \(status.code)")
+    }
+
+    /// A name safe as one path component.
+    static func safeName(_ name: String) -> String {
+        let cleaned = String(name.map { $0 == "/" || $0 == "\\" || $0 == "\0" ? "_" : $0 }.prefix(120))
+        return cleaned.isEmpty || cleaned.hasPrefix(".") ? "_" + cleaned : cleaned
+    }
+
+    /// Starts the automatic download of received GIFs under `autoDownloadGIFBytes`.
+    func autoDownload(_ messages: [Message]) {
+        let limit = options.autoDownloadGIFBytes
+        guard limit > 0 else { return }
+        for message in messages where message.direction == .receive && message.messageId != 0 {
+            guard let gif = message.content as? GIFMessage, gif.gifDataSize > 0, gif.gifDataSize < limit, !gif.remoteUrl.isEmpty else { continue }
+            Task { [self] in _ = try? await downloadMediaMessage(messageId: message.messageId) }
+        }
+    }
+}
+
+/// Reports a transfer's progress as whole percentages, each at most once and rising; 100 only
+/// when `finish` says the transfer is done.
+final class ProgressReporter: Sendable {
+    private let total: Int64
+    private let callback: @Sendable (Int) -> Void
+    private let state = Mutex<(done: Int64, last: Int)>((0, -1))
+
+    init(total: Int64, report: @escaping @Sendable (Int) -> Void) {
+        self.total = total
+        self.callback = report
+    }
+
+    func advance(by bytes: Int64) {
+        let percent = state.withLock { state -> Int? in
+            state.done += bytes
+            let percent = total > 0 ? min(99, Int(state.done * 100 / total)) : 0
+            guard percent > state.last else { return nil }
+            state.last = percent
+            return percent
+        }
+        if let percent { callback(percent) }
+    }
+
+    func report(_ percent: Int) {
+        let fresh = state.withLock { state -> Bool in
+            guard percent > state.last else { return false }
+            state.last = percent
+            return true
+        }
+        if fresh { callback(percent) }
+    }
+
+    func finish() { report(100) }
+}
+
+/// A file's chunks, counted into a progress reporter as the HTTP client takes them.
+struct CountedChunks<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+    let reporter: ProgressReporter
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+        let reporter: ProgressReporter
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard let chunk = try await base.next() else { return nil }
+            reporter.advance(by: Int64(chunk.readableBytes))
+            return chunk
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator(), reporter: reporter) }
 }

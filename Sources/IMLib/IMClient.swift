@@ -26,6 +26,8 @@ public struct IMClientOptions: Sendable {
     public var logger = Logger(label: "IMLib")
     /// The clock for the client's own time rules (typing-status throttle, local insert times).
     public var clock: any WallClock = SystemClock()
+    /// Received GIFs smaller than this are downloaded at once (RongCloud: under 1 MB); 0: never.
+    public var autoDownloadGIFBytes: Int64 = 1_048_576
 
     public init() {}
 }
@@ -70,6 +72,11 @@ public actor IMClient {
     /// Ultra group channels ("group|channel") this connection has caught up: from then on their
     /// live messages arrive in order, so they advance the channel's caught-up time.
     var ultraCaughtUp: Set<UltraGroupChannelKey> = []
+    /// Media uploads ("up:<messageId>") and downloads ("down:<messageId>") that can be canceled.
+    var mediaTransfers: [String: MediaTransfer] = [:]
+    /// Running message downloads, so a second call waits for the first.
+    var mediaDownloads: [String: Task<String, any Error>] = [:]
+    let mediaDownloadBroadcaster = Broadcaster<MediaDownloadEvent>()
 
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?
@@ -567,6 +574,7 @@ public actor IMClient {
         changes.expansions.forEach(expansionEvents.yield)
         // A typing status from offline sync is stale; STATUS messages are never synced anyway.
         if !offline { changes.typing.forEach(typingEvents.yield) }
+        autoDownload(fresh)
     }
 
     func message(from wire: Im_Message, me: String, receivedAt: Int64) -> Message {
@@ -647,6 +655,21 @@ public actor IMClient {
         pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false, disableUpdateLastMessage: Bool = false,
         attached: @Sendable (Message) -> Void
     ) async throws -> Message {
+        let message = try storeOutgoing(conversationType, targetId: targetId, channelId: channelId, directedUserIds: directedUserIds,
+                                        content: content, pushContent: pushContent, pushData: pushData,
+                                        canIncludeExpansion: canIncludeExpansion, expansion: expansion, pushConfig: pushConfig,
+                                        disableNotification: disableNotification, disableUpdateLastMessage: disableUpdateLastMessage)
+        attached(message)
+        return try await transmit(message, store: try openStore())
+    }
+
+    /// Checks an outgoing message and stores it with status `sending`.
+    func storeOutgoing(
+        _ conversationType: ConversationType, targetId: String, channelId: String, directedUserIds: [String], content: some MessageContent,
+        pushContent: String?, pushData: String?, canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
+        pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false, disableUpdateLastMessage: Bool = false,
+        localMediaPath: String? = nil
+    ) throws -> Message {
         let store = try openStore()
         try requireRegistered(content)
         try pushConfig?.validate()
@@ -675,10 +698,9 @@ public actor IMClient {
             pushContent: pushContent ?? "", pushData: pushData ?? "", directedUserIds: directedUserIds,
             canIncludeExpansion: canIncludeExpansion, expansion: expansion,
             pushConfig: pushConfig.flatMap { $0.isEmpty ? nil : $0 }, disableNotification: disableNotification,
-            disableUpdateLastMessage: disableUpdateLastMessage)
+            disableUpdateLastMessage: disableUpdateLastMessage, localMediaPath: localMediaPath)
         message = try store.insertOutgoing(message)
-        attached(message)
-        return try await transmit(message, store: store)
+        return message
     }
 
     /// Sends a failed message again with its original client message id: if the server already

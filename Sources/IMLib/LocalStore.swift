@@ -7,9 +7,12 @@ final class LocalStore: Sendable {
     let pool: DatabasePool
     let registry: MessageTypeRegistry
     let userId: String
+    /// The folder of this user's database (and of the media files downloaded for it).
+    let directory: URL
 
     init(directory: URL, userId: String, registry: MessageTypeRegistry) throws {
         self.userId = userId
+        self.directory = directory
         self.registry = registry
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -102,6 +105,10 @@ final class LocalStore: Sendable {
         migrator.registerMigration("v8-local-extra") { db in
             try db.execute(sql: "ALTER TABLE messages ADD COLUMN extra TEXT NOT NULL DEFAULT ''")
         }
+        migrator.registerMigration("v9-media") { db in
+            // Where a media message's file is on this device (sent from, or downloaded to).
+            try db.execute(sql: "ALTER TABLE messages ADD COLUMN media_path TEXT")
+        }
         return migrator
     }
 
@@ -162,9 +169,29 @@ final class LocalStore: Sendable {
     }
 
     func markFailed(_ messageId: Int64) throws {
+        try setSentStatus(messageId, .failed)
+    }
+
+    func setSentStatus(_ messageId: Int64, _ status: SentStatus) throws {
         guard messageId != 0 else { return }
         try pool.write { db in
-            try db.execute(sql: "UPDATE messages SET sent_status = ? WHERE id = ?", arguments: [SentStatus.failed.rawValue, messageId])
+            try db.execute(sql: "UPDATE messages SET sent_status = ? WHERE id = ?", arguments: [status.rawValue, messageId])
+        }
+    }
+
+    /// A media message's content once its file is uploaded (URL, thumbnail, size).
+    func updateContent(messageId: Int64, data: Data) throws {
+        guard messageId != 0 else { return }
+        try pool.write { db in
+            try db.execute(sql: "UPDATE messages SET content = ? WHERE id = ?", arguments: [data, messageId])
+        }
+    }
+
+    /// Where a media message's file is on this device.
+    func setMediaPath(messageId: Int64, path: String?) throws {
+        guard messageId != 0 else { return }
+        try pool.write { db in
+            try db.execute(sql: "UPDATE messages SET media_path = ? WHERE id = ?", arguments: [path, messageId])
         }
     }
 
@@ -260,8 +287,8 @@ final class LocalStore: Sendable {
         try db.execute(sql: """
             INSERT INTO messages (conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags,
                 uid, client_msg_id, sent_time, received_time, sent_status, is_read, push_content, push_data,
-                directed_user_ids, receipt_requested, can_include_expansion, expansion, push_config, disable_notification, extra)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                directed_user_ids, receipt_requested, can_include_expansion, expansion, push_config, disable_notification, extra, media_path)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, arguments: [
                 message.conversationType.rawValue, message.targetId, message.channelId, message.senderUserId,
                 message.direction.rawValue, message.objectName, message.contentData, Int64(message.flags.rawValue),
@@ -269,7 +296,7 @@ final class LocalStore: Sendable {
                 message.receivedTime, message.sentStatus.rawValue, message.isRead, message.pushContent, message.pushData,
                 message.directedUserIds.joined(separator: "\n"), message.readReceiptInfo.isReceiptRequestMessage,
                 message.canIncludeExpansion, Self.encodeExpansion(message.expansion),
-                message.pushConfig.map { $0.encoded() }, message.disableNotification, message.extra,
+                message.pushConfig.map { $0.encoded() }, message.disableNotification, message.extra, message.localMediaPath,
             ])
     }
 
@@ -365,7 +392,7 @@ final class LocalStore: Sendable {
         id, conv_type, target_id, channel_id, sender_id, direction, object_name, content, flags, uid, client_msg_id,
         sent_time, received_time, sent_status, is_read, push_content, push_data, directed_user_ids, receipt_requested,
         receipt_responded, (SELECT COUNT(*) FROM message_readers r WHERE r.uid = messages.uid) AS reader_count,
-        can_include_expansion, expansion, push_config, disable_notification, extra
+        can_include_expansion, expansion, push_config, disable_notification, extra, media_path
         """
 
     /// Up to `count` messages older than `oldestMessageId` (-1 or 0: from the newest), newest first.
@@ -414,6 +441,6 @@ final class LocalStore: Sendable {
                                              readerCount: row["reader_count"]),
             canIncludeExpansion: row["can_include_expansion"], expansion: Self.decodeExpansion(row["expansion"]),
             pushConfig: (row["push_config"] as Data?).flatMap { try? MessagePushConfig.decode($0) },
-            disableNotification: row["disable_notification"], extra: row["extra"])
+            disableNotification: row["disable_notification"], extra: row["extra"], localMediaPath: row["media_path"])
     }
 }

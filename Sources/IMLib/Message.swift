@@ -65,6 +65,9 @@ public struct Message: Sendable, Identifiable {
     /// RongCloud's `extra`: text the app keeps with the message on this device only; it is never
     /// sent, and nothing from the server replaces it (`setMessageExtra`).
     public var extra = ""
+    /// Where this message's media file is on this device: the file it was sent from, or where
+    /// `downloadMediaMessage` put it; nil until then. Kept in the local database.
+    public var localMediaPath: String?
 
     public var id: Int64 { messageId }
 

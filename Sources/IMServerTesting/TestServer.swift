@@ -282,6 +282,20 @@ public final class EventRecorder<Element: Sendable>: Sendable {
         return items
     }
 
+    /// Waits until the events so far satisfy the condition (or the time limit passes) and returns
+    /// them all: for streams where other events may come between the ones a test counts.
+    @discardableResult
+    public func wait(timeout: Duration = .seconds(20), until condition: @Sendable ([Element]) -> Bool) async -> [Element] {
+        var seen = 0
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let all = await wait(for: seen + 1, timeout: deadline - .now)
+            if condition(all) || all.count == seen { return all }
+            seen = all.count
+        }
+        return items
+    }
+
     /// Waits until an event satisfies the predicate; returns it, or nil after the time limit.
     public func first(timeout: Duration = .seconds(20), where predicate: @Sendable (Element) -> Bool) async -> Element? {
         var seen = 0

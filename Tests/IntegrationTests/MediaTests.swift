@@ -12,10 +12,10 @@ import Testing
 /// their type, downloads with Range for the app's users only, and retention.
 @Suite("Media files")
 struct MediaTests {
-    /// Bytes that begin as a file of the format does (the server looks at the first bytes).
+    /// Bytes that begin as a file of the format does, and go on as none (the server's first check
+    /// looks at the first bytes; its tools then read the whole file).
     static func jpeg(_ size: Int) -> Data { Data([0xFF, 0xD8, 0xFF, 0xE0]) + Data((0..<(size - 4)).map { UInt8($0 % 251) }) }
     static func gif(_ size: Int) -> Data { Data("GIF89a".utf8) + Data(repeating: 7, count: size - 6) }
-    static func mp4(_ size: Int) -> Data { Data([0, 0, 0, 0x18]) + Data("ftypisom".utf8) + Data(repeating: 1, count: size - 12) }
 
     static func get(_ url: String, token: String?, headers: [String: String] = [:]) async throws -> (Int, Data, [String: String]) {
         var request = URLRequest(url: URL(string: url)!)
@@ -42,9 +42,10 @@ struct MediaTests {
             let ann = try await server.connectedClient("ann")
             let bob = try await server.connectedClient("bob")
             let bobInbox = EventRecorder(bob.receivedMessages())
-            let picture = Self.jpeg(300_000)
+            // At most 960 px on its longer side: kept as sent.
+            let picture = try Data(contentsOf: try await MediaFixtures.shared.jpeg(width: 960, height: 720))
             let uploaded = try await ann.uploadMedia(picture, type: .image, fileName: "cat.jpg")
-            #expect(uploaded.size == 300_000 && uploaded.mimeType == "image/jpeg")
+            #expect(uploaded.size == Int64(picture.count) && uploaded.mimeType == "image/jpeg")
             #expect(uploaded.url == "\(server.baseURL)/media/\(server.app.appKey)/\(uploaded.fileId)")
             let content = ImageMessage(thumbnailBase64: "", imageUri: uploaded.url)
             _ = try await ann.sendMessage(.private, targetId: "bob", content: content)
@@ -56,10 +57,10 @@ struct MediaTests {
             #expect(status == 200 && whole == picture && headers["Content-Type"] == "image/jpeg" && headers["Accept-Ranges"] == "bytes")
             let etag = try #require(headers["Etag"] ?? headers["ETag"])
             let (partial, part, partHeaders) = try await Self.get(uploaded.url, token: token, headers: ["Range": "bytes=1000-1999"])
-            #expect(partial == 206 && part == picture[1000..<2000] && partHeaders["Content-Range"] == "bytes 1000-1999/300000")
+            #expect(partial == 206 && part == picture[1000..<2000] && partHeaders["Content-Range"] == "bytes 1000-1999/\(picture.count)")
             let (tail, tailBytes, _) = try await Self.get(uploaded.url, token: token, headers: ["Range": "bytes=-10"])
             #expect(tail == 206 && tailBytes == picture.suffix(10))
-            let (unsatisfiable, _, _) = try await Self.get(uploaded.url, token: token, headers: ["Range": "bytes=400000-"])
+            let (unsatisfiable, _, _) = try await Self.get(uploaded.url, token: token, headers: ["Range": "bytes=\(picture.count)-"])
             #expect(unsatisfiable == 416)
             let (cached, _, _) = try await Self.get(uploaded.url, token: token, headers: ["If-None-Match": etag])
             #expect(cached == 304)
@@ -73,7 +74,7 @@ struct MediaTests {
     func privacy() async throws {
         try await withTestServer(try await TestServer.start { $0.serverAPI.adminKey = AdminAPITests.key }) { server in
             let ann = try await server.connectedClient("ann")
-            let uploaded = try await ann.uploadMedia(Self.jpeg(1_000), type: .image, fileName: "a.jpg")
+            let uploaded = try await ann.uploadMedia(Self.jpeg(1_000), type: .file, fileName: "a.bin")
             let (_, created) = try await AdminAPITests.call(server, "POST", "/admin/apps", json: ["name": "other"])
             let otherKey = try #require((created["app"] as? [String: Any])?["appKey"] as? String)
             let other = try #require(server.core.apps.app(key: otherKey))
@@ -118,7 +119,8 @@ struct MediaTests {
             #expect(kept.isEmpty, "refused uploads leave no file: \(kept)")
             // A file message takes any content, a short video an MP4.
             #expect(try await ann.uploadMedia(Data("plain text".utf8), type: .file, fileName: "notes.txt", mimeType: "text/plain").mimeType == "text/plain")
-            #expect(try await ann.uploadMedia(Self.mp4(5_000), type: .sight, fileName: "clip.mp4").mimeType == "video/mp4")
+            let clip = try Data(contentsOf: try await MediaFixtures.shared.mp4(seconds: 2))
+            #expect(try await ann.uploadMedia(clip, type: .sight, fileName: "clip.mp4").mimeType == "video/mp4")
             await ann.disconnect()
         }
     }
@@ -128,8 +130,9 @@ struct MediaTests {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
         try await withTestServer(try await TestServer.start(clock: clock)) { server in
             let ann = try await server.connectedClient("ann")
-            let image = try await ann.uploadMedia(Self.jpeg(1_000), type: .image, fileName: "a.jpg")
-            let clip = try await ann.uploadMedia(Self.mp4(1_000), type: .sight, fileName: "c.mp4")
+            let image = try await ann.uploadMedia(try Data(contentsOf: try await MediaFixtures.shared.jpeg(width: 64, height: 48)),
+                                                  type: .image, fileName: "a.jpg")
+            let clip = try await ann.uploadMedia(try Data(contentsOf: try await MediaFixtures.shared.mp4(seconds: 2)), type: .sight, fileName: "c.mp4")
             clock.advance(milliseconds: 7 * 86_400_000 + 1)
             let token = try await ann.mediaDownloadToken().token
             let (expired, body, _) = try await Self.get(clip.url, token: token)

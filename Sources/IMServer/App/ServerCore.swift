@@ -86,8 +86,13 @@ public final class ServerCore: Sendable {
         self.console = ConsoleAuth(store: store, clock: clock, settings: config.console)
         let mediaDirectory = config.media.directory.isEmpty
             ? URL(fileURLWithPath: config.storage.dataDir).appendingPathComponent("media").path : config.media.directory
-        self.media = MediaService(store: store, blobs: FileSystemBlobStore(directory: mediaDirectory), apps: apps, clock: clock,
-                                  logger: logger)
+        let mediaTools = MediaTools.find(in: config.media.toolsDirectory)
+        if mediaTools == nil {
+            logger.warning("media uploads are kept unchecked and without thumbnails: libvips's and ffmpeg's tools were not found (run scripts/media-tools.sh, or set mediaToolsDir)")
+        }
+        self.media = MediaService(store: store, blobs: FileSystemBlobStore(directory: mediaDirectory),
+                                  processor: MediaProcessor(tools: mediaTools, workDirectory: mediaDirectory + "/.work", logger: logger),
+                                  apps: apps, clock: clock, logger: logger)
         let rosters = GroupRosters(store: store, registry: registry, peers: peers)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers)
         let localBus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger, metrics: metrics)

@@ -9,6 +9,9 @@ public protocol BlobStore: Sendable {
     /// returns. Fails with `BlobTooLarge` past `limit` bytes, leaving nothing behind.
     func write<Contents: AsyncSequence>(appId: Int64, id: String, contents: Contents, limit: Int64) async throws -> Int64
         where Contents.Element == ByteBuffer
+    /// Puts the local file at `path` (made by the server, e.g. a reduced image) in place of the
+    /// blob `id`, durably, and returns its size. The file is moved, not copied, where it can be.
+    func replace(appId: Int64, id: String, withFile path: String) async throws -> Int64
     /// The path a blob can be read from, nil when there is none.
     func path(appId: Int64, id: String) async -> String?
     func delete(appId: Int64, id: String) async throws
@@ -17,6 +20,11 @@ public protocol BlobStore: Sendable {
 }
 
 public struct BlobTooLarge: Error {}
+
+/// A blob store's file operation that failed, with the system's reason.
+public struct BlobStoreError: Error, CustomStringConvertible {
+    public let description: String
+}
 
 /// Blobs as files: `<directory>/<appId>/<first two characters of the id>/<id>`. A write goes to a
 /// temporary file that is synced and renamed into place, so a blob is there whole or not at all.
@@ -55,6 +63,20 @@ public struct FileSystemBlobStore: BlobStore {
             throw error
         }
         return written
+    }
+
+    public func replace(appId: Int64, id: String, withFile path: String) async throws -> Int64 {
+        let file = location(appId: appId, id: id).file
+        let size = try await FileSystem.shared.withFileHandle(forReadingAndWritingAt: FilePath(path), options: .modifyFile(createIfNecessary: false)) { handle in
+            try await handle.synchronize()
+            return try await handle.info().size
+        }
+        // Within one file system a rename replaces the blob at once; across two, a copy and a removal.
+        if rename(path, file) != 0 {
+            guard errno == EXDEV else { throw BlobStoreError(description: "rename \(path): \(String(cString: strerror(errno)))") }
+            try await FileSystem.shared.replaceItem(at: FilePath(file), withItemAt: FilePath(path))
+        }
+        return size
     }
 
     public func path(appId: Int64, id: String) async -> String? {

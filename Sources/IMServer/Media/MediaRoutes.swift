@@ -23,14 +23,20 @@ struct MediaRoutes: Sendable {
     func register(on router: Router<Context>) {
         router.post("/media/upload") { request, context in
             do {
-                let record = try await core.media.upload(token: Self.bearer(request) ?? "", body: request.body)
+                let original = ["1", "true"].contains(request.uri.queryParameters.get("original") ?? "")
+                let (record, processed) = try await core.media.upload(token: Self.bearer(request) ?? "", body: request.body, original: original)
                 let host = request.head.authority ?? "\(core.config.network.host):\(core.config.network.port)"
                 let base = core.config.serverAPI.publicURL ?? "http://\(host)"
                 guard let app = core.apps.app(id: record.appId) else { throw IMError(.appBlockedOrDeleted, "the app no longer exists") }
-                return APIResponse.success([
+                var answer: [String: any Sendable] = [
                     "fileId": record.fileId, "url": "\(base)/media/\(app.appKey)/\(record.fileId)", "size": record.size,
                     "mediaType": record.mediaType, "mimeType": record.mimeType, "expiresAt": record.expiresAt,
-                ])
+                ]
+                answer["width"] = processed.width
+                answer["height"] = processed.height
+                answer["duration"] = processed.duration
+                answer["thumbnail"] = processed.thumbnail?.base64EncodedString()
+                return APIResponse.success(answer)
             } catch {
                 return Self.failure(error, core: core, path: "upload")
             }

@@ -34,13 +34,15 @@ public final class MediaService: Sendable {
 
     let store: any MediaStore
     let blobs: any BlobStore
+    let processor: MediaProcessor
     let apps: AppRegistry
     let clock: any WallClock
     let logger: Logger
 
-    init(store: any MediaStore, blobs: any BlobStore, apps: AppRegistry, clock: any WallClock, logger: Logger) {
+    init(store: any MediaStore, blobs: any BlobStore, processor: MediaProcessor, apps: AppRegistry, clock: any WallClock, logger: Logger) {
         self.store = store
         self.blobs = blobs
+        self.processor = processor
         self.apps = apps
         self.clock = clock
         self.logger = logger
@@ -105,8 +107,11 @@ public final class MediaService: Sendable {
     // MARK: upload and download
 
     /// Stores an upload: its bytes streamed to the blob store within the token's size, its type
-    /// checked by its first bytes, then its record. Returns the record.
-    func upload<Body: AsyncSequence>(token: String, body: Body) async throws -> MediaFileRecord where Body.Element == ByteBuffer {
+    /// checked by its first bytes, then read by `MediaProcessor` (checked, measured, thumbnailed;
+    /// an image not sent as `original` reduced to 960 px), then its record. Returns the record and
+    /// what the processor found.
+    func upload<Body: AsyncSequence>(token: String, body: Body, original: Bool) async throws -> (MediaFileRecord, ProcessedMedia)
+        where Body.Element == ByteBuffer {
         let (app, claims) = try await verify(token, purpose: "up")
         guard let type = claims.t.flatMap(MediaType.init(rawValue:)), let allowed = claims.s else {
             throw IMError(.apiSignatureFailed, "not an upload token")
@@ -126,14 +131,31 @@ public final class MediaService: Sendable {
             try? await blobs.delete(appId: app.id, id: fileId)
             throw IMError(.mediaFileMissing, "the upload carried no bytes")
         }
-        guard let mime = sniffer.mimeType(for: type) else {
+        guard var mime = sniffer.mimeType(for: type) else {
             try? await blobs.delete(appId: app.id, id: fileId)
             throw IMError(.mediaFormatUnsupported, "the file's content is not a \(type.rawValue) this server takes (\(MediaSniffer.accepted(type)))")
         }
+        let settings = apps.settings(appId: app.id).media
+        var processed = ProcessedMedia()
+        var stored = size
+        do {
+            guard let path = await blobs.path(appId: app.id, id: fileId) else { throw IMError(.mediaUploadFailed, "the upload was not kept: try again") }
+            processed = try await processor.process(path: path, type: type, original: original,
+                                                    limits: .init(maxSightSeconds: settings.maxSightSeconds, maxVoiceSeconds: settings.maxVoiceSeconds))
+            if let replacement = processed.replacement {
+                stored = try await blobs.replace(appId: app.id, id: fileId, withFile: replacement)
+                mime = "image/jpeg"
+                processed.replacement = nil
+            }
+        } catch {
+            if let replacement = processed.replacement { try? FileManager.default.removeItem(atPath: replacement) }
+            try? await blobs.delete(appId: app.id, id: fileId)
+            throw error
+        }
         let now = clock.nowMilliseconds()
-        let days = apps.settings(appId: app.id).media.retention(type)
+        let days = settings.retention(type)
         let record = MediaFileRecord(appId: app.id, fileId: fileId, userId: claims.u, mediaType: type.rawValue, name: claims.n ?? type.rawValue,
-                                     mimeType: type == .file ? (claims.m ?? mime) : mime, size: size, createdAt: now,
+                                     mimeType: type == .file ? (claims.m ?? mime) : mime, size: stored, createdAt: now,
                                      expiresAt: now + Int64(days) * 86_400_000)
         do {
             try await store.insertMediaFile(record)
@@ -141,8 +163,8 @@ public final class MediaService: Sendable {
             try? await blobs.delete(appId: app.id, id: fileId)
             throw error
         }
-        logger.debug("media uploaded", metadata: ["appKey": "\(app.appKey)", "fileId": "\(fileId)", "size": "\(size)", "type": "\(type.rawValue)"])
-        return record
+        logger.debug("media uploaded", metadata: ["appKey": "\(app.appKey)", "fileId": "\(fileId)", "size": "\(stored)", "type": "\(type.rawValue)"])
+        return (record, processed)
     }
 
     /// The record and path of one of the app's files, for a download token of that app: 1004 for

@@ -30,6 +30,18 @@ extension ServerConfig {
                  doc: "Largest image (an original sent with `full`), in MB.")
         public var maxImageMB = MediaLimits.defaultMaxImageMB
 
+        @Setting(key: "mediaMaxSightSeconds", allowed: .range(1...3600), perApp: true,
+                 doc: "Longest short video, in seconds (RongCloud: 2 minutes; longer: 34002).")
+        public var maxSightSeconds = MediaLimits.defaultMaxSightSeconds
+
+        @Setting(key: "mediaMaxVoiceSeconds", allowed: .range(1...3600), perApp: true,
+                 doc: "Longest HQ voice message, in seconds (RongCloud: 60; longer: 34019).")
+        public var maxVoiceSeconds = MediaLimits.defaultMaxVoiceSeconds
+
+        @Setting(key: "mediaToolsDir",
+                 doc: "Directory holding libvips's `vips` and `vipsheader` and ffmpeg's `ffprobe` and `ffmpeg`, which check uploads and make thumbnails (scripts/media-tools.sh installs them); empty: found on PATH. Without them uploads are kept unchecked and without thumbnails.")
+        public var toolsDirectory = ""
+
         public init() {}
 
         /// The most bytes an upload of this type may carry.
