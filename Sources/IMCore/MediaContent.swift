@@ -47,6 +47,8 @@ public protocol MediaMessageContent: MessageContent {
     var mediaUrl: String { get set }
     /// The name the file is uploaded and downloaded under.
     var mediaFileName: String { get }
+    /// The file's MIME type when the type alone does not say it; empty: the server finds it.
+    var mediaMimeType: String { get }
     /// Takes what the server kept and found (URL, size, thumbnail, duration). The default sets
     /// `mediaUrl`.
     mutating func uploaded(_ media: UploadedMedia)
@@ -55,6 +57,7 @@ public protocol MediaMessageContent: MessageContent {
 extension MediaMessageContent {
     public static var mediaType: MediaType { .file }
     public var mediaFileName: String { localPath.map { URL(fileURLWithPath: $0).lastPathComponent } ?? Self.mediaType.rawValue }
+    public var mediaMimeType: String { "" }
     public mutating func uploaded(_ media: UploadedMedia) { mediaUrl = media.url }
 }
 
@@ -138,4 +141,5 @@ extension CombineMessage: MediaMessageContent {
         set { remoteUrl = newValue }
     }
     public var mediaFileName: String { "combine.html" }
+    public var mediaMimeType: String { "text/html; charset=utf-8" }
 }

@@ -238,7 +238,7 @@ extension IMClient {
                 progress(100)
             } else {
                 let media = try await uploadMedia(file: localPath, type: Content.mediaType, fileName: content.mediaFileName,
-                                                  original: (content as? ImageMessage)?.full ?? false, progress: progress)
+                                                  mimeType: content.mediaMimeType, original: (content as? ImageMessage)?.full ?? false, progress: progress)
                 content.uploaded(media)
             }
             return content

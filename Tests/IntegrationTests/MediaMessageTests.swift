@@ -308,3 +308,60 @@ struct MediaMessageTests {
         }
     }
 }
+
+extension MediaMessageTests {
+    @Test("combined forward: the messages go into an HTML file (escaped, readable back), carol gets RC:CombineMsg with the title, names and first lines; a mention is dropped; custom types are refused")
+    func combinedForward() async throws {
+        try await withTestServer(try await TestServer.start()) { server in
+            let ann = try await server.connectedClient("ann")
+            let bob = try await server.connectedClient("bob")
+            let carol = try await server.connectedClient("carol")
+            let carolInbox = EventRecorder(carol.receivedMessages())
+            let bobInbox = EventRecorder(bob.receivedMessages())
+            let annInbox = EventRecorder(ann.receivedMessages())
+            let first = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "<script>alert(1)</script> call 13800138000 or 1234567"))
+            let photo = try await MediaFixtures.shared.jpeg(width: 320, height: 240)
+            let picture = try await ann.sendMediaMessage(.private, targetId: "bob", content: ImageMessage(localPath: photo.path))
+            _ = await bobInbox.wait(for: 2)
+            try await bob.sendMessage(.private, targetId: "ann", content: TextMessage(content: "got it"))
+            let reply = try #require(await annInbox.first { $0.message.senderUserId == "bob" }?.message)
+            var mention = TextMessage(content: "@carol look")
+            mention.mentionedInfo = MentionedInfo(type: .users, userIdList: ["carol"])
+            let mentionData = try mention.encode()
+            var mentioned = reply
+            mentioned.contentData = mentionData
+            mentioned.content = mention
+            mentioned.sentTime = reply.sentTime + 1
+            mentioned.messageUId = "local-mention"
+
+            let sent = try await ann.sendCombinedMessage([picture, reply, first, mentioned], to: .private, targetId: "carol",
+                                                         names: ["ann": "Ann", "bob": "Bob"])
+            let content = try #require(sent.content(as: CombineMessage.self))
+            #expect(content.title == "Ann和Bob的聊天记录" && content.nameList == ["Ann", "Bob"])
+            #expect(content.summaryList == ["Ann：<script>alert(1)</script> call 13800138000 or 1234567", "Ann：[图片]", "Bob：got it", "Bob：@carol look"])
+
+            let received = try #require(await carolInbox.wait(for: 1).first?.message)
+            #expect(received.content(as: CombineMessage.self)?.remoteUrl == content.remoteUrl)
+            let entries = try await carol.combinedMessages(of: received.messageId)
+            #expect(entries.map(\.objectName) == ["RC:TxtMsg", "RC:ImgMsg", "RC:TxtMsg", "RC:TxtMsg"])
+            #expect(entries.map(\.senderName) == ["Ann", "Ann", "Bob", "Bob"])
+            #expect(entries.first?.content.contains("13800138000 or 1234567") == true)
+            #expect(entries.last?.content.contains("mentionedInfo") == false, "a forwarded mention mentions no one")
+            let html = try String(contentsOfFile: try #require(try await carol.getMessage(messageId: received.messageId)?.localMediaPath), encoding: .utf8)
+            #expect(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !html.contains("<script>alert(1)"), "escaped")
+            #expect(html.contains("data:image/jpeg;base64,"), "the image's thumbnail is shown")
+
+            // Served as an attachment that cannot run as a page of the server.
+            let token = try await carol.mediaDownloadToken().token
+            let (_, _, headers) = try await MediaTests.get(content.remoteUrl, token: token)
+            #expect(headers["Content-Type"]?.hasPrefix("text/html") == true && headers["Content-Security-Policy"] == "sandbox"
+                    && headers["X-Content-Type-Options"] == "nosniff" && headers["Content-Disposition"]?.hasPrefix("attachment") == true)
+
+            try await ann.registerMessageType(SharedDocument.self)
+            let document = try await ann.sendMediaMessage(.private, targetId: "bob", content: SharedDocument(title: "x", url: "https://example.com/x"))
+            #expect(await failureCode { try await ann.sendCombinedMessage([first, document], to: .private, targetId: "carol") } == 33003)
+            #expect(await failureCode { try await ann.sendCombinedMessage([], to: .private, targetId: "carol") } == 33003)
+            await ann.disconnect(); await bob.disconnect(); await carol.disconnect()
+        }
+    }
+}

@@ -59,6 +59,9 @@ struct MediaRoutes: Sendable {
         var headers: HTTPFields = [
             .contentType: record.mimeType, .acceptRanges: "bytes", .eTag: "\"\(record.fileId)\"",
             .cacheControl: "private, max-age=\(max(0, (record.expiresAt - core.clock.nowMilliseconds()) / 1000)), immutable",
+            // Users' files never run as pages of this server's origin (a combined forward's HTML,
+            // an HTML file sent as a file message): not sniffed, sandboxed, and files are attachments.
+            HTTPField.Name("X-Content-Type-Options")!: "nosniff", HTTPField.Name("Content-Security-Policy")!: "sandbox",
         ]
         if record.mediaType == MediaType.file.rawValue {
             let encoded = record.name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "file"
