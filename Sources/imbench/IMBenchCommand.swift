@@ -12,7 +12,7 @@ struct IMBenchCommand: AsyncParsableCommand {
             opens its connections in worker processes and prints and writes what it measured. \
             `imbench --quick` runs every scenario small, as a smoke check. See BENCHMARKS.md.
             """,
-        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Push.self, UltraGroup.self, Chatroom.self, BusProbe.self, Seed.self, Quick.self, WorkerCommandLine.self])
+        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Push.self, UltraGroup.self, Chatroom.self, BusProbe.self, Media.self, Seed.self, Quick.self, WorkerCommandLine.self])
 
     @Flag(help: "Run every scenario small (a smoke check for CI; under a minute, no timing checks). Same as `imbench quick`.")
     var quick = false
@@ -213,6 +213,25 @@ struct BusProbe: AsyncParsableCommand {
     }
 }
 
+struct Media: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Media files: a large file uploaded and downloaded over loopback (MB/s), many uploads at once with the server's RSS sampled, and 12-megapixel JPEGs reduced and thumbnailed by the server (p50/p99). Needs scripts/media-tools.sh.")
+
+    @Option(help: "Size of the large file, MB.") var largeMB = 100
+    @Option(help: "Times each large transfer runs.") var repeats = 3
+    @Option(help: "Uploads at once.") var concurrentUploads = 100
+    @Option(help: "Size of each of them, MB.") var concurrentMB = 10
+    @Option(help: "Photos uploaded one after the other.") var photos = 30
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.media(
+            .init(largeMB: largeMB, repeats: repeats, concurrentUploads: concurrentUploads, concurrentMB: concurrentMB, photos: photos),
+            options: options)
+        try report(result, options: options)
+    }
+}
+
 struct Seed: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "SEEDING: fill a stopped server's data directory with history (for `history --url`).")
@@ -270,6 +289,10 @@ struct Quick: AsyncParsableCommand {
         results.last?.printSummary()
         results.append(try await Scenarios.group(
             .init(members: 2_000, onlineFraction: 0.05, rate: 20, warmup: 1, duration: 3, quick: true, ultra: true), options: two))
+        results.last?.printSummary()
+        results.append(try await Scenarios.media(
+            .init(largeMB: 8, repeats: 1, concurrentUploads: 10, concurrentMB: 1, photos: 3, photoWidth: 1600, photoHeight: 1200, quick: true),
+            options: options))
         results.last?.printSummary()
         // With a PostgreSQL server for the tests (scripts/test.sh sets it): two nodes on a fresh
         // database, the users of each pair on different nodes, so every message crosses the bus.

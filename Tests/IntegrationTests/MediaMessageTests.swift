@@ -45,7 +45,7 @@ struct MediaMessageTests {
 
     static func thumbnailIsValid(_ base64: String, longerSide: Int, sourceRatio: Double) -> Bool {
         guard !base64.contains("\n"), !base64.contains("\r"), let data = Data(base64Encoded: base64), data.count <= 10 * 1024,
-              let size = MediaFixtures.jpegSize(data) else { return false }
+              let size = JPEGSize.of(data) else { return false }
         let ratio = Double(size.width) / Double(size.height)
         return max(size.width, size.height) == longerSide && abs(ratio - sourceRatio) < 0.02
     }
@@ -75,7 +75,7 @@ struct MediaMessageTests {
             let path = try await bob.downloadMediaMessage(messageId: received.messageId) { percent in downloads.withLock { $0.append(percent) } }
             #expect(path.hasPrefix(try await bob.mediaDirectory().path))
             let large = try Data(contentsOf: URL(fileURLWithPath: path))
-            #expect(MediaFixtures.jpegSize(large).map { [$0.width, $0.height] } == [960, 720], "the large image is 960 px wide")
+            #expect(JPEGSize.of(large).map { [$0.width, $0.height] } == [960, 720], "the large image is 960 px wide")
             #expect(downloads.value.last == 100 && zip(downloads.value, downloads.value.dropFirst()).allSatisfy { $0 < $1 })
             #expect(try await bob.downloadMediaMessage(messageId: received.messageId) == path, "downloaded once")
             #expect(try await bob.getMessage(messageId: received.messageId)?.localMediaPath == path)
@@ -362,6 +362,34 @@ extension MediaMessageTests {
             #expect(await failureCode { try await ann.sendCombinedMessage([first, document], to: .private, targetId: "carol") } == 33003)
             #expect(await failureCode { try await ann.sendCombinedMessage([], to: .private, targetId: "carol") } == 33003)
             await ann.disconnect(); await bob.disconnect(); await carol.disconnect()
+        }
+    }
+}
+
+extension MediaMessageTests {
+    @Test("the Server API publishes media contents by URL (a file kept here, an image on the app's own storage): delivered as sent, and the receiver downloads the file kept here")
+    func publishedMedia() async throws {
+        try await withTestServer(try await TestServer.start()) { server in
+            let ann = try await server.connectedClient("ann")
+            let bob = try await server.connectedClient("bob")
+            let inbox = EventRecorder(bob.receivedMessages())
+            let report = Data("quarterly figures\n".utf8)
+            let kept = try await ann.uploadMedia(report, type: .file, fileName: "report.txt", mimeType: "text/plain")
+            let file = #"{"name":"report.txt","size":"\#(report.count)","type":"txt","fileUrl":"\#(kept.url)"}"#
+            let (_, published) = try await server.api.post("/message/private/publish.json", form: [
+                "fromUserId": "ann", "toUserId": "bob", "objectName": "RC:FileMsg", "content": file])
+            #expect(published["code"] as? Int == 200, "\(published)")
+            let image = #"{"content":"dGh1bWI=","imageUri":"https://cdn.example.com/cat.jpg"}"#
+            let (_, imagePublished) = try await server.api.post("/message/private/publish.json", form: [
+                "fromUserId": "ann", "toUserId": "bob", "objectName": "RC:ImgMsg", "content": image])
+            #expect(imagePublished["code"] as? Int == 200, "\(imagePublished)")
+            let received = await inbox.wait(for: 2).map(\.message)
+            let fileMessage = try #require(received.first { $0.objectName == "RC:FileMsg" })
+            #expect(fileMessage.content(as: FileMessage.self)?.size == Int64(report.count), "a size given as a string, as the Server API documents it")
+            let path = try await bob.downloadMediaMessage(messageId: fileMessage.messageId)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == report)
+            #expect(received.first { $0.objectName == "RC:ImgMsg" }?.content(as: ImageMessage.self)?.imageUri == "https://cdn.example.com/cat.jpg")
+            await ann.disconnect(); await bob.disconnect()
         }
     }
 }

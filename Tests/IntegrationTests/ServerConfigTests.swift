@@ -205,6 +205,7 @@ struct ServerConfigTests {
             "callbacksEnabled", "callbackRequestTimeoutSeconds", "callbackRetentionHours", "callbackMaxBacklog",
             "multiDeviceSyncEnabled", "consoleEnabled", "consolePassword", "consoleSessionMinutes", "consoleLoginAttempts",
             "mediaDir", "mediaRetentionDays", "sightRetentionDays", "mediaMaxFileMB", "mediaMaxGifMB", "mediaMaxImageMB",
+            "mediaMaxSightSeconds", "mediaMaxVoiceSeconds", "mediaToolsDir",
         ]
         #expect(Set(keys) == Set(fileKeys))
         let existingVariables = [

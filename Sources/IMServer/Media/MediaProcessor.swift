@@ -132,7 +132,9 @@ final class MediaProcessor: Sendable {
                 replacement = large
                 try await run(tools.vips, ["thumbnail", path, "\(large)[Q=85,strip]", "\(Self.largeSide)", "--height", "\(Self.largeSide)",
                                            "--size", "down", "--fail-on", "truncated"], refusal: "the image could not be read")
-                (width, height) = try await imageSize(large, tools: tools, what: "image")
+                // The header of the JPG just made: no tool run for it.
+                guard let size = JPEGSize.of(file: large) else { throw IMError(.mediaFormatUnsupported, "the reduced image could not be read") }
+                (width, height) = size
                 source = large
             }
             let thumbnail = try await thumbnail(of: source, tools: tools)
