@@ -123,8 +123,15 @@ enum CombineHTML {
         let json = (try? JSONEncoder().encode(entries)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
         // No markup characters in the script element (they only occur inside JSON strings, where
         // their \u escapes mean the same).
-        let embedded = json.replacingOccurrences(of: "<", with: "\\u003c").replacingOccurrences(of: ">", with: "\\u003e")
-            .replacingOccurrences(of: "&", with: "\\u0026")
+        var embedded = ""
+        for scalar in json.unicodeScalars {
+            switch scalar {
+            case "<": embedded += "\\u003c"
+            case ">": embedded += "\\u003e"
+            case "&": embedded += "\\u0026"
+            default: embedded.unicodeScalars.append(scalar)
+            }
+        }
         return """
             <!DOCTYPE html>
             <html lang="zh"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -157,7 +164,8 @@ enum CombineHTML {
         case TextMessage.objectName, ReferenceMessage.objectName:
             return escape(text("content"))
         case ImageMessage.objectName:
-            let thumbnail = text("content").filter { $0.isLetter || $0.isNumber || "+/=".contains($0) }
+            // Decoded and encoded again: only Base64's own characters reach the attribute.
+            let thumbnail = Data(base64Encoded: text("content"), options: .ignoreUnknownCharacters)?.base64EncodedString() ?? ""
             let image = thumbnail.isEmpty ? "[图片]" : "<img alt=\"[图片]\" src=\"data:image/jpeg;base64,\(thumbnail)\">"
             let url = text("imageUri")
             return url.hasPrefix("http") ? "<a href=\"\(escape(url))\">\(image)</a>" : image
@@ -180,17 +188,19 @@ enum CombineHTML {
         }
     }
 
+    /// Escapes by Unicode scalar, not by character: a mark that joins a `<` or a quote into one
+    /// grapheme must not carry it through.
     static func escape(_ text: String) -> String {
         var escaped = ""
         escaped.reserveCapacity(text.utf8.count)
-        for character in text {
-            switch character {
+        for scalar in text.unicodeScalars {
+            switch scalar {
             case "&": escaped += "&amp;"
             case "<": escaped += "&lt;"
             case ">": escaped += "&gt;"
             case "\"": escaped += "&quot;"
             case "'": escaped += "&#39;"
-            default: escaped.append(character)
+            default: escaped.unicodeScalars.append(scalar)
             }
         }
         return escaped

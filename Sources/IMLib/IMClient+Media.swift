@@ -224,18 +224,23 @@ extension IMClient {
         guard content.mediaUrl.isEmpty, let localPath else { return try await transmit(message, store: store) }
 
         let transfer = MediaTransfer()
-        let key = "up:\(message.messageId)"
+        // A message not kept locally has id 0: its transfer is keyed by its client id instead.
+        let key = message.messageId != 0 ? "up:\(message.messageId)" : "up:client:\(message.clientMessageId)"
         mediaTransfers[key] = transfer
         defer { mediaTransfers[key] = nil }
         let snapshot = message
         let progress: @Sendable (Int) -> Void = { events(.progress($0, snapshot)) }
         let upload = Task { [self] () async throws -> Content in
+            try Task.checkCancellation()
             var content = content
             if let uploader {
-                let url = try await uploader(MediaUploadJob(message: snapshot, localPath: localPath, progress: progress))
+                // The app's figures pass through the same rule: 0 to 99 rising, 100 once done.
+                let reporter = ProgressReporter(total: 100, report: progress)
+                reporter.report(0)
+                let url = try await uploader(MediaUploadJob(message: snapshot, localPath: localPath) { reporter.report(min(max($0, 0), 99)) })
                 try Task.checkCancellation()
                 content.mediaUrl = url
-                progress(100)
+                reporter.finish()
             } else {
                 let media = try await uploadMedia(file: localPath, type: Content.mediaType, fileName: content.mediaFileName,
                                                   mimeType: content.mediaMimeType, original: (content as? ImageMessage)?.full ?? false, progress: progress)
@@ -246,6 +251,9 @@ extension IMClient {
         transfer.onCancel { upload.cancel() }
         do {
             content = try await withTaskCancellationHandler { try await upload.value } onCancel: { transfer.cancel() }
+            // From here on the send cannot be canceled: a cancel that came meanwhile wins.
+            mediaTransfers[key] = nil
+            if transfer.isCanceled { throw CancellationError() }
         } catch {
             if transfer.isCanceled || error is CancellationError {
                 try? store.setSentStatus(message.messageId, .canceled)
@@ -265,7 +273,13 @@ extension IMClient {
             throw SendMessageError(error: IMError(.invalidParameter, "the message content could not be encoded: \(error)"), message: message)
         }
         message.content = content
-        try store.updateContent(messageId: message.messageId, data: message.contentData)
+        do {
+            try store.updateContent(messageId: message.messageId, data: message.contentData)
+        } catch {
+            try? store.markFailed(message.messageId)
+            message.sentStatus = .failed
+            throw SendMessageError(error: IMError(.databaseError, "the uploaded message could not be stored: \(error)"), message: message)
+        }
         return try await transmit(message, store: store)
     }
 
@@ -303,7 +317,7 @@ extension IMClient {
         let key = "down:\(messageId)"
         if let running = mediaDownloads[key] { return try await running.value }
         let folder = try mediaDirectory().appendingPathComponent("\(message.conversationType.rawValue)_\(Self.safeName(message.targetId))")
-        let name = "\(message.messageUId.isEmpty ? String(messageId) : message.messageUId)_\(Self.safeName(content.mediaFileName))"
+        let name = "\(message.messageUId.isEmpty ? String(messageId) : Self.safeName(message.messageUId))_\(Self.safeName(content.mediaFileName))"
         let destination = folder.appendingPathComponent(name).path
         let events = mediaDownloadBroadcaster
         let transfer = MediaTransfer()
@@ -372,16 +386,27 @@ extension IMClient {
         try await download(url: url, to: path, progress: progress)
     }
 
-    /// Streams `url` to `path` through `<path>.part`, continuing a part file with a Range request;
-    /// the file appears at `path` only whole.
+    /// Whether `url` is a file of one of this client's servers: only those get the app's download
+    /// token (a URL on the app's own storage, or anywhere else, is fetched without it).
+    func isServerFile(_ url: URL) -> Bool {
+        serverURLs.contains { base in
+            guard let server = URL(string: base) else { return false }
+            return server.scheme == url.scheme && server.host == url.host && server.port == url.port
+        } && url.path.hasPrefix("/media/\(appKey)/")
+    }
+
+    /// Streams `url` (http or https) to `path` through `<path>.part`, continuing a part file with a
+    /// Range request; the file appears at `path` only whole.
     func download(url: String, to path: String, progress: @escaping @Sendable (Int) -> Void) async throws {
-        guard URL(string: url) != nil else { throw IMError(.invalidParameter, "not a URL: \(url.prefix(200))") }
-        let token = try await mediaDownloadToken()
+        guard let address = URL(string: url), ["http", "https"].contains(address.scheme?.lowercased() ?? "") else {
+            throw IMError(.invalidParameter, "not an http or https URL: \(url.prefix(200))")
+        }
+        let token = isServerFile(address) ? try await mediaDownloadToken().token : nil
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let part = path + ".part"
         let already = (try? FileManager.default.attributesOfItem(atPath: part)[.size] as? NSNumber)?.int64Value ?? 0
         var request = HTTPClientRequest(url: url)
-        request.headers.add(name: "Authorization", value: "Bearer \(token.token)")
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         if already > 0 { request.headers.add(name: "Range", value: "bytes=\(already)-") }
         let response: HTTPClientResponse
         do {
@@ -389,6 +414,12 @@ extension IMClient {
         } catch {
             if Task.isCancelled { throw CancellationError() }
             throw IMError(.mediaUploadFailed, "the download failed: \(error)")
+        }
+        if response.status == .rangeNotSatisfiable && already > 0 {
+            // The part is not a beginning of this file (or all of it, left before its rename):
+            // start over.
+            try? FileManager.default.removeItem(atPath: part)
+            return try await download(url: url, to: path, progress: progress)
         }
         let resumed = response.status == .partialContent
         guard response.status == .ok || resumed else {
@@ -424,10 +455,18 @@ extension IMClient {
                        answer["errorMessage"] as? String ?? "the download failed with HTTP \(status.code)")
     }
 
-    /// A name safe as one path component.
+    /// A name safe as one path component: no separators or NUL, at most 120 bytes of UTF-8.
     static func safeName(_ name: String) -> String {
-        let cleaned = String(name.map { $0 == "/" || $0 == "\\" || $0 == "\0" ? "_" : $0 }.prefix(120))
-        return cleaned.isEmpty || cleaned.hasPrefix(".") ? "_" + cleaned : cleaned
+        var cleaned = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in name.unicodeScalars {
+            let safe: Unicode.Scalar = scalar == "/" || scalar == "\\" || scalar == "\0" ? "_" : scalar
+            bytes += UTF8.width(safe)
+            guard bytes <= 120 else { break }
+            cleaned.append(safe)
+        }
+        let text = String(cleaned)
+        return text.isEmpty || text.hasPrefix(".") ? "_" + text : text
     }
 
     /// Starts the automatic download of received GIFs under `autoDownloadGIFBytes`.
@@ -435,7 +474,9 @@ extension IMClient {
         let limit = options.autoDownloadGIFBytes
         guard limit > 0 else { return }
         for message in messages where message.direction == .receive && message.messageId != 0 {
-            guard let gif = message.content as? GIFMessage, gif.gifDataSize > 0, gif.gifDataSize < limit, !gif.remoteUrl.isEmpty else { continue }
+            // Only files of this client's servers: a URL elsewhere would tell its host who got the message.
+            guard let gif = message.content as? GIFMessage, gif.gifDataSize > 0, gif.gifDataSize < limit,
+                  let url = URL(string: gif.remoteUrl), isServerFile(url) else { continue }
             Task { [self] in _ = try? await downloadMediaMessage(messageId: message.messageId) }
         }
     }

@@ -725,6 +725,9 @@ public actor IMClient {
         // Sent and acknowledged: nothing to do. A failed message is sent again even with a uid
         // (its acknowledgement may have been lost: the server answers with the stored one).
         guard message.messageUId.isEmpty || message.sentStatus == .failed || message.sentStatus == .sending else { return message }
+        if let media = message.content as? any MediaMessageContent, media.mediaUrl.isEmpty {
+            throw IMError(.invalidParameter, "local message \(messageId) is a media message whose file was never uploaded: send it with sendMediaMessage")
+        }
         message.sentStatus = .sending
         return try await transmit(message, store: store)
     }

@@ -143,7 +143,11 @@ struct MediaMessageTests {
             #expect(received.last?.content(as: SharedDocument.self)?.title == "Plan")
             let path = try await bob.downloadMediaMessage(messageId: try #require(received.last?.messageId))
             #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data("minutes of the meeting\n".utf8))
-            #expect(received.dropLast().allSatisfy { $0.localMediaPath == nil }, "only small GIFs are downloaded by themselves")
+            // Read back from bob's database: only the GIF and the document downloaded have a path.
+            var paths: [String: Bool] = [:]
+            for message in received { paths[message.objectName] = try await bob.getMessage(messageId: message.messageId)?.localMediaPath != nil }
+            #expect(paths == ["RC:HQVCMsg": false, "RC:FileMsg": false, "RC:SightMsg": false, "app:Doc": true], "only small GIFs download by themselves")
+            #expect(downloads.items.filter { if case .completed = $0 { true } else { false } }.count == 2)
             await ann.disconnect(); await bob.disconnect()
         }
     }
@@ -277,10 +281,16 @@ struct MediaMessageTests {
             let speech = try await refusal(try await fixtures.m4a(seconds: 70), .voice)
             #expect(speech.0 == 34019 && speech.1.contains("60 s"), "a voice clip over 60 s: \(speech)")
             #expect(try await refusal(try await fixtures.jpeg(width: 64, height: 48), .gif).0 == 34019, "a JPEG sent as a GIF")
+            // A playlist behind an ID3 tag: taken as MP3 by its first bytes, refused by ffprobe,
+            // which may read only the file and audio formats.
+            let playlist = FileManager.default.temporaryDirectory.appendingPathComponent("playlist-\(UUID().uuidString).mp3")
+            try (Data([0x49, 0x44, 0x33, 4, 0, 0, 0, 0, 0, 0])
+                 + Data("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nhttp://127.0.0.1:9/seg.mp3\n#EXT-X-ENDLIST\n".utf8)).write(to: playlist)
+            #expect(try await refusal(playlist, .voice).0 == 34019, "a playlist posing as audio")
             let media = server.dataDir.appendingPathComponent("media/\(server.app.id)")
             let kept = (FileManager.default.enumerator(atPath: media.path)?.allObjects as? [String] ?? []).filter { $0.count > 3 }
             #expect(kept.isEmpty, "nothing kept: \(kept)")
-            let work = server.dataDir.appendingPathComponent("media/.work")
+            let work = server.dataDir.appendingPathComponent("media/.work/single")
             #expect((try? FileManager.default.contentsOfDirectory(atPath: work.path))?.isEmpty ?? true, "no work files left")
             // The server and the user go on.
             let photo = try await fixtures.jpeg(width: 320, height: 240)
@@ -320,9 +330,12 @@ extension MediaMessageTests {
             let bobInbox = EventRecorder(bob.receivedMessages())
             let annInbox = EventRecorder(ann.receivedMessages())
             let first = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "<script>alert(1)</script> call 13800138000 or 1234567"))
+            // A combining mark before '<' or after '"' makes one character of the two: escaping
+            // by character would let them through.
+            let joined = try await ann.sendMessage(.private, targetId: "bob", content: TextMessage(content: "\u{0D4E}<img src=x onerror=alert(2)\u{0D4E}> \"\u{0301}"))
             let photo = try await MediaFixtures.shared.jpeg(width: 320, height: 240)
             let picture = try await ann.sendMediaMessage(.private, targetId: "bob", content: ImageMessage(localPath: photo.path))
-            _ = await bobInbox.wait(for: 2)
+            _ = await bobInbox.wait(for: 3)
             try await bob.sendMessage(.private, targetId: "ann", content: TextMessage(content: "got it"))
             let reply = try #require(await annInbox.first { $0.message.senderUserId == "bob" }?.message)
             var mention = TextMessage(content: "@carol look")
@@ -334,21 +347,27 @@ extension MediaMessageTests {
             mentioned.sentTime = reply.sentTime + 1
             mentioned.messageUId = "local-mention"
 
-            let sent = try await ann.sendCombinedMessage([picture, reply, first, mentioned], to: .private, targetId: "carol",
+            let sent = try await ann.sendCombinedMessage([picture, reply, first, mentioned, joined], to: .private, targetId: "carol",
                                                          names: ["ann": "Ann", "bob": "Bob"])
             let content = try #require(sent.content(as: CombineMessage.self))
             #expect(content.title == "Ann和Bob的聊天记录" && content.nameList == ["Ann", "Bob"])
-            #expect(content.summaryList == ["Ann：<script>alert(1)</script> call 13800138000 or 1234567", "Ann：[图片]", "Bob：got it", "Bob：@carol look"])
+            #expect(content.summaryList.count == 4 && content.summaryList[0] == "Ann：<script>alert(1)</script> call 13800138000 or 1234567"
+                    && content.summaryList[2] == "Ann：[图片]" && content.summaryList[3] == "Bob：got it")
 
             let received = try #require(await carolInbox.wait(for: 1).first?.message)
             #expect(received.content(as: CombineMessage.self)?.remoteUrl == content.remoteUrl)
             let entries = try await carol.combinedMessages(of: received.messageId)
-            #expect(entries.map(\.objectName) == ["RC:TxtMsg", "RC:ImgMsg", "RC:TxtMsg", "RC:TxtMsg"])
-            #expect(entries.map(\.senderName) == ["Ann", "Ann", "Bob", "Bob"])
+            #expect(entries.map(\.objectName) == ["RC:TxtMsg", "RC:TxtMsg", "RC:ImgMsg", "RC:TxtMsg", "RC:TxtMsg"])
+            #expect(entries.map(\.senderName) == ["Ann", "Ann", "Ann", "Bob", "Bob"])
             #expect(entries.first?.content.contains("13800138000 or 1234567") == true)
             #expect(entries.last?.content.contains("mentionedInfo") == false, "a forwarded mention mentions no one")
+            #expect(entries[1].content.contains("\u{0D4E}<img"), "read back as sent")
             let html = try String(contentsOfFile: try #require(try await carol.getMessage(messageId: received.messageId)?.localMediaPath), encoding: .utf8)
             #expect(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !html.contains("<script>alert(1)"), "escaped")
+            let page = try #require(html.components(separatedBy: "<script type=").first)
+            #expect(!html.contains("<img src=x") && page.contains("\u{0D4E}&lt;img") && !page.contains("\"\u{0301}")
+                    && page.contains("&quot;\u{0301}"), "escaped scalar by scalar")
+            #expect(html.components(separatedBy: "<script").count == 2, "one script element, the data block")
             #expect(html.contains("data:image/jpeg;base64,"), "the image's thumbnail is shown")
 
             // Served as an attachment that cannot run as a page of the server.

@@ -42,9 +42,9 @@ struct MediaTests {
             let ann = try await server.connectedClient("ann")
             let bob = try await server.connectedClient("bob")
             let bobInbox = EventRecorder(bob.receivedMessages())
-            // At most 960 px on its longer side: kept as sent.
+            // Sent as the original: kept as sent.
             let picture = try Data(contentsOf: try await MediaFixtures.shared.jpeg(width: 960, height: 720))
-            let uploaded = try await ann.uploadMedia(picture, type: .image, fileName: "cat.jpg")
+            let uploaded = try await ann.uploadMedia(picture, type: .image, fileName: "cat.jpg", original: true)
             #expect(uploaded.size == Int64(picture.count) && uploaded.mimeType == "image/jpeg")
             #expect(uploaded.url == "\(server.baseURL)/media/\(server.app.appKey)/\(uploaded.fileId)")
             let content = ImageMessage(thumbnailBase64: "", imageUri: uploaded.url)

@@ -91,7 +91,8 @@ public final class ServerCore: Sendable {
             logger.warning("media uploads are kept unchecked and without thumbnails: libvips's and ffmpeg's tools were not found (run scripts/media-tools.sh, or set mediaToolsDir)")
         }
         self.media = MediaService(store: store, blobs: FileSystemBlobStore(directory: mediaDirectory),
-                                  processor: MediaProcessor(tools: mediaTools, workDirectory: mediaDirectory + "/.work", logger: logger),
+                                  processor: MediaProcessor(tools: mediaTools, workDirectory: mediaDirectory + "/.work/" + (cluster?.nodeId ?? "single"),
+                                                            logger: logger),
                                   apps: apps, clock: clock, logger: logger)
         let rosters = GroupRosters(store: store, registry: registry, peers: peers)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers)

@@ -79,15 +79,21 @@ final class MediaProcessor: Sendable {
     /// Limits of one tool run.
     static let runSeconds = 30
     static let memoryBytes = 4 << 30
+    /// The most a tool may write (a reduced image or a frame is far less).
+    static let outputBytes = 256 << 20
 
+    /// `workDirectory` is this node's own (nodes of a cluster share the media directory).
     init(tools: MediaTools?, workDirectory: String, logger: Logger) {
         self.tools = tools
         self.workDirectory = workDirectory
         self.slots = ProcessSlots(count: max(1, ProcessInfo.processInfo.activeProcessorCount))
         self.logger = logger
-        // Leftovers of a run the server did not finish (it stopped meanwhile).
+        // Leftovers of a run this node did not finish (it stopped meanwhile).
         try? FileManager.default.removeItem(atPath: workDirectory)
         try? FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
+        if tools != nil && tools?.prlimit == nil {
+            logger.warning("media tools run without memory and time caps: util-linux's prlimit was not found")
+        }
     }
 
     /// The limits an app sets on what it takes.
@@ -127,10 +133,12 @@ final class MediaProcessor: Sendable {
         var replacement: String?
         var source = path
         do {
-            if !original && max(width, height) > Self.largeSide {
+            // Not the original: reduced to 960 px (never enlarged) and re-encoded, which also
+            // drops the camera's metadata (a photo's EXIF location).
+            if !original {
                 let large = workFile("jpg")
                 replacement = large
-                try await run(tools.vips, ["thumbnail", path, "\(large)[Q=85,strip]", "\(Self.largeSide)", "--height", "\(Self.largeSide)",
+                try await run(tools.vips, ["thumbnail", path, "\(large)[Q=85,strip,background=255]", "\(Self.largeSide)", "--height", "\(Self.largeSide)",
                                            "--size", "down", "--fail-on", "truncated"], refusal: "the image could not be read")
                 // The header of the JPG just made: no tool run for it.
                 guard let size = JPEGSize.of(file: large) else { throw IMError(.mediaFormatUnsupported, "the reduced image could not be read") }
@@ -151,7 +159,7 @@ final class MediaProcessor: Sendable {
         defer { try? FileManager.default.removeItem(atPath: file) }
         var smallest: Data?
         for quality in [75, 55, 35, 20] {
-            try await run(tools.vips, ["thumbnail", path, "\(file)[Q=\(quality),strip,optimize_coding]", "\(Self.thumbnailSide)",
+            try await run(tools.vips, ["thumbnail", path, "\(file)[Q=\(quality),strip,optimize_coding,background=255]", "\(Self.thumbnailSide)",
                                        "--height", "\(Self.thumbnailSide)", "--size", "down", "--fail-on", "truncated"],
                           refusal: "the image could not be read")
             let data = try Data(contentsOf: URL(fileURLWithPath: file))
@@ -164,8 +172,8 @@ final class MediaProcessor: Sendable {
     /// The width and height in the file's header, refused past `maxPixels`.
     private func imageSize(_ path: String, tools: MediaTools, what: String) async throws -> (Int, Int) {
         let output = try await run(tools.vipsheader, [path], refusal: "the \(what) could not be read")
-        // "<path>: 4000x3000 uchar, 3 bands, srgb, jpegload"
-        let line = output.dropFirst(path.utf8.count + 2)
+        // "<path>: 4000x3000 uchar, 3 bands, srgb, jpegload" (the path counted in bytes)
+        let line = String(decoding: output.utf8.dropFirst(path.utf8.count + 2), as: UTF8.self)
         let size = line.prefix { $0 != " " }.split(separator: "x")
         guard size.count == 2, let width = Int(size[0]), let height = Int(size[1]), width > 0, height > 0 else {
             throw IMError(.mediaFormatUnsupported, "the \(what)'s size could not be read")
@@ -205,9 +213,16 @@ final class MediaProcessor: Sendable {
         var seconds: Double? { format?.duration.flatMap(Double.init) }
     }
 
-    private func probe(_ path: String, tools: MediaTools, what: String) async throws -> Probe {
-        let output = try await run(tools.ffprobe, ["-v", "error", "-show_entries", "format=duration,format_name:stream=codec_type,codec_name,width,height",
-                                                   "-of", "json", path], refusal: "the \(what) could not be read")
+    /// Input options that keep ffmpeg to the local file and the formats a type takes: a playlist or
+    /// manifest posing as audio never makes the server fetch a URL.
+    static func inputOptions(_ type: MediaType) -> [String] {
+        ["-protocol_whitelist", "file"] + (type == .sight ? ["-f", "mov"] : ["-format_whitelist", "mp3,aac,amr,ogg,wav,mov"])
+    }
+
+    private func probe(_ path: String, type: MediaType, tools: MediaTools, what: String) async throws -> Probe {
+        let output = try await run(tools.ffprobe, ["-v", "error"] + Self.inputOptions(type)
+                                   + ["-show_entries", "format=duration,format_name:stream=codec_type,codec_name,width,height", "-of", "json", path],
+                                   refusal: "the \(what) could not be read")
         guard let probe = try? JSONDecoder().decode(Probe.self, from: Data(output.utf8)) else {
             throw IMError(.mediaFormatUnsupported, "the \(what) could not be read")
         }
@@ -215,7 +230,7 @@ final class MediaProcessor: Sendable {
     }
 
     private func sight(_ path: String, limit: Int, tools: MediaTools) async throws -> ProcessedMedia {
-        let probe = try await probe(path, tools: tools, what: "short video")
+        let probe = try await probe(path, type: .sight, tools: tools, what: "short video")
         let streams = probe.streams ?? []
         guard probe.format?.format_name?.contains("mp4") == true,
               let video = streams.first(where: { $0.codec_type == "video" }), video.codec_name == "h264",
@@ -229,14 +244,15 @@ final class MediaProcessor: Sendable {
         }
         let frame = workFile("jpg")
         defer { try? FileManager.default.removeItem(atPath: frame) }
-        try await run(tools.ffmpeg, ["-v", "error", "-nostdin", "-i", path, "-frames:v", "1", "-f", "image2", "-c:v", "mjpeg", "-q:v", "3", "-y", frame],
+        try await run(tools.ffmpeg, ["-v", "error", "-nostdin", "-threads", "1"] + Self.inputOptions(.sight)
+                      + ["-i", path, "-frames:v", "1", "-f", "image2", "-c:v", "mjpeg", "-q:v", "3", "-y", frame],
                       refusal: "the short video's first frame could not be read")
         let thumbnail = try await thumbnail(of: frame, tools: tools)
         return ProcessedMedia(width: video.width, height: video.height, duration: max(1, Int(seconds.rounded())), thumbnail: thumbnail)
     }
 
     private func voice(_ path: String, limit: Int, tools: MediaTools) async throws -> ProcessedMedia {
-        let probe = try await probe(path, tools: tools, what: "voice clip")
+        let probe = try await probe(path, type: .voice, tools: tools, what: "voice clip")
         guard probe.streams?.contains(where: { $0.codec_type == "audio" }) == true, let seconds = probe.seconds, seconds > 0 else {
             throw IMError(.mediaFormatUnsupported, "the voice clip has no audio that could be read")
         }
@@ -252,6 +268,15 @@ final class MediaProcessor: Sendable {
         "\(workDirectory)/\(UUID().uuidString).\(suffix)"
     }
 
+    /// The last lines a tool wrote to standard error (at most 4 KB read).
+    private static func tail(of path: String) -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return "" }
+        defer { try? handle.close() }
+        let end = (try? handle.seekToEnd()) ?? 0
+        try? handle.seek(toOffset: end > 4096 ? end - 4096 : 0)
+        return String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+    }
+
     /// Runs a tool within the limits and returns its standard output; a tool that fails, is killed
     /// or runs out of time means the file is refused with `refusal`.
     @discardableResult
@@ -263,16 +288,19 @@ final class MediaProcessor: Sendable {
                 try? FileManager.default.removeItem(atPath: errors)
             }
             let (executable, argv) = tools?.prlimit.map {
-                ($0, ["--as=\(Self.memoryBytes)", "--cpu=\(Self.runSeconds)", "--", tool] + arguments)
+                ($0, ["--as=\(Self.memoryBytes)", "--cpu=\(Self.runSeconds)", "--fsize=\(Self.outputBytes)", "--", tool] + arguments)
             } ?? (tool, arguments)
-            let environment = ["PATH": "/usr/bin:/bin", "VIPS_BLOCK_UNTRUSTED": "1", "LC_ALL": "C"]
+            // Few malloc arenas: the address-space cap is for the picture, not for threads' arenas.
+            let environment = ["PATH": "/usr/bin:/bin", "VIPS_BLOCK_UNTRUSTED": "1", "LC_ALL": "C", "MALLOC_ARENA_MAX": "2"]
+            // Another node's start never removes this node's folder, but an operator might.
+            try? FileManager.default.createDirectory(atPath: workDirectory, withIntermediateDirectories: true)
             let child: ChildProcess
             do {
                 child = try ChildProcess(executable, argv, environment: environment, directory: workDirectory,
                                          standardInput: .null, standardOutput: .file(output), standardError: .file(errors))
             } catch {
                 logger.error("a media tool could not be started", metadata: ["tool": "\(tool)", "error": "\(error)"])
-                throw IMError(.mediaUploadFailed, "the server could not check the file: try again")
+                throw IMError(.apiInternalError, "the server could not check the file: try again later")
             }
             let timer = Task {
                 try? await Task.sleep(for: .seconds(Self.runSeconds))
@@ -281,7 +309,7 @@ final class MediaProcessor: Sendable {
             let end = await child.exit()
             timer.cancel()
             guard end == .exited(0) else {
-                let said = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+                let said = Self.tail(of: errors)
                 logger.info("a media file was refused", metadata: [
                     "tool": "\((tool as NSString).lastPathComponent)", "end": "\(end)",
                     "said": "\(said.split(separator: "\n").suffix(3).joined(separator: " | ").prefix(300))",

@@ -115,6 +115,7 @@ struct MediaRoutes: Sendable {
         switch error.code {
         case .apiSignatureFailed: status = .unauthorized
         case .appBlockedOrDeleted: status = .forbidden
+        case .apiInternalError: status = .internalServerError
         case .gifTooLarge, .mediaUploadFailed: status = .contentTooLarge
         case .mediaFormatUnsupported: status = .unsupportedMediaType
         case .fileExpired: status = .gone

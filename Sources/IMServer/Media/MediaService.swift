@@ -139,7 +139,7 @@ public final class MediaService: Sendable {
         var processed = ProcessedMedia()
         var stored = size
         do {
-            guard let path = await blobs.path(appId: app.id, id: fileId) else { throw IMError(.mediaUploadFailed, "the upload was not kept: try again") }
+            guard let path = await blobs.path(appId: app.id, id: fileId) else { throw IMError(.apiInternalError, "the upload was not kept: try again") }
             processed = try await processor.process(path: path, type: type, original: original,
                                                     limits: .init(maxSightSeconds: settings.maxSightSeconds, maxVoiceSeconds: settings.maxVoiceSeconds))
             if let replacement = processed.replacement {

@@ -22,7 +22,7 @@ final class MediaSniffer: Sendable {
         let bytes = head.withLock { $0 }
         let detected = Self.detect(bytes)
         switch type {
-        case .image: return ["image/jpeg", "image/png", "image/webp", "image/heic", "image/bmp"].contains(detected ?? "") ? detected : nil
+        case .image: return ["image/jpeg", "image/png", "image/webp", "image/heic"].contains(detected ?? "") ? detected : nil
         case .gif: return detected == "image/gif" ? detected : nil
         case .voice: return ["audio/aac", "audio/mp4", "audio/amr", "audio/mpeg", "audio/ogg", "audio/wav"].contains(detected ?? "") ? detected : nil
         case .sight: return detected == "video/mp4" ? detected : nil
@@ -33,7 +33,7 @@ final class MediaSniffer: Sendable {
     /// What each type takes, for the refusal's words.
     static func accepted(_ type: MediaType) -> String {
         switch type {
-        case .image: "JPEG, PNG, WebP, HEIC or BMP"
+        case .image: "JPEG, PNG, WebP or HEIC"
         case .gif: "GIF"
         case .voice: "AAC, M4A, AMR, MP3, Ogg or WAV"
         case .sight: "MP4 (H.264 and AAC)"
