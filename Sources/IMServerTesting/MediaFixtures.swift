@@ -8,7 +8,8 @@ public actor MediaFixtures {
     public static let shared = MediaFixtures()
 
     private let directory: URL
-    private var made: [String: URL] = [:]
+    /// Each fixture once, whoever asks first; tests asking for one being made wait for it.
+    private var made: [String: Task<URL, any Error>] = [:]
 
     private init() {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-media-fixtures-\(getpid())")
@@ -30,18 +31,22 @@ public actor MediaFixtures {
 
     /// Makes `name` once with `tool arguments…` (the output path is `$OUT`), and returns its path.
     private func make(_ name: String, _ toolName: String, _ arguments: [String]) async throws -> URL {
-        if let file = made[name] { return file }
+        if let making = made[name] { return try await making.value }
         let file = directory.appendingPathComponent(name)
-        let tool = try Self.tool(toolName)
-        let child = try ChildProcess(tool, arguments.map { $0.replacingOccurrences(of: "$OUT", with: file.path) },
-                                     directory: directory.path, standardOutput: .null, standardError: .file(file.path + ".log"))
-        let end = await child.exit()
-        guard end == .exited(0), FileManager.default.fileExists(atPath: file.path) else {
-            let log = (try? String(contentsOfFile: file.path + ".log", encoding: .utf8)) ?? ""
-            throw MissingTool(description: "\(toolName) could not make \(name) (\(end)): \(log.suffix(500))")
+        let directory = directory
+        let making = Task { () async throws -> URL in
+            let tool = try Self.tool(toolName)
+            let child = try ChildProcess(tool, arguments.map { $0.replacingOccurrences(of: "$OUT", with: file.path) },
+                                         directory: directory.path, standardOutput: .null, standardError: .file(file.path + ".log"))
+            let end = await child.exit()
+            guard end == .exited(0), FileManager.default.fileExists(atPath: file.path) else {
+                let log = (try? String(contentsOfFile: file.path + ".log", encoding: .utf8)) ?? ""
+                throw MissingTool(description: "\(toolName) could not make \(name) (\(end)): \(log.suffix(500))")
+            }
+            return file
         }
-        made[name] = file
-        return file
+        made[name] = making
+        return try await making.value
     }
 
     private func ffmpeg(_ name: String, _ arguments: [String]) async throws -> URL {
@@ -90,7 +95,7 @@ public actor MediaFixtures {
     /// A decompression bomb: a small PNG file of 12,000 × 12,000 black pixels (144 megapixels).
     public func bombPNG() async throws -> URL {
         let raw = directory.appendingPathComponent("bomb.v").path
-        if made["bomb.v"] == nil { _ = try await make("bomb.v", "vips", ["black", "$OUT", "12000", "12000"]) }
+        _ = try await make("bomb.v", "vips", ["black", "$OUT", "12000", "12000"])
         return try await make("bomb.png", "vips", ["copy", raw, "$OUT[compression=9]"])
     }
 

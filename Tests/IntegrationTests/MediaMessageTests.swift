@@ -3,6 +3,7 @@ import IMCore
 import IMLib
 import IMServer
 import IMServerTesting
+import IMStore
 import Testing
 
 /// An app's own media type: a document with a title, its file uploaded like a file message's.
@@ -132,7 +133,7 @@ struct MediaMessageTests {
             let sight = try #require(try await ann.sendMediaMessage(.private, targetId: "bob", content: SightMessage(localPath: clipFile.path))
                 .content(as: SightMessage.self))
             let clipSize = Int64(try Data(contentsOf: clipFile).count)
-            #expect(sight.duration == 4 && sight.size == clipSize && sight.name == clipFile.lastPathComponent)
+            #expect(sight.duration == 4 && sight.size == clipSize && sight.name == clipFile.lastPathComponent, "\(sight.duration) s, \(sight.size) of \(clipSize) bytes")
             #expect(Self.thumbnailIsValid(sight.thumbnailBase64, longerSide: 240, sourceRatio: 4.0 / 3), "first frame")
 
             let document = try await ann.sendMediaMessage(.private, targetId: "bob", content: SharedDocument(title: "Plan", localPath: notes.path))
@@ -410,5 +411,48 @@ extension MediaMessageTests {
             #expect(received.first { $0.objectName == "RC:ImgMsg" }?.content(as: ImageMessage.self)?.imageUri == "https://cdn.example.com/cat.jpg")
             await ann.disconnect(); await bob.disconnect()
         }
+    }
+}
+
+extension MediaMessageTests {
+    /// The resident memory of a process, KiB.
+    static func residentKiB(_ pid: Int32) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "") ?? 0
+    }
+
+    @Test("a 100 MB file goes up and down through an imserver process whose memory grows by far less than the file (RSS sampled)")
+    func largeFileBoundedMemory() async throws {
+        let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-media-rss-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dataDir) }
+        let app = AppRecord(id: 0, appKey: "mediakey", appSecret: "mediasecret", name: "", createdAt: 0)
+        let server = try ChildServer(dataDir: dataDir, appKey: app.appKey, appSecret: app.appSecret)
+        defer { server.kill() }
+        let api = ServerAPIClient(baseURL: server.baseURL, app: app)
+        var options = IMClientOptions()
+        options.databaseDirectory = dataDir.appendingPathComponent("clients")
+        let ann = IMClient(appKey: app.appKey, serverURL: server.baseURL, options: options)
+        try await ann.connect(token: try #require(try await api.post("/user/getToken.json", form: ["userId": "ann"]).1["token"] as? String))
+        let big = try await MediaFixtures.shared.blob(megabytes: 100)
+        let pid = server.process.pid
+        let before = Self.residentKiB(pid)
+        let peak = Locked(before)
+        let sampler = Task {
+            while !Task.isCancelled {
+                let now = Self.residentKiB(pid)
+                peak.withLock { $0 = max($0, now) }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let uploaded = try await ann.uploadMedia(file: big.path, type: MediaType.file)
+        let copy = dataDir.appendingPathComponent("copy.bin")
+        try await ann.downloadMediaFile(url: uploaded.url, to: copy.path)
+        sampler.cancel()
+        #expect(uploaded.size == 100 * 1_048_576)
+        #expect(FileManager.default.contentsEqual(atPath: copy.path, andPath: big.path))
+        let growthMiB = Double(peak.value - before) / 1024
+        #expect(growthMiB < 40, "the server's RSS grew \(growthMiB) MiB for a 100 MiB file (before: \(before / 1024) MiB)")
+        await ann.disconnect()
     }
 }
