@@ -56,14 +56,11 @@ public protocol MediaMessageContent: MessageContent {
 
 extension MediaMessageContent {
     public static var mediaType: MediaType { .file }
-    public var mediaFileName: String { localPath.map { URL(fileURLWithPath: $0).lastPathComponent } ?? Self.mediaType.rawValue }
+    /// The last component of `localPath`.
+    public var localFileName: String? { localPath.map { URL(fileURLWithPath: $0).lastPathComponent } }
+    public var mediaFileName: String { localFileName ?? Self.mediaType.rawValue }
     public var mediaMimeType: String { "" }
     public mutating func uploaded(_ media: UploadedMedia) { mediaUrl = media.url }
-}
-
-/// Base64 without line breaks, as RongCloud's thumbnails travel.
-extension Data {
-    var thumbnailBase64: String { base64EncodedString() }
 }
 
 extension ImageMessage: MediaMessageContent {
@@ -74,7 +71,8 @@ extension ImageMessage: MediaMessageContent {
     }
     public mutating func uploaded(_ media: UploadedMedia) {
         imageUri = media.url
-        if let thumbnail = media.thumbnail { thumbnailBase64 = thumbnail.thumbnailBase64 }
+        // Base64 without line breaks, as RongCloud's thumbnails travel.
+        if let thumbnail = media.thumbnail { thumbnailBase64 = thumbnail.base64EncodedString() }
     }
 }
 
@@ -112,7 +110,7 @@ extension FileMessage: MediaMessageContent {
         get { fileUrl }
         set { fileUrl = newValue }
     }
-    public var mediaFileName: String { name.isEmpty ? localPath.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "file" : name }
+    public var mediaFileName: String { name.isEmpty ? localFileName ?? "file" : name }
     public mutating func uploaded(_ media: UploadedMedia) {
         fileUrl = media.url
         size = media.size
@@ -125,12 +123,12 @@ extension SightMessage: MediaMessageContent {
         get { sightUrl }
         set { sightUrl = newValue }
     }
-    public var mediaFileName: String { name.isEmpty ? localPath.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "sight.mp4" : name }
+    public var mediaFileName: String { name.isEmpty ? localFileName ?? "sight.mp4" : name }
     public mutating func uploaded(_ media: UploadedMedia) {
         sightUrl = media.url
         size = media.size
         if let duration = media.duration { self.duration = duration }
-        if let thumbnail = media.thumbnail { thumbnailBase64 = thumbnail.thumbnailBase64 }
+        if let thumbnail = media.thumbnail { thumbnailBase64 = thumbnail.base64EncodedString() }
     }
 }
 

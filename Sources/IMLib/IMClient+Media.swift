@@ -363,19 +363,19 @@ extension IMClient {
         mediaDownloadBroadcaster.stream()
     }
 
-    /// Downloads a file of this app's server (a media message's URL) into memory: 34020 once it has
-    /// expired. For large files use `downloadMediaMessage` or `downloadMediaFile`.
+    /// Downloads a media file (a media message's URL) into memory, at most 256 MB: 34020 once a
+    /// file of the server has expired. For large files use `downloadMediaMessage` or
+    /// `downloadMediaFile`.
     public func downloadMedia(url: String) async throws -> Data {
-        let token = try await mediaDownloadToken()
-        var request = HTTPClientRequest(url: url)
-        request.headers.add(name: "Authorization", value: "Bearer \(token.token)")
         let response: HTTPClientResponse
         do {
-            response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+            response = try await HTTPClient.shared.execute(try await downloadRequest(url), timeout: .seconds(120))
+        } catch let error as IMError {
+            throw error
         } catch {
             throw IMError(.mediaUploadFailed, "the download failed: \(error)")
         }
-        let body = try await response.body.collect(upTo: Int(MediaLimits.maxSightMB) << 21)
+        let body = try await response.body.collect(upTo: Self.inMemoryDownloadBytes)
         guard response.status == .ok else { throw Self.failure(status: response.status, body: Data(body.readableBytesView)) }
         return Data(body.readableBytesView)
     }
@@ -395,18 +395,27 @@ extension IMClient {
         } && url.path.hasPrefix("/media/\(appKey)/")
     }
 
-    /// Streams `url` (http or https) to `path` through `<path>.part`, continuing a part file with a
-    /// Range request; the file appears at `path` only whole.
-    func download(url: String, to path: String, progress: @escaping @Sendable (Int) -> Void) async throws {
+    /// The most `downloadMedia` holds in memory.
+    static let inMemoryDownloadBytes = 256 << 20
+
+    /// A GET of `url` (http or https only), with the app's download token when it is one of this
+    /// client's servers' files.
+    private func downloadRequest(_ url: String) async throws -> HTTPClientRequest {
         guard let address = URL(string: url), ["http", "https"].contains(address.scheme?.lowercased() ?? "") else {
             throw IMError(.invalidParameter, "not an http or https URL: \(url.prefix(200))")
         }
-        let token = isServerFile(address) ? try await mediaDownloadToken().token : nil
+        var request = HTTPClientRequest(url: url)
+        if isServerFile(address) { request.headers.add(name: "Authorization", value: "Bearer \(try await mediaDownloadToken().token)") }
+        return request
+    }
+
+    /// Streams `url` to `path` through `<path>.part`, continuing a part file with a Range request;
+    /// the file appears at `path` only whole.
+    func download(url: String, to path: String, progress: @escaping @Sendable (Int) -> Void) async throws {
+        var request = try await downloadRequest(url)
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
         let part = path + ".part"
         let already = (try? FileManager.default.attributesOfItem(atPath: part)[.size] as? NSNumber)?.int64Value ?? 0
-        var request = HTTPClientRequest(url: url)
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         if already > 0 { request.headers.add(name: "Range", value: "bytes=\(already)-") }
         let response: HTTPClientResponse
         do {

@@ -5,7 +5,8 @@ import Darwin
 #endif
 import Foundation
 
-/// A child process started with `posix_spawn`, for the tests and imbench.
+/// A child process started with `posix_spawn`, for the media tools the server runs, the tests and
+/// imbench.
 ///
 /// Foundation's `Process.run()` on Linux over-reads a `dirent` while it lists `/proc/self/fd`
 /// (swift-corelibs-foundation PR 5472, still in Swift 6.3) and crashes the parent now and then;

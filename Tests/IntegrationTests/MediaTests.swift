@@ -114,6 +114,15 @@ struct MediaTests {
             #expect(status == 413 && answer["code"] as? Int == 34011, "\(answer)")
             let (noToken, noTokenAnswer) = try await Self.post(server.baseURL + "/media/upload", token: nil, body: Self.jpeg(100))
             #expect(noToken == 401 && noTokenAnswer["code"] as? Int == 1004)
+            // A download token does not upload, nor does an upload token with its claims changed.
+            let download = try await ann.mediaDownloadToken().token
+            let (wrongPurpose, wrongPurposeAnswer) = try await Self.post(server.baseURL + "/media/upload", token: download, body: Self.jpeg(100))
+            #expect(wrongPurpose == 401 && wrongPurposeAnswer["code"] as? Int == 1004)
+            let upload = try await ann.mediaUploadToken(type: .file, fileName: "a.bin", size: 100).token
+            let parts = upload.split(separator: ".")
+            let forged = String(parts[0].dropLast()) + (parts[0].last == "A" ? "B" : "A") + "." + parts[1]
+            let (forgedStatus, forgedAnswer) = try await Self.post(server.baseURL + "/media/upload", token: forged, body: Self.jpeg(100))
+            #expect(forgedStatus == 401 && forgedAnswer["code"] as? Int == 1004, "\(forgedAnswer)")
             let media = server.dataDir.appendingPathComponent("media/\(server.app.id)")
             let kept = (FileManager.default.enumerator(atPath: media.path)?.allObjects as? [String] ?? []).filter { !$0.hasSuffix("/") && $0.count > 3 }
             #expect(kept.isEmpty, "refused uploads leave no file: \(kept)")
