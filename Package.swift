@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "imserver", targets: ["imserver"]),
         .library(name: "IMLib", targets: ["IMLib"]),
+        .library(name: "IMKit", targets: ["IMKit"]),
         .library(name: "IMCore", targets: ["IMCore"]),
         .library(name: "IMServer", targets: ["IMServer"]),
     ],
@@ -135,6 +136,25 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // IMKit: the kit's behaviour above IMLib, without a UI (docs/IMKIT.md).
+        .target(
+            name: "IMKit",
+            dependencies: [
+                "IMCore", "IMLib",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        // imchat: a full-screen terminal chat app over IMKit.
+        .executableTarget(
+            name: "imchat",
+            dependencies: [
+                "IMCore", "IMLib", "IMKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "imlib-demo",
             dependencies: [
@@ -248,6 +268,12 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
+        // IMKit's models against a real server, and imchat driven in tmux.
+        .testTarget(
+            name: "IMKitTests",
+            dependencies: ["IMCore", "IMLib", "IMKit", "IMServerTesting", "IMProcess"],
+            swiftSettings: strict
+        ),
         // The push providers against local APNs, FCM and webhook servers (IMServerTesting).
         .testTarget(
             name: "PushProviderTests",

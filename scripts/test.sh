@@ -17,6 +17,8 @@ export IMSERVER_TEST_PYTHON
 # libvips's and ffmpeg's tools: the server checks uploads and makes thumbnails with them, the
 # media tests make their fixtures with them.
 scripts/media-tools.sh >/dev/null
+# tmux, in which the tests drive imchat.
+scripts/tmux.sh
 # Headless Chromium and its WebDriver, for the console's browser test.
 IMSERVER_TEST_CHROMEDRIVER="$(scripts/chromium.sh)"
 export IMSERVER_TEST_CHROMEDRIVER

@@ -77,6 +77,11 @@ public actor IMClient {
     /// Running message downloads, so a second call waits for the first.
     var mediaDownloads: [String: Task<String, any Error>] = [:]
     let mediaDownloadBroadcaster = Broadcaster<MediaDownloadEvent>()
+    let reconnectBroadcaster = Broadcaster<ReconnectWait>()
+    /// The wait of the connect loop's current round, which `networkDidChange()` cuts short.
+    private var roundWait: Task<Void, Never>?
+    /// Set by `networkDidChange()`: the connect loop starts its schedule again.
+    private var restartSchedule = false
 
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?
@@ -153,8 +158,29 @@ public actor IMClient {
         blockedEvents.stream()
     }
 
+    /// Each wait of the reconnect schedule as it begins (RongCloud's back-off: 0.25 s, 0.5 s, 1 s,
+    /// ... 64 s), for an app that shows "reconnecting in 4 s".
+    public nonisolated func reconnectWaits() -> AsyncStream<ReconnectWait> {
+        reconnectBroadcaster.stream()
+    }
+
+    /// Tells the client the device's network changed (a new interface, or back after none): a
+    /// reconnect under way starts its schedule again from no wait, as RongCloud's does, to be
+    /// connected as soon as possible.
+    public func networkDidChange() {
+        guard wantsConnection, status != .connected else { return }
+        restartSchedule = true
+        roundWait?.cancel()
+    }
+
     /// The user id of the current token, once `connect` has been called.
     public var currentUserId: String? { store?.userId }
+
+    /// Decodes a content JSON by its object name with the types this client knows (built-in and
+    /// registered); nil for an unknown type or a body that does not decode.
+    public nonisolated func decodeContent(objectName: String, data: Data) -> (any MessageContent)? {
+        types.decode(objectName: objectName, data: data)
+    }
 
     /// Registers an app-defined message type so it is decoded on receipt. Names starting with `RC:`
     /// are reserved.
@@ -170,9 +196,12 @@ public actor IMClient {
     ///   client stops. 0 or less: keep trying until connected or an unrecoverable error.
     /// - Throws: `IMError` with 31004 (bad token), 31009 (banned), 31023 (refused reconnect),
     ///   34001 (already connected), 34006 (time limit), 33003 (no server URL).
+    /// - Parameter dbOpened: called once the user's local database is open, before the network is
+    ///   tried (RongCloud's `dbOpened`): an app shows its conversation list from there, even while
+    ///   the server cannot be reached.
     @discardableResult
-    public func connect(token: String, timeLimit: Int = 0) async throws -> String {
-        if wantsConnection && (status == .connected || status == .connecting) {
+    public func connect(token: String, timeLimit: Int = 0, dbOpened: (@Sendable () -> Void)? = nil) async throws -> String {
+        if wantsConnection && [.connected, .connecting, .suspend].contains(status) {
             throw IMError(.connectionExists, "already connected or connecting: call disconnect() before connecting again")
         }
         guard !serverURLs.isEmpty else {
@@ -189,6 +218,7 @@ public actor IMClient {
         if store?.userId != claims.userId {
             store = try LocalStore(directory: databaseDirectory(userId: claims.userId), userId: claims.userId, registry: types)
         }
+        dbOpened?()
         self.token = token
         wantsConnection = true
         generation += 1
@@ -252,7 +282,15 @@ public actor IMClient {
             let delay = options.reconnectDelay(round)
             if delay > .zero {
                 let wait = deadline.map { min(delay, max(.zero, $0 - .now)) } ?? delay
-                try? await Task.sleep(for: wait)
+                reconnectBroadcaster.yield(ReconnectWait(round: round, delay: wait))
+                let sleeping = Task { _ = try? await Task.sleep(for: wait) }
+                roundWait = sleeping
+                await sleeping.value
+                roundWait = nil
+                if restartSchedule {
+                    restartSchedule = false
+                    round = 0
+                }
             }
             for offset in serverURLs.indices {
                 let index = (firstIndex + offset) % serverURLs.count
@@ -413,6 +451,8 @@ public actor IMClient {
         ultraCaughtUp = []
         chatroomsDisconnected()
         guard wantsConnection else { return }
+        // RongCloud's SUSPEND: the connection is gone and the client will reconnect by itself.
+        setStatus(.suspend)
         // The server that dropped is probably down: reconnecting starts with the next one.
         let nextIndex = (dropped + 1) % serverURLs.count
         options.logger.debug("lost the connection to the server: reconnecting", metadata: [
@@ -856,6 +896,20 @@ public actor IMClient {
             throw IMError(.clientNotInit, "the local database opens with connect(token:): call connect first")
         }
         return store
+    }
+
+    /// The conversation list with each conversation's latest message, read in two queries (for a
+    /// list screen's digests): the same order and paging as `getConversationList`.
+    public func getConversationSummaries(types: [ConversationType], count: Int = 100, startTime: Int64 = 0) throws -> [ConversationSummary] {
+        let store = try openStore()
+        let conversations = try store.conversations(types: types, count: count, startTime: startTime)
+        let latest = try store.messages(ids: conversations.map(\.latestMessageId).filter { $0 > 0 })
+        return conversations.map { ConversationSummary(conversation: $0, latestMessage: latest[$0.latestMessageId]) }
+    }
+
+    /// Messages of the local database by id, in one read; ids not found are left out.
+    public func getMessages(ids: [Int64]) throws -> [Int64: Message] {
+        try openStore().messages(ids: ids)
     }
 
     /// Conversations of the given types, pinned first, then newest first. `startTime` > 0 returns

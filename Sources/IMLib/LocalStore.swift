@@ -417,6 +417,24 @@ final class LocalStore: Sendable {
         }
     }
 
+    /// Messages by local id, in one read (the ids not found are left out).
+    func messages(ids: [Int64]) throws -> [Int64: Message] {
+        guard !ids.isEmpty else { return [:] }
+        return try pool.read { db in
+            var found: [Int64: Message] = [:]
+            for chunk in stride(from: 0, to: ids.count, by: 500) {
+                let part = Array(ids[chunk..<min(chunk + 500, ids.count)])
+                let marks = part.map { _ in "?" }.joined(separator: ",")
+                for row in try Row.fetchAll(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE id IN (\(marks))",
+                                            arguments: StatementArguments(part)) {
+                    let message = self.message(row)
+                    found[message.messageId] = message
+                }
+            }
+            return found
+        }
+    }
+
     func message(id: Int64) throws -> Message? {
         try pool.read { db in
             try Row.fetchOne(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE id = ?", arguments: [id]).map { self.message($0) }

@@ -75,6 +75,19 @@ public struct Message: Sendable, Identifiable {
     public func content<T: MessageContent>(as type: T.Type) -> T? { content as? T }
 }
 
+extension Message {
+    /// A message that is not stored (messageId 0): for a screen that shows one without keeping it
+    /// (RongCloud's `appendAndDisplayMessage`).
+    public init(unsaved content: some MessageContent, conversationType: ConversationType, targetId: String, channelId: String = "",
+                senderUserId: String, direction: MessageDirection = .send, time: Int64) {
+        self.init(messageId: 0, conversationType: conversationType, targetId: targetId, channelId: channelId,
+                  senderUserId: senderUserId, direction: direction, objectName: type(of: content).objectName,
+                  contentData: (try? content.encode()) ?? Data("{}".utf8), content: content, flags: type(of: content).persistentFlag,
+                  sentStatus: direction == .send ? .sent : .received, isRead: true, sentTime: time, receivedTime: time,
+                  messageUId: "", clientMessageId: UUID().uuidString, pushContent: "", pushData: "")
+    }
+}
+
 /// RongCloud's `RCReadReceiptInfo` for a group message.
 public struct ReadReceiptInfo: Sendable, Hashable {
     /// The sender asked the members to report reading this message.
@@ -148,6 +161,18 @@ public struct Conversation: Sendable, Hashable {
 
     /// Whether an unread message mentions this user: RongCloud's `hasUnreadMentioned`.
     public var hasUnreadMentioned: Bool { mentionedCount > 0 }
+}
+
+/// A conversation with its latest message, for list screens.
+public struct ConversationSummary: Sendable {
+    public var conversation: Conversation
+    /// Nil when the conversation has no message on this device (a draft only, or deleted history).
+    public var latestMessage: Message?
+
+    public init(conversation: Conversation, latestMessage: Message?) {
+        self.conversation = conversation
+        self.latestMessage = latestMessage
+    }
 }
 
 /// A send that failed: the code, and the message as it is stored locally (status `failed`).

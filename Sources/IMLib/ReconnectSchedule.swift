@@ -11,3 +11,15 @@ public enum ReconnectSchedule {
         return .milliseconds(millis)
     }
 }
+
+/// One wait of the reconnect schedule: `delay` before connect round `round` (1 = the first
+/// retry after a round that failed on every server URL).
+public struct ReconnectWait: Sendable, Equatable {
+    public var round: Int
+    public var delay: Duration
+
+    public init(round: Int, delay: Duration) {
+        self.round = round
+        self.delay = delay
+    }
+}

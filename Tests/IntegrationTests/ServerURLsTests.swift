@@ -100,8 +100,8 @@ struct ServerURLsTests {
                     #expect(await synced.wait(for: 2).count == 2, "bob reconnected and synced")
                     #expect(await bob.connectedServerURL == b.baseURL)
                     #expect(await bob.connectionStatus == .connected)
-                    // One reconnect, in the first round: connecting once more, then connected.
-                    #expect(await statuses.wait(for: 4) == [.connecting, .connected, .connecting, .connected])
+                    // One reconnect, in the first round: suspended, connecting once more, then connected.
+                    #expect(await statuses.wait(for: 5) == [.connecting, .connected, .suspend, .connecting, .connected])
 
                     let both = await inbox.wait(for: 2)
                     #expect(both.filter { $0.message.messageUId == missed.messageUId }.map(\.offline) == [true])

@@ -1,0 +1,98 @@
+import Foundation
+import IMProcess
+import Testing
+
+/// A private tmux server (its own socket) with imchat sessions of a fixed size: keys go in with
+/// `send-keys`, the screen comes back with `capture-pane` (spec imkit-and-overview.md §4.4).
+final class TmuxHarness: Sendable {
+    let socket = "imchat-test-\(UUID().uuidString.prefix(8))"
+    let directory: URL
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("imchat-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    static var imchat: String {
+        var folder = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        while folder.path != "/" && !FileManager.default.fileExists(atPath: folder.appendingPathComponent("imchat").path) {
+            folder = folder.deletingLastPathComponent()
+        }
+        return folder.appendingPathComponent("imchat").path
+    }
+
+    @discardableResult
+    func tmux(_ arguments: [String]) async throws -> String {
+        let output = directory.appendingPathComponent("tmux-\(UUID().uuidString).out")
+        defer { try? FileManager.default.removeItem(at: output) }
+        let process = try ChildProcess("/usr/bin/tmux", ["-L", socket] + arguments, standardOutput: .file(output.path), standardError: .null)
+        _ = await process.exit()
+        return String(decoding: (try? Data(contentsOf: output)) ?? Data(), as: UTF8.self)
+    }
+
+    /// Starts imchat as `user` in a session of its own (120×40); its event log is `<user>.log`.
+    func start(_ user: String, server: String, appKey: String, appSecret: String? = nil, token: String? = nil,
+               extra: [String] = []) async throws {
+        var arguments = [Self.imchat, "--server", server, "--app-key", appKey, "--data-dir", directory.appendingPathComponent(user).path,
+                         "--event-log", log(user).path]
+        if let token { arguments += ["--token", token] } else { arguments += ["--app-secret", appSecret ?? "", "--user", user] }
+        arguments += extra
+        let command = arguments.map { "'\($0)'" }.joined(separator: " ") + " 2>>'\(directory.appendingPathComponent("\(user).err").path)'"
+        try await tmux(["new-session", "-d", "-s", user, "-x", "120", "-y", "40", command])
+    }
+
+    func log(_ user: String) -> URL { directory.appendingPathComponent("\(user).log") }
+
+    /// The events of the user's log with this name.
+    func events(_ user: String, _ name: String) -> [[String: String]] {
+        let text = String(decoding: (try? Data(contentsOf: log(user))) ?? Data(), as: UTF8.self)
+        return text.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: String]
+        }.filter { $0["event"] == name }
+    }
+
+    func type(_ session: String, _ text: String) async throws {
+        try await tmux(["send-keys", "-t", session, "-l", text])
+    }
+
+    func press(_ session: String, _ keys: String...) async throws {
+        try await tmux(["send-keys", "-t", session] + keys)
+    }
+
+    /// Types a line and presses Enter.
+    func enter(_ session: String, _ text: String) async throws {
+        try await type(session, text)
+        try await press(session, "Enter")
+    }
+
+    func screen(_ session: String) async throws -> String {
+        try await tmux(["capture-pane", "-p", "-t", session])
+    }
+
+    /// Waits until the session's screen satisfies `condition` (polled every 100 ms) and returns it;
+    /// records an issue with the screen when it does not within `timeout`.
+    @discardableResult
+    func waitFor(_ session: String, _ what: String, timeout: Duration = .seconds(30),
+                 sourceLocation: SourceLocation = #_sourceLocation, _ condition: (String) -> Bool) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        var last = ""
+        while ContinuousClock.now < deadline {
+            last = try await screen(session)
+            if condition(last) { return last }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("\(session)'s screen never showed \(what):\n\(last)", sourceLocation: sourceLocation)
+        return last
+    }
+
+    @discardableResult
+    func waitFor(_ session: String, contains text: String, timeout: Duration = .seconds(30),
+                 sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {
+        try await waitFor(session, "\"\(text)\"", timeout: timeout, sourceLocation: sourceLocation) { $0.contains(text) }
+    }
+
+    func stop() async {
+        _ = try? await tmux(["kill-server"])
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
