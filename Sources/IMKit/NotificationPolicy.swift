@@ -16,6 +16,18 @@ public struct LocalNotification: Sendable, Equatable {
     public var body: String
     public var messageId: Int64
 
+    public init(conversationType: ConversationType, targetId: String, channelId: String, senderUserId: String, objectName: String,
+                title: String, body: String, messageId: Int64) {
+        self.conversationType = conversationType
+        self.targetId = targetId
+        self.channelId = channelId
+        self.senderUserId = senderUserId
+        self.objectName = objectName
+        self.title = title
+        self.body = body
+        self.messageId = messageId
+    }
+
     /// `cType` of the `rc` dictionary: PR, GRP, SYS, ... (RongCloud's codes).
     public var cType: String {
         switch conversationType {
