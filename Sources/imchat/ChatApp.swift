@@ -488,7 +488,7 @@ actor ChatApp {
         case .reconnecting(let seconds): return "[reconnecting in \(seconds)s]"
         case .suspended: return "[reconnecting]"
         case .networkUnavailable: return "[no network]"
-        case .timedOut: return "[timed out: press : and type connect]"
+        case .timedOut: return "[timed out: start imchat again to retry]"
         case .disconnected: return "[disconnected]"
         case .signedOut(let reason):
             switch reason {
