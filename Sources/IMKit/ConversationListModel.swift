@@ -62,7 +62,7 @@ public struct ConversationListSnapshot: Sendable, Equatable {
 public actor ConversationListModel {
     private let kit: IMKit
     private var current = ConversationListSnapshot(rows: [], totalUnread: 0, banner: nil)
-    private let signal = KitSignal<ConversationListSnapshot>()
+    private let signal = Broadcaster<ConversationListSnapshot>()
     private var listening: Task<Void, Never>?
     /// How many conversations a load reads.
     public var limit = 1_000
@@ -128,7 +128,7 @@ public actor ConversationListModel {
 
     private func row(_ summary: ConversationSummary, me: String, strings: KitStrings) async -> ConversationRow {
         let conversation = summary.conversation
-        let title = await kit.info.title(of: conversation.conversationType, targetId: conversation.targetId, strings: strings)
+        let title = await kit.info.title(of: conversation.conversationType, targetId: conversation.targetId)
         var digest = ""
         if let latest = summary.latestMessage {
             let groupId = conversation.conversationType == .group ? conversation.targetId : nil

@@ -80,8 +80,6 @@ public actor ConversationModel {
     private var hasOlder = true
     private var title = ""
     private var unreadAbove: UnreadAboveIndicator?
-    /// The oldest unread message when the screen opened (for the jump).
-    private var firstUnreadTime: Int64?
     private var unreadAtOpen = 0
     private var atBottom = true
     private var newBelow = 0
@@ -91,9 +89,13 @@ public actor ConversationModel {
     private var selected: Set<String> = []
     private var listening: [Task<Void, Never>] = []
     private var typingExpiry: Task<Void, Never>?
-    private let signal = KitSignal<ConversationScreen>()
-    private let mediaSignal = KitSignal<KitMediaEvent>()
+    private let signal = Broadcaster<ConversationScreen>()
+    private let mediaSignal = Broadcaster<KitMediaEvent>()
     private var reedits: [Int64: (text: String, recalledAt: Int64)] = [:]
+    /// The newest received message reported read (receipt and the other devices), so a message
+    /// arriving on the open screen is reported once, and a burst of them together.
+    private var reportedReadTime: Int64 = 0
+    private var pendingRead: Task<Void, Never>?
 
     /// `willSendMessage`: sees each content before it is sent and may change it; nil cancels the send.
     public var willSend: (@Sendable (any MessageContent) -> (any MessageContent)?)?
@@ -159,7 +161,7 @@ public actor ConversationModel {
     @discardableResult
     public func open(visibleLines: Int = 20) async throws -> ConversationScreen {
         kit.setOpenConversation(conversation)
-        title = await kit.info.title(of: conversation.type, targetId: conversation.targetId, strings: kit.strings)
+        title = await kit.info.title(of: conversation.type, targetId: conversation.targetId)
         let existing = try await client.getConversation(conversation.type, targetId: conversation.targetId, channelId: conversation.channelId)
         unreadAtOpen = existing?.unreadMessageCount ?? 0
         items = []
@@ -179,8 +181,13 @@ public actor ConversationModel {
         return screen()
     }
 
-    /// Leaves the screen: notifications for this conversation resume.
-    public func close() {
+    /// Leaves the screen: what arrived is reported read, and notifications for this conversation resume.
+    public func close() async {
+        if let pending = pendingRead {
+            pending.cancel()
+            pendingRead = nil
+            await markRead()
+        }
         kit.setOpenConversation(nil)
         listening.forEach { $0.cancel() }
         listening = []
@@ -304,7 +311,7 @@ public actor ConversationModel {
             newArrivalsSinceOpen += 1
             if !atBottom { newBelow += 1 }
         }
-        await markRead()
+        scheduleRead()
         publish()
     }
 
@@ -349,14 +356,34 @@ public actor ConversationModel {
 
     private func publishTypingExpiry() { publish() }
 
+    /// Messages arriving on the open screen are reported read together, a moment after the burst
+    /// (a report is a signal to the server: one per message would spend the user's send rate).
+    private func scheduleRead() {
+        guard pendingRead == nil else { return }
+        pendingRead = Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(300))
+            await self?.flushRead()
+        }
+    }
+
+    private func flushRead() async {
+        pendingRead = nil
+        await markRead()
+        publish()
+    }
+
     /// Clears the unread count; with receipts on for this type tells the peer (private), answers
-    /// receipt requests (group), and with `enableSyncReadStatus` tells the user's other devices.
+    /// receipt requests (group), and with `enableSyncReadStatus` tells the user's other devices;
+    /// nothing is reported twice for the same newest message.
     private func markRead() async {
         guard kit.currentUserId != nil else { return }
         let config = kit.config
         _ = try? await client.clearMessagesUnreadStatus(conversation.type, targetId: conversation.targetId, channelId: conversation.channelId)
+        kit.localChanges.yield(conversation)
         let lastReceived = items.last { $0.message.direction == .receive && !$0.isUIOnly }?.message
-        if let lastReceived, config.enabledReadReceiptConversationTypes.contains(conversation.type) {
+        guard let lastReceived, lastReceived.sentTime > reportedReadTime else { return }
+        reportedReadTime = lastReceived.sentTime
+        if config.enabledReadReceiptConversationTypes.contains(conversation.type) {
             if conversation.type == .private {
                 try? await client.sendReadReceiptMessage(.private, targetId: conversation.targetId, time: lastReceived.sentTime)
             } else if conversation.type == .group {
@@ -369,10 +396,9 @@ public actor ConversationModel {
                 }
             }
         }
-        if let lastReceived, config.enableSyncReadStatus, conversation.type != .chatroom, conversation.type != .ultraGroup {
+        if config.enableSyncReadStatus, conversation.type != .chatroom, conversation.type != .ultraGroup {
             try? await client.syncConversationReadStatus(conversation.type, targetId: conversation.targetId, time: lastReceived.sentTime)
         }
-        kit.localChanges.yield(conversation)
     }
 
     // MARK: rendering

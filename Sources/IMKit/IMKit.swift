@@ -13,11 +13,11 @@ public final class IMKit: Sendable {
     public let clock: any WallClock
     private let dataDirectory: URL
     private let state: Mutex<State>
-    let connectionSignal = KitSignal<KitConnectionState>()
-    let notificationSignal = KitSignal<LocalNotification>()
-    let suppressionSignal = KitSignal<(Int64, NotificationSuppression)>()
+    let connectionSignal = Broadcaster<KitConnectionState>()
+    let notificationSignal = Broadcaster<LocalNotification>()
+    let suppressionSignal = Broadcaster<(Int64, NotificationSuppression)>()
     /// Changes this device made (a send, a delete, a draft, a read): the list reloads.
-    let localChanges = KitSignal<ConversationIdentifier?>()
+    let localChanges = Broadcaster<ConversationIdentifier?>()
     private let pumps = Mutex<[Task<Void, Never>]>([])
 
     private struct State {
@@ -190,6 +190,11 @@ public final class IMKit: Sendable {
     func decideNotification(_ message: Message, offline: Bool) async {
         guard let userId = currentUserId else { return }
         let (config, policy, open, focused) = state.withLock { ($0.config, $0.policy, $0.openConversation, $0.focused) }
+        // Most messages (offline catch-up, commands, one's own) are settled without a store read.
+        if let early = NotificationPolicy.precheck(message, offline: offline, config: config, currentUserId: userId) {
+            suppressionSignal.yield((message.messageId, early))
+            return
+        }
         let conversationLevel = (try? await client.getConversationNotificationLevel(
             message.conversationType, targetId: message.targetId, channelId: message.channelId)) ?? .default
         let typeLevel = (try? await client.getConversationTypeNotificationLevel(message.conversationType)) ?? .default
@@ -201,7 +206,7 @@ public final class IMKit: Sendable {
         let sender = await info.displayName(message.senderUserId, inGroup: groupId)
         var title = sender
         if message.conversationType == .group || message.conversationType == .ultraGroup {
-            title = "\(sender) (\(await info.title(of: message.conversationType, targetId: message.targetId, strings: strings)))"
+            title = "\(sender) (\(await info.title(of: message.conversationType, targetId: message.targetId)))"
         }
         let notification = LocalNotification(
             conversationType: message.conversationType, targetId: message.targetId, channelId: message.channelId,

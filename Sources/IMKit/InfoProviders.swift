@@ -179,7 +179,7 @@ public actor InfoCache {
     }
 
     /// The title of a conversation: the group's name, the peer's name, or the id.
-    public func title(of type: ConversationType, targetId: String, strings: KitStrings) async -> String {
+    public func title(of type: ConversationType, targetId: String) async -> String {
         switch type {
         case .group, .ultraGroup:
             return await group(targetId)?.name ?? targetId

@@ -51,5 +51,4 @@ public struct KitStrings: Sendable {
     public var canceled: String { pick("canceled", "已取消") }
     public var reedit: String { pick("re-edit", "重新编辑") }
     public var everyone: String { pick("everyone", "所有人") }
-    public func directChat(with name: String) -> String { name }
 }

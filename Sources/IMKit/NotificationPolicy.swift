@@ -112,14 +112,23 @@ public struct NotificationPolicy: Sendable {
         return (info.type == .users && info.userIdList.contains(userId), info.type == .all)
     }
 
+    /// The rules that need nothing but the message and the settings, in their order: a kit checks
+    /// them before it reads the do-not-disturb levels.
+    public static func precheck(_ message: Message, offline: Bool, config: KitConfig, currentUserId: String) -> NotificationSuppression? {
+        if config.disableMessageNotification { return .disabledGlobally }
+        if message.disableNotification { return .silentMessage }
+        if message.direction == .send || message.senderUserId == currentUserId { return .ownMessage }
+        if message.conversationType == .chatroom { return .chatroom }
+        if !message.flags.contains(.isCounted) { return .notCounted }
+        if offline { return .offline }
+        return nil
+    }
+
     public func decide(_ message: Message, offline: Bool, config: KitConfig, context: Context,
                        notification: LocalNotification) -> Result<LocalNotification, NotificationSuppression> {
-        if config.disableMessageNotification { return .failure(.disabledGlobally) }
-        if message.disableNotification { return .failure(.silentMessage) }
-        if message.direction == .send || message.senderUserId == context.currentUserId { return .failure(.ownMessage) }
-        if message.conversationType == .chatroom { return .failure(.chatroom) }
-        if !message.flags.contains(.isCounted) { return .failure(.notCounted) }
-        if offline { return .failure(.offline) }
+        if let early = Self.precheck(message, offline: offline, config: config, currentUserId: context.currentUserId) {
+            return .failure(early)
+        }
         let here = ConversationIdentifier(message.conversationType, targetId: message.targetId, channelId: message.channelId)
         if context.focused, context.openConversation == here { return .failure(.conversationOpen) }
         let (user, everyone) = Self.mentions(message, userId: context.currentUserId)

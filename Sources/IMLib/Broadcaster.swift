@@ -1,12 +1,14 @@
 import Foundation
 import Synchronization
 
-/// Fans events out to every subscriber's AsyncStream.
-final class Broadcaster<Element: Sendable>: Sendable {
+/// Fans events out to every subscriber's AsyncStream (IMKit's models use it too: package access).
+package final class Broadcaster<Element: Sendable>: Sendable {
     private let subscribers = Mutex<[UUID: AsyncStream<Element>.Continuation]>([:])
 
     /// A new stream of the events from now on (after `initial`, if given).
-    func stream(initial: Element? = nil) -> AsyncStream<Element> {
+    package init() {}
+
+    package func stream(initial: Element? = nil) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
         let id = UUID()
         if let initial { continuation.yield(initial) }
@@ -17,7 +19,7 @@ final class Broadcaster<Element: Sendable>: Sendable {
         return stream
     }
 
-    func yield(_ element: Element) {
+    package func yield(_ element: Element) {
         for continuation in subscribers.withLock({ Array($0.values) }) {
             continuation.yield(element)
         }

@@ -88,6 +88,29 @@ struct ConnectionTests {
         }
     }
 
+    @Test("dbOpened comes before the network; each reconnect wait is announced, and a network change starts the schedule again")
+    func reconnectScheduleRestarts() async throws {
+        var options = IMClientOptions()
+        options.databaseDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("imlib-\(UUID().uuidString)")
+        // Short waits, then a long one that only a network change cuts short.
+        options.reconnectDelay = { round in round == 0 ? .zero : round < 4 ? .milliseconds(20) : .seconds(600) }
+        let client = IMClient(appKey: "k", serverURL: "http://127.0.0.1:\(try TestPorts.closed())", options: options)
+        let waits = EventRecorder(client.reconnectWaits())
+        let opened = Locked(false)
+        let claims = ConnectTokenClaims(appKey: "k", userId: "u1", issuedAt: 0, nonce: "n")
+        let token = Base64URL.encode(try JSONEncoder().encode(claims)) + ".AA"
+        let connecting = Task { try await client.connect(token: token, dbOpened: { opened.withLock { $0 = true } }) }
+        let long = await waits.first { $0.round == 4 }
+        #expect(long?.delay == .seconds(600))
+        #expect(opened.withLock { $0 }, "the local database opened although no server answers")
+        #expect(try await client.getConversationList(types: [.private]).isEmpty, "and it can be read")
+        await client.networkDidChange()
+        let restarted = await waits.wait(for: 5)
+        #expect(restarted.map(\.round) == [1, 2, 3, 4, 1], "after the change the schedule starts again: \(restarted.map(\.round))")
+        await client.disconnect()
+        _ = await connecting.result
+    }
+
     @Test("connect with a time limit against no server fails with 34006 and stops")
     func connectTimeLimit() async throws {
         var options = IMClientOptions()
