@@ -94,18 +94,21 @@ struct ConnectionTests {
         options.databaseDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("imlib-\(UUID().uuidString)")
         // Short waits, then a long one that only a network change cuts short.
         options.reconnectDelay = { round in round == 0 ? .zero : round < 4 ? .milliseconds(20) : .seconds(600) }
-        let client = IMClient(appKey: "k", serverURL: "http://127.0.0.1:\(try TestPorts.closed())", options: options)
+        options.requestTimeout = .seconds(2)
+        // Port 9 (discard) has no listener here: every attempt is refused at once. (A port freed by
+        // TestPorts.closed() may be taken by a parallel test's server meanwhile.)
+        let client = IMClient(appKey: "k", serverURL: "http://127.0.0.1:9", options: options)
         let waits = EventRecorder(client.reconnectWaits())
         let opened = Locked(false)
         let claims = ConnectTokenClaims(appKey: "k", userId: "u1", issuedAt: 0, nonce: "n")
         let token = Base64URL.encode(try JSONEncoder().encode(claims)) + ".AA"
         let connecting = Task { try await client.connect(token: token, dbOpened: { opened.withLock { $0 = true } }) }
-        let long = await waits.first { $0.round == 4 }
+        let long = await waits.first(timeout: .seconds(60)) { $0.round == 4 }
         #expect(long?.delay == .seconds(600))
         #expect(opened.withLock { $0 }, "the local database opened although no server answers")
         #expect(try await client.getConversationList(types: [.private]).isEmpty, "and it can be read")
         await client.networkDidChange()
-        let restarted = await waits.wait(for: 5)
+        let restarted = await waits.wait(for: 5, timeout: .seconds(60))
         #expect(restarted.map(\.round) == [1, 2, 3, 4, 1], "after the change the schedule starts again: \(restarted.map(\.round))")
         await client.disconnect()
         _ = await connecting.result
