@@ -324,11 +324,21 @@ public actor ConversationModel {
     }
 
     private func replace(_ message: Message) async {
-        guard let index = items.firstIndex(where: {
+        let index = items.firstIndex(where: {
             (!message.messageUId.isEmpty && $0.message.messageUId == message.messageUId) || ($0.message.messageId == message.messageId && message.messageId > 0)
-        }) else { return }
-        if let item = await item(for: message) { items[index] = item }
-        publish()
+        })
+        if let index, let item = await item(for: message) { items[index] = item }
+        var changed = index != nil
+        if message.content is RecallNotificationMessage, !message.messageUId.isEmpty {
+            // Quotes of a recalled message no longer show its text (see `item(for:)`), even when the
+            // original itself is not in the window.
+            kit.noteRecalled(message.messageUId)
+            for quoting in items.indices where (items[quoting].message.content as? ReferenceMessage)?.referMsgUid == message.messageUId {
+                if let fresh = await item(for: items[quoting].message) { items[quoting] = fresh }
+                changed = true
+            }
+        }
+        if changed { publish() }
     }
 
     private func refreshSent() async {
@@ -418,8 +428,14 @@ public actor ConversationModel {
             text = reference.content
             let quotedSender = await kit.info.displayName(reference.referMsgUserId, inGroup: groupId)
             let quotedContent = client.decodeContent(objectName: reference.referObjectName, data: reference.referencedContentData)
-            quote = (quotedSender, Digest.of(objectName: reference.referObjectName, content: quotedContent, senderUserId: reference.referMsgUserId,
-                                             currentUserId: me, senderName: quotedSender, strings: strings))
+            // The rule for a quoted message recalled later: the quote keeps its sender but no longer
+            // shows the snapshot it carries (a recall takes the text back everywhere).
+            if quotedWasRecalled(reference.referMsgUid) {
+                quote = (quotedSender, strings.quotedRecalled)
+            } else {
+                quote = (quotedSender, Digest.of(objectName: reference.referObjectName, content: quotedContent, senderUserId: reference.referMsgUserId,
+                                                 currentUserId: me, senderName: quotedSender, strings: strings))
+            }
         case let text0 as TextMessage:
             text = text0.content
         case let file as FileMessage:
@@ -457,6 +473,13 @@ public actor ConversationModel {
         }
         return MessageItem(message: message, senderName: sender, text: text, quote: quote, status: status,
                            canReedit: false, isUIOnly: message.messageId == 0, isSelected: false)
+    }
+
+    /// Whether the quoted message was recalled: seen so on this screen, or in the kit's record of recalls.
+    private func quotedWasRecalled(_ uid: String) -> Bool {
+        guard !uid.isEmpty else { return false }
+        if items.contains(where: { $0.message.messageUId == uid && $0.message.content is RecallNotificationMessage }) { return true }
+        return kit.isRecalled(uid)
     }
 
     static func size(_ bytes: Int64) -> String {
@@ -705,6 +728,7 @@ public actor ConversationModel {
         }
         let original = (item.message.content as? TextMessage)?.content ?? (item.message.content as? ReferenceMessage)?.content
         let recalled = try await client.recallMessage(item.message)
+        kit.noteRecalled(item.message.messageUId)
         if let original {
             let now = kit.clock.nowMilliseconds()
             reedits[recalled.messageId] = (original, now)

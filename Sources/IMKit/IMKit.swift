@@ -144,6 +144,7 @@ public final class IMKit: Sendable {
         let statuses = client.connectionStatusUpdates()
         let waits = client.reconnectWaits()
         let received = client.receivedMessages()
+        let recalled = client.recalledMessages()
         let statusTask = Task { [weak self] in
             for await status in statuses {
                 guard let self else { return }
@@ -164,7 +165,19 @@ public final class IMKit: Sendable {
                 await self.received(event)
             }
         }
-        pumps.withLock { $0 = [statusTask, waitTask, messageTask] }
+        let recallTask = Task { [weak self] in
+            for await message in recalled { self?.noteRecalled(message.messageUId) }
+        }
+        pumps.withLock { $0 = [statusTask, waitTask, messageTask, recallTask] }
+    }
+
+    /// Remembers that a message was recalled (in the kit's database): quotes of it show the recall.
+    func noteRecalled(_ uid: String) {
+        try? database?.noteRecalled(uid: uid)
+    }
+
+    func isRecalled(_ uid: String) -> Bool {
+        (try? database?.isRecalled(uid: uid)) ?? false
     }
 
     private func setConnection(_ new: KitConnectionState) {

@@ -4,7 +4,8 @@ import IMCore
 
 /// The kit's own small database beside IMLib's, one per user: the persistent user and group
 /// cache, and the texts of recalled messages for re-edit (RongCloud keeps those on the sender's
-/// device only: gone with a reinstall).
+/// device only: gone with a reinstall), and the uids of messages seen recalled (a quote of one shows
+/// that it was recalled).
 final class KitDatabase: Sendable {
     private let queue: DatabaseQueue
 
@@ -19,7 +20,21 @@ final class KitDatabase: Sendable {
                 CREATE TABLE reedits (message_id INTEGER PRIMARY KEY, text TEXT NOT NULL, recalled_at INTEGER NOT NULL);
                 """)
         }
+        migrator.registerMigration("v2") { db in
+            // The uids of messages seen recalled: a quote of one shows the recall, not its snapshot.
+            try db.execute(sql: "CREATE TABLE recalled (uid TEXT PRIMARY KEY)")
+        }
         try migrator.migrate(queue)
+    }
+
+    func noteRecalled(uid: String) throws {
+        guard !uid.isEmpty else { return }
+        try queue.write { try $0.execute(sql: "INSERT OR IGNORE INTO recalled (uid) VALUES (?)", arguments: [uid]) }
+    }
+
+    func isRecalled(uid: String) throws -> Bool {
+        guard !uid.isEmpty else { return false }
+        return try queue.read { try Bool.fetchOne($0, sql: "SELECT 1 FROM recalled WHERE uid = ?", arguments: [uid]) ?? false }
     }
 
     func cachedUsers() throws -> [UserInfo] {

@@ -16,6 +16,8 @@ public struct KitStrings: Sendable {
 
     public var youRecalled: String { pick("You recalled a message", "你撤回了一条消息") }
     public func recalled(by name: String) -> String { pick("\(name) recalled a message", "\(name)撤回了一条消息") }
+    /// Shown in place of a quoted message's snapshot once the original was recalled.
+    public var quotedRecalled: String { pick("The quoted message was recalled", "引用内容已撤回") }
     public var draft: String { pick("[Draft]", "[草稿]") }
     public var mentionedYou: String { pick("[@ you]", "[有人@我]") }
     public var typing: String { pick("typing…", "对方正在输入…") }
