@@ -551,7 +551,14 @@ public actor ConversationModel {
         if let index = items.firstIndex(where: { $0.message.messageId == message.messageId && !$0.isUIOnly }) {
             // The final state may have arrived first: never go back to "sending".
             if message.sentStatus == .sending, items[index].message.sentStatus != .sending { return }
-            items[index] = item
+            if items[index].message.sentTime == message.sentTime {
+                items[index] = item
+            } else {
+                // Sent: its time is now the server's, which may place it elsewhere (the device's
+                // clock is not the server's), so it moves to where a reload would put it.
+                items.remove(at: index)
+                insertInOrder(item)
+            }
         } else {
             insertInOrder(item)
         }
