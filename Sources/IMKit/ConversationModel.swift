@@ -837,8 +837,24 @@ public actor ConversationModel {
         return sent
     }
 
+    /// Sends one forwarded copy. Forwarding many at once meets the server's limit of 5 messages per
+    /// second per client (20604): the same local message is sent again a moment later (up to 5
+    /// times), so the copies all arrive, in order, with no failed duplicate left behind.
     private static func forwardOne<C: MessageContent>(_ client: IMClient, content: C, to target: ConversationIdentifier) async throws -> Message {
-        try await client.sendMessage(target.type, targetId: target.targetId, channelId: target.channelId, content: content)
+        do {
+            return try await client.sendMessage(target.type, targetId: target.targetId, channelId: target.channelId, content: content)
+        } catch let error as SendMessageError where error.code == .sendRateTooHigh {
+            var last = error
+            for _ in 0..<5 {
+                try await Task.sleep(for: .milliseconds(400))
+                do {
+                    return try await client.resendMessage(messageId: last.message.messageId)
+                } catch let again as SendMessageError where again.code == .sendRateTooHigh {
+                    last = again
+                }
+            }
+            throw last
+        }
     }
 
     /// A forwarded copy keeps no @ mentions.
