@@ -875,6 +875,21 @@ public actor ConversationModel {
         return content
     }
 
+    /// What a combined forward holds, one line per message ("name: digest"), read back from its page
+    /// (downloaded with the app's download token the first time).
+    public func combinedLines(_ item: MessageItem) async throws -> [String] {
+        guard item.message.content is CombineMessage, item.message.messageId > 0 else {
+            throw IMError(.invalidParameter, "not a combined message")
+        }
+        let strings = kit.strings
+        return try await client.combinedMessages(of: item.message.messageId).map { entry in
+            let content = client.decodeContent(objectName: entry.objectName, data: Data(entry.content.utf8))
+            let digest = Digest.of(objectName: entry.objectName, content: content, senderUserId: entry.senderUserId,
+                                   currentUserId: me, senderName: entry.senderName, strings: strings)
+            return "\(entry.senderName): \(digest)"
+        }
+    }
+
     // MARK: search
 
     /// This conversation's local messages matching a keyword, newest first.
