@@ -43,13 +43,23 @@ actor ChatApp {
     private var mentionAll = false
     private var lastMedia: Int64?
     private var quit = false
+    /// In multi-select mode: the message under the cursor (an index into the screen's items).
+    private var selectCursor = 0
+    /// The first message drawn in the pane at the last render (to keep the cursor in view).
+    private var firstVisibleItem = 0
+    /// A combined forward opened (`/open`): its title and messages shown in place of the pane.
+    private var viewer: (title: String, lines: [String])?
+    /// Asks the app's user provider again (`/refresh USER`), nil without one.
+    private let fetchUser: (@Sendable (String) async -> UserInfo?)?
 
-    init(kit: IMKit, terminal: Terminal, log: EventLog, manualClock: ManualClock?, userId: String) {
+    init(kit: IMKit, terminal: Terminal, log: EventLog, manualClock: ManualClock?, userId: String,
+         fetchUser: (@Sendable (String) async -> UserInfo?)? = nil) {
         self.kit = kit
         self.terminal = terminal
         self.log = log
         self.manualClock = manualClock
         self.userId = userId
+        self.fetchUser = fetchUser
         self.listModel = kit.conversationList()
     }
 
@@ -185,6 +195,8 @@ actor ChatApp {
                     return
                 }
                 await open(target)
+            } else if label == "forward to" || label == "combine to" {
+                await forwardSelected(to: text, combined: label == "combine to")
             } else if label == "search" {
                 do {
                     let found = try await listModel.search(text)
@@ -257,6 +269,7 @@ actor ChatApp {
         mediaTask?.cancel()
         conversation = nil
         chat = nil
+        viewer = nil
         screen = .list
         input = ""
         await listModel.reload()
@@ -264,6 +277,14 @@ actor ChatApp {
 
     private func handleConversation(_ key: Key) async {
         guard let conversation else { return }
+        if chat?.isSelecting == true {
+            await handleSelection(key, conversation)
+            return
+        }
+        if viewer != nil {
+            if key == .escape { viewer = nil }
+            return
+        }
         switch key {
         case .escape:
             if mentionQuery != nil {
@@ -318,12 +339,88 @@ actor ChatApp {
                 mentionAll = false
             }
         case .character(let character):
-            guard chat?.canSend != false else { return }
+            // A read-only (system) conversation takes commands only.
+            guard chat?.canSend != false || input.hasPrefix("/") || (input.isEmpty && character == "/") else { return }
             input.append(character)
             if !input.hasPrefix("/"), await conversation.inputChanged(input) { log.write("typing_sent", [:]) }
             updateMentionQuery()
             if mentionQuery != nil { await refreshCandidates() }
         default: break
+        }
+    }
+
+    // MARK: multi-select
+
+    /// Multi-select mode (`/select`): ↑↓ (j/k) move the message cursor, Space (or x) marks, `m`
+    /// shows the cursor message's menu, `f` forwards the marked messages one by one, `c` combines
+    /// them into one message, `d` deletes them from this device, `v` or Esc leaves the mode.
+    private func handleSelection(_ key: Key, _ conversation: ConversationModel) async {
+        let items = chat?.items ?? []
+        guard !items.isEmpty else {
+            await conversation.setSelecting(false)
+            return
+        }
+        selectCursor = min(max(0, selectCursor), items.count - 1)
+        switch key {
+        case .up, .character("k"):
+            selectCursor = max(0, selectCursor - 1)
+            if selectCursor < firstVisibleItem { scroll = items.count - 1 - selectCursor }
+        case .down, .character("j"):
+            selectCursor = min(items.count - 1, selectCursor + 1)
+            scroll = min(scroll, items.count - 1 - selectCursor)
+        case .character(" "), .character("x"):
+            await conversation.toggleSelection(items[selectCursor])
+        case .character("m"):
+            toast = "[menu] " + (await conversation.actions(for: items[selectCursor])).map(\.rawValue).joined(separator: " ")
+        case .character("f"), .character("c"):
+            guard !(await conversation.selectedItems).isEmpty else {
+                toast = "mark messages first (Space)"
+                return
+            }
+            if key == .character("c"), !kit.config.enableSendCombineMessage {
+                toast = "combined forward is off: /set enableSendCombineMessage true"
+                return
+            }
+            let targets = await conversation.forwardTargets().map { Self.targetText($0) }
+            startPrompt(key == .character("f") ? "forward to" : "combine to")
+            toast = "targets: " + targets.joined(separator: " ")
+        case .character("d"):
+            let chosen = await conversation.selectedItems
+            guard !chosen.isEmpty else {
+                toast = "mark messages first (Space)"
+                return
+            }
+            do {
+                try await conversation.delete(chosen)
+                await conversation.setSelecting(false)
+                toast = "deleted \(chosen.count) on this device"
+            } catch { toast = describe(error) }
+        case .character("v"), .escape:
+            await conversation.setSelecting(false)
+        default: break
+        }
+    }
+
+    private func forwardSelected(to text: String, combined: Bool) async {
+        guard let conversation else { return }
+        guard let target = Self.parseTarget(text) else {
+            toast = "give a user id or g:<group>"
+            return
+        }
+        let chosen = await conversation.selectedItems
+        do {
+            let sent = try await conversation.forward(chosen, to: [target], combined: combined)
+            toast = "forwarded \(sent.count) to \(target.targetId)"
+            log.write("forwarded", ["count": "\(sent.count)", "target": target.targetId, "combined": "\(combined)"])
+        } catch { toast = describe(error) }
+    }
+
+    static func targetText(_ target: ConversationIdentifier) -> String {
+        switch target.type {
+        case .group: return "g:\(target.targetId)"
+        case .system: return "s:\(target.targetId)"
+        case .ultraGroup: return "u:\(target.targetId)" + (target.channelId.isEmpty ? "" : "/\(target.channelId)")
+        default: return target.targetId
         }
     }
 
@@ -378,7 +475,18 @@ actor ChatApp {
                 toast = "clock +\(seconds)s"
                 if let conversation { chat = await conversation.screen() }
             case "help":
-                toast = "/recall /reedit /quote /delete /receipt /readers /file /image /gif /voice /video /cancel /phrases /phrase N /jump /bottom /search /forward /combine /set /back"
+                toast = "/recall /reedit /quote /delete /menu /select /open /url /receipt /readers /file /image /gif /voice /video /cancel /phrases /phrase N /jump /bottom /search /forward /combine /refresh /clearusers /set /back"
+            case "refresh":
+                // RongCloud's refreshUserInfoCache: the cache changes, screens show it when they load again.
+                guard !argument.isEmpty else { throw IMError(.invalidParameter, "use /refresh <user id>") }
+                guard let fetchUser else { throw IMError(.invalidParameter, "no user provider: start imchat with --user-info-url or --app-secret") }
+                guard let info = await fetchUser(argument) else { throw IMError(.invalidParameter, "the provider does not know \(argument)") }
+                await kit.info.refreshUser(info)
+                toast = "refreshed \(argument): \(info.name) (shown when the screen loads again)"
+                log.write("user_refreshed", ["userId": argument, "name": info.name])
+            case "clearusers":
+                await kit.info.clearUsers()
+                toast = "user cache cleared"
             default:
                 try await conversationCommand(name, argument)
             }
@@ -419,6 +527,29 @@ actor ChatApp {
         case "menu":
             guard let item = pick(all, argument) else { throw IMError(.invalidParameter, "no such message") }
             toast = "[menu] " + (await conversation.actions(for: item)).map(\.rawValue).joined(separator: " ")
+        case "select":
+            guard !all.isEmpty else { throw IMError(.invalidParameter, "no message to select") }
+            await conversation.setSelecting(true)
+            anchorTop = nil
+            selectCursor = chat.items.count - 1
+            if let item = pick(all, argument), let index = chat.items.firstIndex(where: { $0.id == item.id }) { selectCursor = index }
+        case "open":
+            guard let item = pick(all, argument), let combined = item.message.content as? CombineMessage else {
+                throw IMError(.invalidParameter, "/open [n] opens a combined message ([Chat history])")
+            }
+            let lines = try await conversation.combinedLines(item)
+            viewer = (combined.title, lines)
+            log.write("opened_combined", ["messages": "\(lines.count)"])
+        case "url":
+            guard let item = pick(all, argument) else { throw IMError(.invalidParameter, "no such message") }
+            let url: String
+            switch item.message.content {
+            case let combined as CombineMessage: url = combined.remoteUrl
+            case let media as any MediaMessageContent: url = media.mediaUrl
+            default: throw IMError(.invalidParameter, "this message has no file or page to open")
+            }
+            toast = "[url] \(url)"
+            log.write("url", ["url": url, "messageId": "\(item.message.messageId)"])
         case "receipt":
             guard let item = pick(own, argument) else { throw IMError(.invalidParameter, "no message of yours") }
             try await conversation.requestReceipt(item)
@@ -516,8 +647,10 @@ actor ChatApp {
         if let prompt {
             lines.append("\(prompt): \(promptInput)▏")
         } else if screen == .conversation {
-            if chat?.canSend == false {
-                lines.append("(read-only)")
+            if chat?.isSelecting == true {
+                lines.append("[select] \(chat?.items.filter(\.isSelected).count ?? 0) selected  ↑↓ move  Space mark  m menu  f forward  c combine  d delete  v/Esc done")
+            } else if chat?.canSend == false {
+                lines.append("(read-only)" + (input.isEmpty ? "" : " \(input)▏"))
             } else {
                 lines.append("> \(input)▏")
             }
@@ -564,6 +697,11 @@ actor ChatApp {
     private func conversationLines(columns: Int, rows: Int) -> [String] {
         guard let chat else { return ["loading…"] }
         var lines: [String] = []
+        if let viewer {
+            lines.append("« [\(kit.strings.chatHistory.trimmingCharacters(in: CharacterSet(charactersIn: "[]")))] \(viewer.title)  (Esc: back)")
+            lines += viewer.lines.flatMap { TextWidth.wrap($0, max(10, columns)) }.prefix(max(1, rows - 1))
+            return lines
+        }
         var title = "« \(chat.title)"
         if let typing = chat.typingUserId { title += "  [\(kit.strings.typing)]" + (typing == chat.title ? "" : " \(typing)") }
         lines.append(title)
@@ -577,12 +715,24 @@ actor ChatApp {
         }
         if chat.newBelow > 0 { footer.append("[\(kit.strings.newBelow(chat.newBelow))]") }
         let room = max(1, rows - lines.count - footer.count)
-        var body: [[String]] = chat.items.map { itemLines($0, columns: columns) }
+        var body: [[String]] = chat.items.enumerated().map { index, item in
+            let drawn = itemLines(item, columns: columns)
+            guard chat.isSelecting, let first = drawn.first else { return drawn }
+            // Multi-select: a box per message, the cursor's marked with ▸.
+            return ["\(index == selectCursor ? "▸" : " ")\(item.isSelected ? "[x]" : "[ ]") \(first)"] + drawn.dropFirst()
+        }
         if let anchorTop, anchorTop < body.count {
+            firstVisibleItem = anchorTop
             body = Array(body[anchorTop...])
             lines += body.flatMap { $0 }.prefix(room)
         } else {
             let visible = body.prefix(max(0, body.count - scroll))
+            var shown = 0
+            firstVisibleItem = visible.count
+            for drawn in visible.reversed() where shown < room {
+                shown += drawn.count
+                firstVisibleItem -= 1
+            }
             lines += visible.flatMap { $0 }.suffix(room)
         }
         while lines.count < rows - footer.count { lines.append("") }

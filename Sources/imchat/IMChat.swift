@@ -27,6 +27,8 @@ struct IMChat: AsyncParsableCommand {
     @Option(help: "Seconds to keep trying to connect; 0 keeps trying.") var timeLimit = 0
     @Option(help: "Kit setting as flag=value; may repeat (e.g. enabledReadReceiptConversationTypes=private).") var set: [String] = []
     @Option(help: "Write events as JSON lines to this file.") var eventLog: String?
+    @Option(help: ArgumentHelp("The app server's user info as a URL template, {id} the user id: GET answers JSON {\"name\", \"portrait\"} (or 404).",
+                               valueName: "url")) var userInfoUrl: String?
     @Flag(help: "A clock that moves only with /clock +N (for testing time rules).") var testClock = false
 
     func run() async throws {
@@ -66,11 +68,18 @@ struct IMChat: AsyncParsableCommand {
             providers.user = { id in await devAPI.userName(id).map { UserInfo(userId: id, name: $0) } }
             providers.groupMembers = { id in await devAPI.groupMembers(id) }
         }
+        if let userInfoUrl {
+            guard userInfoUrl.contains("{id}"), URL(string: userInfoUrl.replacingOccurrences(of: "{id}", with: "x")) != nil else {
+                throw ValidationError("--user-info-url needs a URL with {id}, e.g. http://127.0.0.1:8000/users/{id}")
+            }
+            let provider = UserInfoURLProvider(template: userInfoUrl)
+            providers.user = { id in await provider.user(id) }
+        }
         let client = IMClient(appKey: appKey, serverURLs: urls, options: options)
         let kit = IMKit(client: client, config: config, providers: providers, dataDirectory: base.appendingPathComponent("imkit"), clock: clock)
         let terminal = Terminal()
         let log = EventLog(path: eventLog)
-        let app = ChatApp(kit: kit, terminal: terminal, log: log, manualClock: manual, userId: claims.userId)
+        let app = ChatApp(kit: kit, terminal: terminal, log: log, manualClock: manual, userId: claims.userId, fetchUser: providers.user)
 
         terminal.enterRawMode()
         defer { terminal.restore() }
