@@ -30,15 +30,25 @@ final class TmuxHarness: Sendable {
         return String(decoding: (try? Data(contentsOf: output)) ?? Data(), as: UTF8.self)
     }
 
-    /// Starts imchat as `user` in a session of its own (120×40); its event log is `<user>.log`.
-    func start(_ user: String, server: String, appKey: String, appSecret: String? = nil, token: String? = nil,
+    /// Starts imchat as `user` in a session of its own (120×40), named `session` (default: the user,
+    /// so a second device of one user takes another name); the session's data directory and event
+    /// log (`<session>.log`) are its own.
+    func start(_ user: String, session: String? = nil, server: String, appKey: String, appSecret: String? = nil, token: String? = nil,
                extra: [String] = []) async throws {
-        var arguments = [Self.imchat, "--server", server, "--app-key", appKey, "--data-dir", directory.appendingPathComponent(user).path,
-                         "--event-log", log(user).path]
+        let name = session ?? user
+        var arguments = [Self.imchat, "--server", server, "--app-key", appKey, "--data-dir", directory.appendingPathComponent(name).path,
+                         "--event-log", log(name).path]
         if let token { arguments += ["--token", token] } else { arguments += ["--app-secret", appSecret ?? "", "--user", user] }
         arguments += extra
-        let command = arguments.map { "'\($0)'" }.joined(separator: " ") + " 2>>'\(directory.appendingPathComponent("\(user).err").path)'"
-        try await tmux(["new-session", "-d", "-s", user, "-x", "120", "-y", "40", command])
+        let command = arguments.map { "'\($0)'" }.joined(separator: " ") + " 2>>'\(directory.appendingPathComponent("\(name).err").path)'"
+        try await tmux(["new-session", "-d", "-s", name, "-x", "120", "-y", "40", command])
+    }
+
+    /// Ends a session's imchat (Ctrl-C, then the session).
+    func quit(_ session: String) async throws {
+        try await press(session, "C-c")
+        try await Task.sleep(for: .milliseconds(300))
+        try await tmux(["kill-session", "-t", session])
     }
 
     func log(_ user: String) -> URL { directory.appendingPathComponent("\(user).log") }
