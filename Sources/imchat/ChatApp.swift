@@ -470,9 +470,18 @@ actor ChatApp {
                 toast = "\(parts[0]) = \(kit.config.value(of: parts[0]) ?? "")"
             case "clock":
                 guard let manualClock else { throw IMError(.invalidParameter, "start imchat with --test-clock to move its clock") }
-                let seconds = Int64(argument.replacingOccurrences(of: "+", with: "")) ?? 0
-                manualClock.advance(milliseconds: seconds * 1000)
-                toast = "clock +\(seconds)s"
+                if argument == "now" {
+                    // Catches up with the real time (never backwards): the server stamps messages with
+                    // it, so a rule counted from a message's time starts from here.
+                    let real = Int64(Date().timeIntervalSince1970 * 1000)
+                    let behind = max(0, real - manualClock.nowMilliseconds())
+                    manualClock.advance(milliseconds: behind)
+                    toast = "clock now (+\(behind)ms)"
+                } else {
+                    let seconds = Int64(argument.replacingOccurrences(of: "+", with: "")) ?? 0
+                    manualClock.advance(milliseconds: seconds * 1000)
+                    toast = "clock +\(seconds)s"
+                }
                 if let conversation { chat = await conversation.screen() }
             case "help":
                 toast = "/recall /reedit /quote /delete /menu /select /open /url /receipt /readers /file /image /gif /voice /video /cancel /phrases /phrase N /jump /bottom /search /forward /combine /refresh /clearusers /set /back"

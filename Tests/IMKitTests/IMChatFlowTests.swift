@@ -61,7 +61,11 @@ struct IMChatFlowTests {
             // Someone else's voice message: no copy, no recall, no quote.
             try await tmux.enter("alice", "/menu 3")
             try await tmux.waitFor("alice", contains: "[menu] delete forward select")
-            // 121 s later on alice's clock her texts can no longer be recalled.
+            // 121 s after they were sent, on alice's clock, her texts can no longer be recalled. Her
+            // test clock stood still since imchat started; the server stamped the texts later, so
+            // the clock first catches up with the real time.
+            try await tmux.enter("alice", "/clock now")
+            try await tmux.waitFor("alice", contains: "clock now")
             try await tmux.enter("alice", "/clock +121")
             try await tmux.waitFor("alice", contains: "clock +121s")
             try await tmux.enter("alice", "/menu 1")
