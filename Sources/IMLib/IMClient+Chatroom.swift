@@ -61,11 +61,11 @@ extension IMClient {
         // Other rooms this device left by joining this one are told by the server
         // (`.removed(leftForOtherRoom)`), so that a server allowing several rooms keeps them.
         joinedChatrooms[roomId, default: JoinedChatroom(messageCount: messageCount, mustExist: mustExist)].messageCount = messageCount
-        joined(reply, rejoin: false)
+        await joined(reply, rejoin: false)
     }
 
     /// Applies a join reply: the history messages, the attribute cache, and the events.
-    private func joined(_ reply: Im_JoinChatroomReply, rejoin: Bool) {
+    private func joined(_ reply: Im_JoinChatroomReply, rejoin: Bool) async {
         let roomId = reply.roomID
         guard var room = joinedChatrooms[roomId] else { return }
         let recreated = !room.sessionId.isEmpty && room.sessionId != reply.sessionID
@@ -88,7 +88,7 @@ extension IMClient {
             if !removed.isEmpty { chatroomKVEvents.yield(.removed(roomId: roomId, entries: removed)) }
         }
         chatroomKVEvents.yield(.synced(roomId: roomId))
-        if !reply.messages.isEmpty { receive(reply.messages, offline: false, hasPackage: false, watermark: nil) }
+        if !reply.messages.isEmpty { await receive(reply.messages, offline: false, hasPackage: false, watermark: nil) }
     }
 
     /// Leaves a room on this device (the user's other devices stay in it) and deletes the room's
@@ -100,17 +100,17 @@ extension IMClient {
         var request = Im_QuitChatroomRequest()
         request.roomID = roomId
         _ = try await connected().request(.quitChatroom, request, timeout: options.requestTimeout)
-        forgetChatroom(roomId)
+        await forgetChatroom(roomId)
         chatroomStatusEvents.yield(.quit(roomId: roomId))
     }
 
     /// Drops a room from this device: no rejoin, no attribute cache, and its local messages go.
-    func forgetChatroom(_ roomId: String) {
+    func forgetChatroom(_ roomId: String) async {
         joinedChatrooms[roomId] = nil
         guard let store else { return }
         do {
-            _ = try store.deleteMessages(type: .chatroom, targetId: roomId, channelId: "", sentAtOrBefore: 0)
-            _ = try store.removeConversation(type: .chatroom, targetId: roomId, channelId: "")
+            _ = try await store.deleteMessages(type: .chatroom, targetId: roomId, channelId: "", sentAtOrBefore: 0)
+            _ = try await store.removeConversation(type: .chatroom, targetId: roomId, channelId: "")
         } catch {
             options.logger.error("could not delete a chatroom's local messages", metadata: ["room": "\(roomId)", "error": "\(error)"])
         }
@@ -242,11 +242,11 @@ extension IMClient {
     // MARK: pushes and reconnects
 
     /// A batch of the room's live messages.
-    func chatroomMessages(_ push: Im_ChatroomMessages) {
+    func chatroomMessages(_ push: Im_ChatroomMessages) async {
         guard var room = joinedChatrooms[push.roomID] else { return }
         if let last = push.messages.map(\.sentTime).max() { room.lastMessageTime = max(room.lastMessageTime, last) }
         joinedChatrooms[push.roomID] = room
-        receive(push.messages, offline: false, hasPackage: false, watermark: nil)
+        await receive(push.messages, offline: false, hasPackage: false, watermark: nil)
     }
 
     /// Attributes changed in a room: the cache follows, and the change is reported.
@@ -268,7 +268,7 @@ extension IMClient {
         if !removed.isEmpty { chatroomKVEvents.yield(.removed(roomId: changes.roomID, entries: removed)) }
     }
 
-    func chatroomEvent(_ event: Im_ChatroomEvent) {
+    func chatroomEvent(_ event: Im_ChatroomEvent) async {
         let roomId = event.roomID
         func notification(_ kind: ChatRoomNotification.Kind) -> ChatRoomNotification {
             ChatRoomNotification(roomId: roomId, kind: kind, userIds: event.userIds, durationMinutes: event.durationMinutes, extra: event.extra)
@@ -278,18 +278,18 @@ extension IMClient {
         case .chatroomDestroyedManually, .chatroomDestroyedAutomatically:
             // A notice about an earlier incarnation of a room joined again since is stale.
             guard let room = joinedChatrooms[roomId], room.sessionId.isEmpty || room.sessionId == event.sessionID else { return }
-            forgetChatroom(roomId)
+            await forgetChatroom(roomId)
             chatroomStatusEvents.yield(.destroyed(roomId: roomId, sessionId: event.sessionID,
                                                   automatically: event.kind == .chatroomDestroyedAutomatically))
         case .chatroomKicked:
             if let me, event.userIds.contains(me), joinedChatrooms[roomId] != nil {
-                forgetChatroom(roomId)
+                await forgetChatroom(roomId)
                 chatroomStatusEvents.yield(.removed(roomId: roomId, reason: .banned))
             }
             chatroomStatusEvents.yield(.notification(notification(.banned)))
         case .chatroomLeftForOtherRoom:
             guard joinedChatrooms[roomId] != nil else { return }
-            forgetChatroom(roomId)
+            await forgetChatroom(roomId)
             chatroomStatusEvents.yield(.removed(roomId: roomId, reason: .leftForOtherRoom))
         case .chatroomUnbanned: chatroomStatusEvents.yield(.notification(notification(.unbanned)))
         case .chatroomMuted: chatroomStatusEvents.yield(.notification(notification(.muted)))
@@ -311,9 +311,10 @@ extension IMClient {
 
     /// After a reconnect: joins the rooms this device was in again, asking for the messages it
     /// missed if it still held its seat.
-    func rejoinChatrooms(generation: Int) async {
+    func rejoinChatrooms(_ scope: ConnectionScope) async {
+        let connection = scope.connection
         for roomId in joinedChatrooms.keys.sorted() {
-            guard generation == self.generation, let connection else { return }
+            guard !Task.isCancelled else { return }
             // The app may have quit or left the room while earlier rooms were rejoining.
             guard let room = joinedChatrooms[roomId] else { continue }
             var request = Im_JoinChatroomRequest()
@@ -325,7 +326,7 @@ extension IMClient {
             chatroomStatusEvents.yield(.joining(roomId: roomId))
             do {
                 let reply = try await connection.request(.joinChatroom, request, timeout: options.requestTimeout).body(Im_JoinChatroomReply.self)
-                guard generation == self.generation else { return }
+                guard !Task.isCancelled else { return }
                 guard joinedChatrooms[roomId] != nil else {
                     // Quit while the rejoin was on its way: leave again.
                     var quit = Im_QuitChatroomRequest()
@@ -333,17 +334,17 @@ extension IMClient {
                     _ = try? await connection.request(.quitChatroom, quit, timeout: options.requestTimeout)
                     continue
                 }
-                joined(reply, rejoin: true)
+                await joined(reply, rejoin: true)
             } catch {
-                guard generation == self.generation else { return }
+                guard !Task.isCancelled else { return }
                 let code = (error as? IMError)?.code ?? .responseTimeout
                 chatroomStatusEvents.yield(.joinFailed(roomId: roomId, code: code))
                 switch code {
                 case .notInChatroom:
-                    forgetChatroom(roomId)
+                    await forgetChatroom(roomId)
                     chatroomStatusEvents.yield(.removed(roomId: roomId, reason: .leftForOtherRoom))
                 case .bannedFromChatroom, .chatroomNotFound, .chatroomFull:
-                    forgetChatroom(roomId)
+                    await forgetChatroom(roomId)
                 default:
                     break
                 }

@@ -77,7 +77,7 @@ extension IMClient {
     /// The messages a received or sent combined message holds, read back from its HTML file
     /// (downloaded into the media folder first if it is not there).
     public func combinedMessages(of messageId: Int64) async throws -> [CombinedEntry] {
-        guard try openStore().message(id: messageId)?.objectName == CombineMessage.objectName else {
+        guard try await openStore().message(id: messageId)?.objectName == CombineMessage.objectName else {
             throw IMError(.invalidParameter, "local message \(messageId) is not a combined message")
         }
         let path = try await downloadMediaMessage(messageId: messageId)

@@ -49,7 +49,7 @@ public enum ConversationStateChange: Sendable, Hashable {
 /// Whether a conversation-state pull is running (for which connection) and whether another was
 /// asked for while it ran.
 struct ConversationStateSyncFlags {
-    var runningGeneration: Int?
+    var running: ObjectIdentifier?
     var again = false
 }
 
@@ -76,8 +76,8 @@ extension IMClient {
     }
 
     /// The do-not-disturb status of a conversation: its own level, or its type's when it has none.
-    public func getConversationNotificationStatus(_ type: ConversationType, targetId: String) throws -> ConversationNotificationStatus {
-        try effectiveLevel(ConversationIdentifier(type, targetId: targetId)).isDoNotDisturb ? .doNotDisturb : .notify
+    public func getConversationNotificationStatus(_ type: ConversationType, targetId: String) async throws -> ConversationNotificationStatus {
+        try await effectiveLevel(ConversationIdentifier(type, targetId: targetId)).isDoNotDisturb ? .doNotDisturb : .notify
     }
 
     /// Sets a conversation's push notification level (RongCloud 5.x `setConversationNotificationLevel`).
@@ -92,8 +92,8 @@ extension IMClient {
     }
 
     /// A conversation's own level (`.default` when not set).
-    public func getConversationNotificationLevel(_ type: ConversationType, targetId: String, channelId: String = "") throws -> PushNotificationLevel {
-        try openStore().notificationLevel(ConversationIdentifier(type, targetId: targetId, channelId: channelId)) ?? .default
+    public func getConversationNotificationLevel(_ type: ConversationType, targetId: String, channelId: String = "") async throws -> PushNotificationLevel {
+        try await openStore().notificationLevel(ConversationIdentifier(type, targetId: targetId, channelId: channelId)) ?? .default
     }
 
     /// Sets the level of every conversation of a type (RongCloud's `setConversationTypeNotificationLevel`);
@@ -107,26 +107,26 @@ extension IMClient {
         try await editConversationState(.setConversationNotification, request)
     }
 
-    public func getConversationTypeNotificationLevel(_ type: ConversationType) throws -> PushNotificationLevel {
-        try openStore().notificationLevel(ConversationIdentifier(type, targetId: "")) ?? .default
+    public func getConversationTypeNotificationLevel(_ type: ConversationType) async throws -> PushNotificationLevel {
+        try await openStore().notificationLevel(ConversationIdentifier(type, targetId: "")) ?? .default
     }
 
     /// Local conversations of these types in do-not-disturb (RongCloud's `getBlockedConversationList`).
-    public func getBlockedConversationList(types: [ConversationType]) throws -> [Conversation] {
-        try openStore().blockedConversations(types: types)
+    public func getBlockedConversationList(types: [ConversationType]) async throws -> [Conversation] {
+        try await openStore().blockedConversations(types: types)
     }
 
     /// Unread messages in conversations of these types; do-not-disturb conversations count only
     /// with `containBlocked` (RongCloud's `getUnreadCount:containBlocked:`).
-    public func getUnreadCount(types: [ConversationType], containBlocked: Bool) throws -> Int {
-        try openStore().unreadCount(types: types, containBlocked: containBlocked)
+    public func getUnreadCount(types: [ConversationType], containBlocked: Bool) async throws -> Int {
+        try await openStore().unreadCount(types: types, containBlocked: containBlocked)
     }
 
-    private func effectiveLevel(_ conversation: ConversationIdentifier) throws -> PushNotificationLevel {
+    private func effectiveLevel(_ conversation: ConversationIdentifier) async throws -> PushNotificationLevel {
         let store = try openStore()
-        let own = try store.notificationLevel(conversation) ?? .default
+        let own = try await store.notificationLevel(conversation) ?? .default
         guard own == .default else { return own }
-        return try store.notificationLevel(ConversationIdentifier(conversation.type, targetId: "")) ?? .default
+        return try await store.notificationLevel(ConversationIdentifier(conversation.type, targetId: "")) ?? .default
     }
 
     // MARK: quiet hours
@@ -150,8 +150,8 @@ extension IMClient {
     }
 
     /// The quiet hours, or nil when none are set.
-    public func getNotificationQuietHours() throws -> QuietHours? {
-        try openStore().quietHours()
+    public func getNotificationQuietHours() async throws -> QuietHours? {
+        try await openStore().quietHours()
     }
 
     // MARK: pins
@@ -169,8 +169,8 @@ extension IMClient {
     }
 
     /// Pinned local conversations of these types, newest first.
-    public func getTopConversationList(types: [ConversationType]) throws -> [Conversation] {
-        try openStore().topConversations(types: types)
+    public func getTopConversationList(types: [ConversationType]) async throws -> [Conversation] {
+        try await openStore().topConversations(types: types)
     }
 
     // MARK: tags
@@ -196,8 +196,8 @@ extension IMClient {
     }
 
     /// The user's tags, oldest first.
-    public func getTags() throws -> [ConversationTag] {
-        try openStore().tags()
+    public func getTags() async throws -> [ConversationTag] {
+        try await openStore().tags()
     }
 
     /// Puts up to 1000 conversations (34013 beyond) into a tag; only private, group and system
@@ -225,20 +225,20 @@ extension IMClient {
     }
 
     /// The tags of one conversation, with its pin inside each.
-    public func getTagsFromConversation(_ conversation: ConversationIdentifier) throws -> [ConversationTagInfo] {
-        try openStore().tags(of: conversation)
+    public func getTagsFromConversation(_ conversation: ConversationIdentifier) async throws -> [ConversationTagInfo] {
+        try await openStore().tags(of: conversation)
     }
 
     /// A page of a tag's conversations: pinned-in-tag first, then by latest message, those older
     /// than `timestamp` (0: from the newest).
-    public func getConversationsFromTagByPage(tagId: String, timestamp: Int64 = 0, count: Int = 20) throws -> [Conversation] {
+    public func getConversationsFromTagByPage(tagId: String, timestamp: Int64 = 0, count: Int = 20) async throws -> [Conversation] {
         guard count > 0 else { throw IMError(.invalidParameter, "count must be at least 1, got \(count)") }
-        return try openStore().conversations(inTag: tagId, before: timestamp, count: count)
+        return try await openStore().conversations(inTag: tagId, before: timestamp, count: count)
     }
 
     /// Unread messages in a tag's conversations; do-not-disturb ones count only with `containBlocked`.
-    public func getUnreadCountByTag(tagId: String, containBlocked: Bool) throws -> Int {
-        try openStore().unreadCount(inTag: tagId, containBlocked: containBlocked)
+    public func getUnreadCountByTag(tagId: String, containBlocked: Bool) async throws -> Int {
+        try await openStore().unreadCount(inTag: tagId, containBlocked: containBlocked)
     }
 
     /// Pins or unpins a conversation inside a tag; it must be in the tag (33003 otherwise).
@@ -275,44 +275,43 @@ extension IMClient {
     private func editConversationState<Request: SwiftProtobuf.Message>(_ op: Im_Op, _ request: Request) async throws {
         let store = try openStore()
         let connection = try connected()
-        let generation = self.generation
         let delta = try await connection.request(op, request, timeout: options.requestTimeout).body(Im_ConversationStateDelta.self)
-        let applied = try store.applyConversationStateEdit(delta)
+        let applied = try await store.applyConversationStateEdit(delta)
         for change in applied.changes { stateEvents.yield(change) }
-        if !applied.upToDate, !syncing {
-            Task { await self.syncConversationState(generation: generation) }
+        if !applied.upToDate, !syncing, let scope, scope.connection === connection {
+            scope.run { [weak self] in await self?.syncConversationState(scope) }
         }
     }
 
     /// The server says the state moved on: pull unless this device already has it, or the pull
     /// that follows the offline messages will fetch it anyway.
-    func conversationStateChanged(_ notice: Im_ConversationStateChanged, generation: Int) {
-        guard let store, !syncing, let held = try? store.conversationStateVersion(), held < notice.version else { return }
-        Task { await self.syncConversationState(generation: generation) }
+    func conversationStateChanged(_ notice: Im_ConversationStateChanged, scope: ConnectionScope) async {
+        guard let store, !syncing, let held = try? await store.conversationStateVersion(), held < notice.version else { return }
+        scope.run { [weak self] in await self?.syncConversationState(scope) }
     }
 
     /// Pulls the state changed since this device's version, page by page. A request while a pull
     /// of the same connection runs makes it go round once more instead of starting a second one.
-    func syncConversationState(generation: Int) async {
+    func syncConversationState(_ scope: ConnectionScope) async {
         guard let store else { return }
-        if stateSync.runningGeneration == generation {
+        let id = ObjectIdentifier(scope)
+        if stateSync.running == id {
             stateSync.again = true
             return
         }
-        stateSync.runningGeneration = generation
-        defer { if stateSync.runningGeneration == generation { stateSync.runningGeneration = nil } }
+        stateSync.running = id
+        defer { if stateSync.running == id { stateSync.running = nil } }
         do {
             repeat {
                 stateSync.again = false
                 var more = true
                 while more {
-                    guard generation == self.generation, let connection else { return }
                     var request = Im_ConversationStateSyncRequest()
-                    request.since = try store.conversationStateVersion()
-                    let page = try await connection.request(.conversationStateSync, request, timeout: options.requestTimeout)
+                    request.since = try await store.conversationStateVersion()
+                    let page = try await scope.connection.request(.conversationStateSync, request, timeout: options.requestTimeout)
                         .body(Im_ConversationStateDelta.self)
-                    guard generation == self.generation else { return }
-                    let applied = try store.applyConversationStatePage(page)
+                    try Task.checkCancellation()
+                    let applied = try await store.applyConversationStatePage(page)
                     for change in applied.changes { stateEvents.yield(change) }
                     more = page.more
                 }

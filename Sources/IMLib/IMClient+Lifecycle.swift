@@ -59,7 +59,7 @@ extension IMClient {
         let reply = try await connected().request(.recallMessage, request, timeout: options.requestTimeout).body(Im_RecallReply.self)
         let notification = (try? JSONDecoder().decode(RecallNotificationMessage.self, from: reply.notification))
             ?? RecallNotificationMessage(operatorId: store.userId, recallTime: reply.recallTime, originalObjectName: message.objectName)
-        if let recalled = try store.recallLocally(uid: message.messageUId, notification: notification) {
+        if let recalled = try await store.recallLocally(uid: message.messageUId, notification: notification) {
             return recalled
         }
         // Not in the local database (e.g. a message fetched from remote history): describe it.
@@ -117,7 +117,7 @@ extension IMClient {
         } else if recordTime < 0 {
             throw IMError(.invalidParameter, "recordTime must be 0 (all) or a sentTime in ms")
         }
-        _ = try store.deleteMessages(type: type, targetId: targetId, channelId: channel, sentAtOrBefore: recordTime)
+        _ = try await store.deleteMessages(type: type, targetId: targetId, channelId: channel, sentAtOrBefore: recordTime)
     }
 
     // MARK: read receipts and read status
@@ -131,7 +131,7 @@ extension IMClient {
         }
         guard time > 0 else { throw IMError(.invalidParameter, "time is the sentTime (ms) of the last message read") }
         _ = try await sendSignal(type, targetId: targetId, content: ReadReceiptMessage(lastMessageSendTime: time))
-        try openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
+        try await openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
     }
 
     /// Tells this user's other devices that the conversation has been read up to `time` (RongCloud's
@@ -143,7 +143,7 @@ extension IMClient {
         guard time > 0 else { throw IMError(.invalidParameter, "time is the sentTime (ms) of the last message read") }
         let status = SyncReadStatusMessage(lastMessageSendTime: time, conversationType: type.rawValue, targetId: targetId)
         _ = try await sendSignal(type, targetId: targetId, content: status)
-        try openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
+        try await openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
     }
 
     // MARK: typing
@@ -197,7 +197,7 @@ extension IMClient {
         } catch let error as IMError where [.connectionUnavailable, .responseTimeout, .socketDisconnected].contains(error.code) {
             throw IMError(.expansionFailed, "the extension change did not reach the server (\(error.message)): retry when connected")
         }
-        _ = try store.applyExpansion(uid: messageUId, set: set, remove: remove)
+        _ = try await store.applyExpansion(uid: messageUId, set: set, remove: remove)
     }
 
     // MARK: helpers

@@ -21,24 +21,24 @@ extension IMClient {
     // MARK: unread counts
 
     /// Unread messages in every conversation (RongCloud's `getTotalUnreadCount`).
-    public func getTotalUnreadCount() throws -> Int {
-        try openStore().totalUnreadCount()
+    public func getTotalUnreadCount() async throws -> Int {
+        try await openStore().totalUnreadCount()
     }
 
     /// Unread messages of one conversation; 0 for a conversation not in the list.
-    public func getUnreadCount(_ type: ConversationType, targetId: String) throws -> Int {
+    public func getUnreadCount(_ type: ConversationType, targetId: String) async throws -> Int {
         try Self.checkTarget(targetId)
-        return try openStore().unreadCount(type: type, targetId: targetId, channelId: "")
+        return try await openStore().unreadCount(type: type, targetId: targetId, channelId: "")
     }
 
     /// Marks the received messages of a conversation sent at or before `time` (ms; 0: all) read;
     /// its unread and mention counts are recounted from the messages still unread. Returns false if
     /// the conversation is not in the list.
     @discardableResult
-    public func clearMessagesUnreadStatus(_ type: ConversationType, targetId: String, time: Int64) throws -> Bool {
+    public func clearMessagesUnreadStatus(_ type: ConversationType, targetId: String, time: Int64) async throws -> Bool {
         try Self.checkTarget(targetId)
         guard time >= 0 else { throw IMError(.invalidParameter, "time must be a sent time in ms, or 0 for all messages; got \(time)") }
-        return try openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
+        return try await openStore().markRead(type: type, targetId: targetId, channelId: "", upTo: time)
     }
 
     // MARK: drafts
@@ -47,24 +47,24 @@ extension IMClient {
     /// this device. A conversation not in the list yet is added. An ultra group keeps one draft
     /// per channel (`channelId`; none: RCDefault).
     @discardableResult
-    public func saveTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "", content: String) throws -> Bool {
+    public func saveTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "", content: String) async throws -> Bool {
         try Self.checkTarget(targetId)
-        try openStore().saveDraft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), draft: content,
+        try await openStore().saveDraft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), draft: content,
                                   now: options.clock.nowMilliseconds())
         return true
     }
 
     /// The conversation's (or ultra group channel's) draft, or nil when it has none.
-    public func getTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "") throws -> String? {
+    public func getTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "") async throws -> String? {
         try Self.checkTarget(targetId)
-        return try openStore().draft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type))
+        return try await openStore().draft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type))
     }
 
     /// Clears the conversation's (or ultra group channel's) draft; false if it is not in the list.
     @discardableResult
-    public func clearTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Bool {
+    public func clearTextMessageDraft(_ type: ConversationType, targetId: String, channelId: String = "") async throws -> Bool {
         try Self.checkTarget(targetId)
-        return try openStore().clearDraft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type))
+        return try await openStore().clearDraft(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type))
     }
 
     // MARK: inserted messages
@@ -81,12 +81,12 @@ extension IMClient {
     public func insertOutgoingMessage(
         _ type: ConversationType, targetId: String, sentStatus: SentStatus = .sent, content: some MessageContent, sentTime: Int64 = 0,
         canIncludeExpansion: Bool = false, expansion: [String: String] = [:], extra: String = ""
-    ) throws -> Message {
+    ) async throws -> Message {
         let store = try openStore()
         var message = try localMessage(type, targetId: targetId, senderUserId: store.userId, direction: .send,
                                        sentStatus: sentStatus, isRead: true, content: content, sentTime: sentTime)
         try Self.expand(&message, canIncludeExpansion: canIncludeExpansion, expansion: expansion, extra: extra)
-        return try store.insertLocal(message)
+        return try await store.insertLocal(message)
     }
 
     /// Stores a received message on this device only, as if `senderUserId` had sent it: it has no
@@ -98,12 +98,12 @@ extension IMClient {
     public func insertIncomingMessage(
         _ type: ConversationType, targetId: String, senderUserId: String, isRead: Bool = false, content: some MessageContent,
         sentTime: Int64 = 0, canIncludeExpansion: Bool = false, expansion: [String: String] = [:], extra: String = ""
-    ) throws -> Message {
+    ) async throws -> Message {
         guard UserID.isValid(senderUserId) else { throw IMError(.invalidParameter, "senderUserId '\(senderUserId)' is not a valid user id") }
         var message = try localMessage(type, targetId: targetId, senderUserId: senderUserId, direction: .receive,
                                        sentStatus: .received, isRead: isRead, content: content, sentTime: sentTime)
         try Self.expand(&message, canIncludeExpansion: canIncludeExpansion, expansion: expansion, extra: extra)
-        return try openStore().insertLocal(message)
+        return try await openStore().insertLocal(message)
     }
 
     private static func expand(_ message: inout Message, canIncludeExpansion: Bool, expansion: [String: String], extra: String) throws {
@@ -121,8 +121,8 @@ extension IMClient {
     /// Sets the text the app keeps with a message on this device only (RongCloud's
     /// `setMessageExtra`); false when there is no such message.
     @discardableResult
-    public func setMessageExtra(messageId: Int64, value: String) throws -> Bool {
-        try openStore().setExtra(messageId: messageId, value: value)
+    public func setMessageExtra(messageId: Int64, value: String) async throws -> Bool {
+        try await openStore().setExtra(messageId: messageId, value: value)
     }
 
     private func localMessage(
@@ -166,21 +166,22 @@ extension IMClient {
     /// show their newest remaining message and recount unread messages. Returns whether any of
     /// them existed.
     @discardableResult
-    public func deleteMessages(ids: [Int64]) throws -> Bool {
+    public func deleteMessages(ids: [Int64]) async throws -> Bool {
         guard !ids.isEmpty else { throw IMError(.invalidParameter, "ids is empty: name the messages to delete") }
-        return try openStore().deleteMessages(ids: ids) > 0
+        return try await openStore().deleteMessages(ids: ids) > 0
     }
 
     /// Deletes every message of a conversation from this device's database (the server keeps them);
     /// the conversation stays in the list, with no unread messages. Returns false if there was
     /// nothing to delete and no such conversation.
     @discardableResult
-    public func clearMessages(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Bool {
+    public func clearMessages(_ type: ConversationType, targetId: String, channelId: String = "") async throws -> Bool {
         try Self.checkTarget(targetId)
         let store = try openStore()
         let channel = try Self.channel(channelId, of: type)
-        let deleted = try store.deleteMessages(type: type, targetId: targetId, channelId: channel, sentAtOrBefore: 0)
-        return try deleted > 0 || store.conversation(type: type, targetId: targetId, channelId: channel) != nil
+        let deleted = try await store.deleteMessages(type: type, targetId: targetId, channelId: channel, sentAtOrBefore: 0)
+        if deleted > 0 { return true }
+        return try await store.conversation(type: type, targetId: targetId, channelId: channel) != nil
     }
 
     // MARK: search
@@ -191,32 +192,32 @@ extension IMClient {
     /// "今天天气很好"); other words match from their start, case-insensitively ("wor" finds "World").
     /// In an ultra group, `channelId` names the channel searched (none: RCDefault).
     public func searchMessages(_ type: ConversationType, targetId: String, channelId: String = "", keyword: String, count: Int = 50,
-                               startTime: Int64 = 0) throws -> [Message] {
+                               startTime: Int64 = 0) async throws -> [Message] {
         try Self.checkSearch(targetId: targetId, count: count, startTime: startTime)
         guard !keyword.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw IMError(.invalidParameter, "keyword is empty: give the text to search for")
         }
-        return try openStore().searchMessages(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), keyword: keyword,
+        return try await openStore().searchMessages(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), keyword: keyword,
                                               count: count, before: startTime)
     }
 
     /// Up to `count` (1-100) messages of a conversation sent by `userId`, newest first; `startTime`
     /// > 0 returns only messages sent before it.
     public func searchMessages(_ type: ConversationType, targetId: String, channelId: String = "", userId: String, count: Int = 50,
-                               startTime: Int64 = 0) throws -> [Message] {
+                               startTime: Int64 = 0) async throws -> [Message] {
         try Self.checkSearch(targetId: targetId, count: count, startTime: startTime)
         guard UserID.isValid(userId) else { throw IMError(.invalidParameter, "userId '\(userId)' is not a valid user id") }
-        return try openStore().searchMessages(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), senderId: userId,
+        return try await openStore().searchMessages(type: type, targetId: targetId, channelId: Self.channel(channelId, of: type), senderId: userId,
                                               count: count, before: startTime)
     }
 
     /// The conversations of these types whose messages (of these object names; nil: any) contain
     /// the keyword, each with its number of matching messages, newest conversation first.
-    public func searchConversations(types: [ConversationType], objectNames: [String]? = nil, keyword: String) throws -> [SearchConversationResult] {
+    public func searchConversations(types: [ConversationType], objectNames: [String]? = nil, keyword: String) async throws -> [SearchConversationResult] {
         guard !keyword.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw IMError(.invalidParameter, "keyword is empty: give the text to search for")
         }
-        return try openStore().searchConversations(types: types, objectNames: objectNames ?? [], keyword: keyword)
+        return try await openStore().searchConversations(types: types, objectNames: objectNames ?? [], keyword: keyword)
             .map { SearchConversationResult(conversation: $0.0, matchCount: $0.1) }
     }
 

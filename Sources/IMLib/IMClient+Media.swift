@@ -217,7 +217,7 @@ extension IMClient {
         let store = try openStore()
         // Stored as it is until the upload ends: no URL yet, so nothing points at a file the
         // server does not have.
-        var message = try storeOutgoing(conversationType, targetId: targetId, channelId: channelId, directedUserIds: [], content: content,
+        var message = try await storeOutgoing(conversationType, targetId: targetId, channelId: channelId, directedUserIds: [], content: content,
                                         pushContent: pushContent, pushData: pushData, pushConfig: pushConfig,
                                         disableNotification: disableNotification, localMediaPath: localPath)
         events(.attached(message))
@@ -256,11 +256,11 @@ extension IMClient {
             if transfer.isCanceled { throw CancellationError() }
         } catch {
             if transfer.isCanceled || error is CancellationError {
-                try? store.setSentStatus(message.messageId, .canceled)
+                try? await store.setSentStatus(message.messageId, .canceled)
                 message.sentStatus = .canceled
                 throw MediaSendCanceled(message: message)
             }
-            try? store.markFailed(message.messageId)
+            try? await store.markFailed(message.messageId)
             message.sentStatus = .failed
             let imError = error as? IMError ?? IMError(.mediaUploadFailed, "the upload failed: \(error)")
             throw SendMessageError(error: imError, message: message)
@@ -268,15 +268,15 @@ extension IMClient {
         do {
             message.contentData = try content.encode()
         } catch {
-            try? store.markFailed(message.messageId)
+            try? await store.markFailed(message.messageId)
             message.sentStatus = .failed
             throw SendMessageError(error: IMError(.invalidParameter, "the message content could not be encoded: \(error)"), message: message)
         }
         message.content = content
         do {
-            try store.updateContent(messageId: message.messageId, data: message.contentData)
+            try await store.updateContent(messageId: message.messageId, data: message.contentData)
         } catch {
-            try? store.markFailed(message.messageId)
+            try? await store.markFailed(message.messageId)
             message.sentStatus = .failed
             throw SendMessageError(error: IMError(.databaseError, "the uploaded message could not be stored: \(error)"), message: message)
         }
@@ -309,7 +309,7 @@ extension IMClient {
     @discardableResult
     public func downloadMediaMessage(messageId: Int64, progress: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> String {
         let store = try openStore()
-        guard let message = try store.message(id: messageId), let content = message.content as? any MediaMessageContent,
+        guard let message = try await store.message(id: messageId), let content = message.content as? any MediaMessageContent,
               !content.mediaUrl.isEmpty else {
             throw IMError(.invalidParameter, "local message \(messageId) is not a media message with a file to download")
         }
@@ -327,7 +327,7 @@ extension IMClient {
                     progress(percent)
                     events.yield(.progress(messageId: messageId, percent: percent))
                 }
-                try store.setMediaPath(messageId: messageId, path: destination)
+                try await store.setMediaPath(messageId: messageId, path: destination)
                 events.yield(.completed(messageId: messageId, path: destination))
                 return destination
             } catch {

@@ -100,38 +100,43 @@ extension IMClient {
         let connection = try connected()
         let store = try openStore()
         var request = Im_UltraGroupSummaryRequest()
-        let cursor = try store.ultraModifiedCursor()
+        let cursor = try await store.ultraModifiedCursor()
         request.modifiedSince = cursor.time
         request.modifiedAfterSeq = cursor.seq
         var summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
             .body(Im_UltraGroupSummary.self)
         var fetched = 0
-        for state in summary.channels {
-            let key = UltraGroupChannelKey(groupId: state.groupID, channelId: state.channelID)
-            let through = try store.ultraGroupThrough(groupId: state.groupID, channelId: state.channelID)
+        // One read for every channel's position and one write for the positions and counts:
+        // channels without new messages (most of them) cost no database round trip of their own.
+        let keys = summary.channels.map { UltraGroupChannelKey(groupId: $0.groupID, channelId: $0.channelID) }
+        let throughs = try await store.ultraGroupThroughs(keys)
+        var reached: [UltraGroupChannelKey: Int64] = [:]
+        for (key, state) in zip(keys, summary.channels) {
+            let through = throughs[key]
             if state.lastSentTime > 0, state.lastSentTime > (through ?? Int64.min) {
-                let (count, reached) = try await fetchMissing(state, after: through, connection: connection, store: store)
+                let (count, time) = try await fetchMissing(state, after: through, connection: connection, store: store)
                 fetched += count
-                try store.setUltraGroupThrough(groupId: state.groupID, channelId: state.channelID, time: reached)
+                reached[key] = time
             } else if state.lastSentTime > 0, through == nil {
-                try store.setUltraGroupThrough(groupId: state.groupID, channelId: state.channelID, time: state.lastSentTime)
+                reached[key] = state.lastSentTime
             }
-            ultraCaughtUp.insert(key)
-            try store.setCounts(type: .ultraGroup, targetId: state.groupID, channelId: state.channelID,
-                                unread: Int(state.unreadCount), mentioned: Int(state.mentionedCount), asOf: summary.countedAt)
         }
-        var modified = applyModified(summary.modified)
+        try await store.applyUltraGroupCatchUp(reached: reached, counts: summary.channels.map {
+            (UltraGroupChannelKey(groupId: $0.groupID, channelId: $0.channelID), Int($0.unreadCount), Int($0.mentionedCount))
+        }, asOf: summary.countedAt)
+        ultraCaughtUp.formUnion(keys)
+        var modified = await applyModified(summary.modified)
         // Modifications come oldest first, a page at a time.
         while summary.moreModified {
-            try store.advanceUltraModifiedCursor(time: summary.serverTime, seq: summary.modifiedThroughSeq)
+            try await store.advanceUltraModifiedCursor(time: summary.serverTime, seq: summary.modifiedThroughSeq)
             request.modifiedSince = summary.serverTime
             request.modifiedAfterSeq = summary.modifiedThroughSeq
             request.modifiedOnly = true
             summary = try await connection.request(.ultraGroupSummary, request, timeout: options.requestTimeout)
                 .body(Im_UltraGroupSummary.self)
-            modified += applyModified(summary.modified)
+            await modified += applyModified(summary.modified)
         }
-        try store.advanceUltraModifiedCursor(time: summary.serverTime, seq: summary.modifiedThroughSeq)
+        try await store.advanceUltraModifiedCursor(time: summary.serverTime, seq: summary.modifiedThroughSeq)
         let result = UltraGroupSyncResult(channels: summary.channels.count, fetched: fetched, modified: modified)
         ultraGroupSyncEvents.yield(result)
         return result
@@ -151,7 +156,7 @@ extension IMClient {
             request.order = Int32(HistoryOrder.descending.rawValue)
             let reply = try await connection.request(.history, request, timeout: options.requestTimeout).body(Im_HistoryReply.self)
             let now = options.clock.nowMilliseconds()
-            let stored = try store.storeFetched(reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }).count
+            let stored = try await store.storeFetched(reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }).count
             return (stored, state.lastSentTime)
         }
         request.count = Int32(UltraGroupLimits.maxHistoryCount)
@@ -162,7 +167,7 @@ extension IMClient {
             request.recordTime = through
             let reply = try await connection.request(.history, request, timeout: options.requestTimeout).body(Im_HistoryReply.self)
             let now = options.clock.nowMilliseconds()
-            stored += try store.storeFetched(reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }).count
+            await stored += try store.storeFetched(reply.messages.map { message(from: $0, me: store.userId, receivedAt: now) }).count
             guard reply.isRemaining, let newest = reply.messages.map(\.sentTime).max() else {
                 return (stored, max(through, state.lastSentTime))
             }
@@ -172,11 +177,11 @@ extension IMClient {
     }
 
     /// Live messages of channels this connection has caught up move their caught-up time.
-    func advanceUltraGroupThrough(_ messages: [Message]) {
+    func advanceUltraGroupThrough(_ messages: [Message]) async {
         guard let store, !ultraCaughtUp.isEmpty else { return }
         for message in messages where message.conversationType == .ultraGroup
             && ultraCaughtUp.contains(UltraGroupChannelKey(groupId: message.targetId, channelId: message.channelId)) {
-            try? store.setUltraGroupThrough(groupId: message.targetId, channelId: message.channelId, time: message.sentTime)
+            try? await store.setUltraGroupThrough(groupId: message.targetId, channelId: message.channelId, time: message.sentTime)
         }
     }
 
@@ -184,7 +189,7 @@ extension IMClient {
     /// A message recalled while this device was away comes as a modification to `RC:RcNtf`: it is
     /// recalled here as if the recall command had arrived.
     @discardableResult
-    func applyModified(_ wires: [Im_Message]) -> Int {
+    func applyModified(_ wires: [Im_Message]) async -> Int {
         guard let store, !wires.isEmpty else { return 0 }
         let now = options.clock.nowMilliseconds()
         do {
@@ -193,7 +198,7 @@ extension IMClient {
             for wire in wires {
                 if wire.objectName == RecallNotificationMessage.objectName {
                     if let notification = try? JSONDecoder().decode(RecallNotificationMessage.self, from: wire.content),
-                       let recalled = try store.recallLocally(uid: wire.messageUid, notification: notification) {
+                       let recalled = try await store.recallLocally(uid: wire.messageUid, notification: notification) {
                         recallEvents.yield(recalled)
                         count += 1
                     }
@@ -201,7 +206,7 @@ extension IMClient {
                     edits.append(message(from: wire, me: store.userId, receivedAt: now))
                 }
             }
-            let changed = try store.replaceContents(edits)
+            let changed = try await store.replaceContents(edits)
             changed.forEach(modificationEvents.yield)
             return count + changed.count
         } catch {
@@ -211,8 +216,8 @@ extension IMClient {
     }
 
     /// Runs the catch-up after a connect; a failure is logged and retried at the next connect.
-    func catchUpUltraGroups(generation: Int) async {
-        guard generation == self.generation, connection != nil else { return }
+    func catchUpUltraGroups(_ scope: ConnectionScope) async {
+        guard !Task.isCancelled, self.scope === scope else { return }
         do {
             try await syncUltraGroups()
         } catch {
@@ -220,7 +225,7 @@ extension IMClient {
         }
     }
 
-    func ultraGroupEvent(_ wire: Im_UltraGroupEvent) {
+    func ultraGroupEvent(_ wire: Im_UltraGroupEvent) async {
         let kind: UltraGroupEvent.Kind
         switch wire.kind {
         case .ultraGroupReadSync: kind = .readSynced
@@ -237,7 +242,7 @@ extension IMClient {
         default: return
         }
         if kind == .readSynced {
-            _ = try? store?.clearUnread(type: .ultraGroup, targetId: wire.groupID, channelId: wire.channelID)
+            _ = try? await store?.clearUnread(type: .ultraGroup, targetId: wire.groupID, channelId: wire.channelID)
         }
         ultraGroupEventBroadcaster.yield(UltraGroupEvent(
             kind: kind, targetId: wire.groupID, channelId: wire.channelID,
@@ -253,7 +258,7 @@ extension IMClient {
         request.groupID = targetId
         request.channelID = channel
         _ = try await connected().request(.ultraGroupRead, request, timeout: options.requestTimeout)
-        _ = try openStore().clearUnread(type: .ultraGroup, targetId: targetId, channelId: channel)
+        _ = try await openStore().clearUnread(type: .ultraGroup, targetId: targetId, channelId: channel)
     }
 
     /// Replaces the content of one of this user's ultra group messages (RongCloud's
@@ -265,7 +270,7 @@ extension IMClient {
     @discardableResult
     public func modifyUltraGroupMessage(messageUId: String, content: some MessageContent) async throws -> Message {
         let store = try openStore()
-        if let local = try store.message(uid: messageUId), local.objectName != type(of: content).objectName {
+        if let local = try await store.message(uid: messageUId), local.objectName != type(of: content).objectName {
             throw IMError(.invalidParameter, "message \(messageUId) is \(local.objectName); its content can only be replaced by another \(local.objectName)")
         }
         var request = Im_ModifyMessageRequest()
@@ -277,28 +282,28 @@ extension IMClient {
         }
         let wire = try await connected().request(.modifyMessage, request, timeout: options.requestTimeout).body(Im_Message.self)
         let modified = message(from: wire, me: store.userId, receivedAt: options.clock.nowMilliseconds())
-        return try store.replaceContents([modified]).first ?? modified
+        return try await store.replaceContents([modified]).first ?? modified
     }
 
     /// Unread messages of an ultra group, over its channels.
-    public func getUltraGroupUnreadCount(targetId: String) throws -> Int {
-        try openStore().unreadSums(type: .ultraGroup, targetId: targetId).unread
+    public func getUltraGroupUnreadCount(targetId: String) async throws -> Int {
+        try await openStore().unreadSums(type: .ultraGroup, targetId: targetId).unread
     }
 
     /// Unread messages of an ultra group that mention this user or everyone.
-    public func getUltraGroupUnreadMentionedCount(targetId: String) throws -> Int {
-        try openStore().unreadSums(type: .ultraGroup, targetId: targetId).mentioned
+    public func getUltraGroupUnreadMentionedCount(targetId: String) async throws -> Int {
+        try await openStore().unreadSums(type: .ultraGroup, targetId: targetId).mentioned
     }
 
     /// Unread mentions over every ultra group.
-    public func getUltraGroupAllUnreadMentionedCount() throws -> Int {
-        try openStore().unreadSums(type: .ultraGroup, targetId: nil).mentioned
+    public func getUltraGroupAllUnreadMentionedCount() async throws -> Int {
+        try await openStore().unreadSums(type: .ultraGroup, targetId: nil).mentioned
     }
 
     /// The local conversations of every channel of an ultra group (RongCloud's
     /// `getConversationListForAllChannel`), pinned first, then newest first.
-    public func getConversationsForAllChannels(targetId: String) throws -> [Conversation] {
-        try openStore().conversations(types: [.ultraGroup], count: UltraGroupLimits.maxChannelsPerGroup, startTime: 0, targetId: targetId)
+    public func getConversationsForAllChannels(targetId: String) async throws -> [Conversation] {
+        try await openStore().conversations(types: [.ultraGroup], count: UltraGroupLimits.maxChannelsPerGroup, startTime: 0, targetId: targetId)
     }
 }
 

@@ -86,21 +86,27 @@ public actor IMClient {
     var status: ConnectionStatus = .unconnected
     var store: LocalStore?
     private var token: String?
-    var connection: WireConnection?
+    /// The established connection and its work; nil while not connected.
+    var scope: ConnectionScope?
+    /// The socket of the established connection.
+    var connection: WireConnection? { scope?.connection }
     /// False after disconnect, logout or an unrecoverable error: nothing reconnects then.
     private var wantsConnection = false
-    /// Bumped on every connect, disconnect and lost connection, so stale tasks stop.
-    var generation = 0
+    /// The running connect loop (a `connect` call's, or the reconnect after a lost connection);
+    /// disconnect, logout and a new connect cancel it.
+    private var connecting: Task<Void, any Error>?
     private var heartbeatInterval: Duration = .seconds(30)
-    private var heartbeat: Task<Void, Never>?
-    private var reconnecting: Task<Void, Never>?
     var syncing = false
     private var heldPushes: [Im_Message] = []
     /// The index in `serverURLs` of the server of the current connection.
-    private var connectedIndex: Int?
+    private var connectedIndex: Int? { scope?.serverIndex }
     /// The index of the server this client was last connected to, kept after the connection ends,
     /// to log a move to another server.
     private var lastConnectedIndex: Int?
+
+    deinit {
+        scope?.cancel()
+    }
 
     /// A client of one server.
     public init(appKey: String, serverURL: String, options: IMClientOptions = IMClientOptions()) {
@@ -221,12 +227,17 @@ public actor IMClient {
         dbOpened?()
         self.token = token
         wantsConnection = true
-        generation += 1
-        reconnecting?.cancel()
+        connecting?.cancel()
         // The time limit covers reaching the server, from here; opening the local database (a
         // local step, before any network) is not part of it.
         let deadline = timeLimit > 0 ? ContinuousClock.now + .seconds(timeLimit) : nil
-        try await connectLoop(generation: generation, isReconnect: false, startingAt: 0, deadline: deadline)
+        let attempt = Task { try await self.connectLoop(isReconnect: false, startingAt: 0, deadline: deadline) }
+        connecting = attempt
+        try await withTaskCancellationHandler {
+            try await attempt.value
+        } onCancel: {
+            attempt.cancel()
+        }
         return claims.userId
     }
 
@@ -242,23 +253,21 @@ public actor IMClient {
 
     private func close(status newStatus: ConnectionStatus, receivePush: Bool) async {
         wantsConnection = false
-        generation += 1
-        reconnecting?.cancel()
-        heartbeat?.cancel()
-        if let connection {
+        connecting?.cancel()
+        connecting = nil
+        if let scope {
+            self.scope = nil
             var request = Im_DisconnectRequest()
             request.receivePush = receivePush
-            _ = try? await connection.request(.disconnect, request, timeout: .seconds(2))
-            await connection.close()
+            _ = try? await scope.connection.request(.disconnect, request, timeout: .seconds(2))
+            await scope.end()
         }
-        connection = nil
-        connectedIndex = nil
         syncing = false
         heldPushes = []
         ultraCaughtUp = []
         // Leaving on purpose leaves the chatrooms too; only a lost connection rejoins them.
         for roomId in joinedChatrooms.keys.sorted() {
-            forgetChatroom(roomId)
+            await forgetChatroom(roomId)
             chatroomStatusEvents.yield(.quit(roomId: roomId))
         }
         setStatus(newStatus)
@@ -270,12 +279,12 @@ public actor IMClient {
         statusEvents.yield(newStatus)
     }
 
-    /// Tries to connect until connected, an unrecoverable error, the deadline, or a newer
-    /// connect/disconnect. Each round tries every server URL once, in order from `firstIndex`: a
-    /// server that cannot be reached or fails before its connect ACK is left for the next one at
-    /// once, and an unrecoverable answer (bad token, blocked, kicked, ...) is the whole cluster's, so
-    /// no other server is asked. Each round waits its reconnect delay first.
-    private func connectLoop(generation: Int, isReconnect: Bool, startingAt firstIndex: Int, deadline: ContinuousClock.Instant?) async throws {
+    /// Tries to connect until connected, an unrecoverable error, the deadline, or cancellation (a
+    /// disconnect, logout or newer connect). Each round tries every server URL once, in order from
+    /// `firstIndex`: a server that cannot be reached or fails before its connect ACK is left for
+    /// the next one at once, and an unrecoverable answer (bad token, blocked, kicked, ...) is the
+    /// whole cluster's, so no other server is asked. Each round waits its reconnect delay first.
+    private func connectLoop(isReconnect: Bool, startingAt firstIndex: Int, deadline: ContinuousClock.Instant?) async throws {
         setStatus(.connecting)
         var round = 0
         while true {
@@ -283,9 +292,10 @@ public actor IMClient {
             if delay > .zero {
                 let wait = deadline.map { min(delay, max(.zero, $0 - .now)) } ?? delay
                 reconnectBroadcaster.yield(ReconnectWait(round: round, delay: wait))
+                // A task of its own, so that networkDidChange() can cut this wait short.
                 let sleeping = Task { _ = try? await Task.sleep(for: wait) }
                 roundWait = sleeping
-                await sleeping.value
+                await withTaskCancellationHandler { await sleeping.value } onCancel: { sleeping.cancel() }
                 roundWait = nil
                 if restartSchedule {
                     restartSchedule = false
@@ -294,11 +304,9 @@ public actor IMClient {
             }
             for offset in serverURLs.indices {
                 let index = (firstIndex + offset) % serverURLs.count
-                guard generation == self.generation, wantsConnection else {
+                guard !Task.isCancelled, wantsConnection else {
                     throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
                 }
-                // An attempt abandoned at the deadline may have connected meanwhile: keep it.
-                if deadline != nil, connection != nil, status == .connected { return }
                 if let deadline, ContinuousClock.now >= deadline {
                     wantsConnection = false
                     setStatus(.timeout)
@@ -306,18 +314,18 @@ public actor IMClient {
                 }
                 do {
                     if let deadline {
-                        try await establish(serverIndex: index, generation: generation, isReconnect: isReconnect, before: deadline)
+                        try await establish(serverIndex: index, isReconnect: isReconnect, before: deadline)
                     } else {
-                        try await establish(serverIndex: index, generation: generation, isReconnect: isReconnect)
+                        try await establish(serverIndex: index, isReconnect: isReconnect)
                     }
                     return
                 } catch let error as IMError where error.code.isUnrecoverableConnectError {
-                    guard generation == self.generation else { throw error }
+                    guard !Task.isCancelled else { throw error }
                     wantsConnection = false
                     setStatus(Self.status(for: error.code))
                     throw error
                 } catch {
-                    guard generation == self.generation, wantsConnection else { throw error }
+                    guard !Task.isCancelled, wantsConnection else { throw error }
                     options.logger.debug("connect attempt failed", metadata: [
                         "round": "\(round)", "server": "\(serverURLs[index])", "error": "\(error)",
                     ])
@@ -337,38 +345,34 @@ public actor IMClient {
         }
     }
 
-    /// One connect attempt that gives up at the deadline. The attempt itself may go on (a socket
-    /// that neither connects nor fails); if it connects after all, it sees that the connect was
-    /// abandoned and closes.
-    private func establish(serverIndex: Int, generation: Int, isReconnect: Bool, before deadline: ContinuousClock.Instant) async throws {
-        let settled = OnceFlag()
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            @Sendable func settle(_ result: Result<Void, any Error>) {
-                if settled.claim() { continuation.resume(with: result) }
-            }
-            Task {
-                do {
-                    try await self.establish(serverIndex: serverIndex, generation: generation, isReconnect: isReconnect)
-                    settle(.success(()))
-                } catch {
-                    settle(.failure(error))
+    /// One connect attempt that gives up at the deadline: the attempt and a timer race in a task
+    /// group, and the loser is cancelled (a socket that neither connects nor fails is abandoned).
+    private func establish(serverIndex: Int, isReconnect: Bool, before deadline: ContinuousClock.Instant) async throws {
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.establish(serverIndex: serverIndex, isReconnect: isReconnect) }
+                group.addTask {
+                    try await Task.sleep(until: deadline)
+                    throw IMError(.connectTimeout, "the connect attempt did not finish within the time limit")
                 }
+                defer { group.cancelAll() }
+                try await group.next()
             }
-            Task {
-                try? await Task.sleep(until: deadline)
-                settle(.failure(IMError(.connectTimeout, "the connect attempt did not finish within the time limit")))
-            }
+        } catch let error as IMError where error.code == .connectTimeout {
+            // The attempt may have connected in the same instant the timer fired: keep it.
+            if scope != nil, status == .connected { return }
+            throw error
         }
     }
 
-    /// One connect attempt to `serverURLs[serverIndex]`: socket, CONNECT handshake, then heartbeat
-    /// and offline sync.
-    private func establish(serverIndex: Int, generation: Int, isReconnect: Bool) async throws {
+    /// One connect attempt to `serverURLs[serverIndex]`: socket, CONNECT handshake, then the
+    /// connection's scope with its heartbeat and offline sync.
+    private func establish(serverIndex: Int, isReconnect: Bool) async throws {
         guard let token else { return }
         let connection = WireConnection(
             url: Self.webSocketURL(serverURLs[serverIndex]), logger: options.logger,
-            onPush: { [weak self] frame in await self?.handlePush(frame, generation: generation) },
-            onClose: { [weak self] _ in await self?.connectionLost(generation: generation) })
+            onPush: { [weak self] connection, frame in await self?.handlePush(frame, on: connection) },
+            onClose: { [weak self] connection, _ in await self?.connectionLost(connection) })
         try await connection.open(timeout: options.requestTimeout)
         var request = Im_ConnectRequest()
         request.appKey = appKey
@@ -384,12 +388,12 @@ public actor IMClient {
             await connection.close()
             throw error
         }
-        guard generation == self.generation, wantsConnection else {
+        guard !Task.isCancelled, wantsConnection else {
             await connection.close()
             throw IMError(.connectionReleased, "the connection attempt was cancelled by disconnect()")
         }
-        self.connection = connection
-        connectedIndex = serverIndex
+        let scope = ConnectionScope(connection: connection, serverIndex: serverIndex)
+        self.scope = scope
         if let previous = lastConnectedIndex, previous != serverIndex {
             options.logger.notice("connected to another server", metadata: [
                 "server": "\(serverURLs[serverIndex])", "previous": "\(serverURLs[previous])",
@@ -400,10 +404,16 @@ public actor IMClient {
         if reply.heartbeatIntervalMs > 0 { heartbeatInterval = .milliseconds(Int64(reply.heartbeatIntervalMs)) }
         lastKick = nil
         setStatus(.connected)
-        startHeartbeat(generation: generation)
         syncing = true
-        Task { await self.syncOffline(generation: generation) }
-        if !joinedChatrooms.isEmpty { Task { await self.rejoinChatrooms(generation: generation) } }
+        let interval = heartbeatInterval
+        // The client is held only while it pings, so a client the app lets go is freed.
+        scope.run { [weak self] in
+            while (try? await Task.sleep(for: interval)) != nil {
+                guard let self, await self.ping(scope, timeout: interval) else { return }
+            }
+        }
+        scope.run { [weak self] in await self?.syncOffline(scope) }
+        if !joinedChatrooms.isEmpty { scope.run { [weak self] in await self?.rejoinChatrooms(scope) } }
     }
 
     private static func webSocketURL(_ serverURL: String) -> String {
@@ -414,74 +424,63 @@ public actor IMClient {
         return base.hasSuffix("/ws") ? base : base + "/ws"
     }
 
-    private func startHeartbeat(generation: Int) {
-        heartbeat?.cancel()
-        let interval = heartbeatInterval
-        heartbeat = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                guard !Task.isCancelled, let self else { return }
-                await self.ping(generation: generation, timeout: interval)
-            }
-        }
-    }
-
-    private func ping(generation: Int, timeout: Duration) async {
-        guard generation == self.generation, let connection else { return }
+    /// One heartbeat; a ping without a pong within `timeout` ends the connection. False once the
+    /// connection is gone.
+    private func ping(_ scope: ConnectionScope, timeout: Duration) async -> Bool {
         do {
-            _ = try await connection.request(.ping, Im_Pong(), timeout: timeout)
+            _ = try await scope.connection.request(.ping, Im_Pong(), timeout: timeout)
+            return true
         } catch {
-            guard generation == self.generation else { return }
-            await connection.close()
-            await connectionLost(generation: generation)
+            if !Task.isCancelled { await connectionLost(scope.connection) }
+            return false
         }
     }
 
-    /// The socket closed under us: reconnect unless the app disconnected or an error was final.
-    private func connectionLost(generation: Int) async {
+    /// The socket closed under us, or stopped answering: reconnect unless the app disconnected or
+    /// an error was final.
+    private func connectionLost(_ connection: WireConnection) async {
         // A connection that never finished its handshake is the connect loop's business.
-        guard generation == self.generation, connection != nil else { return }
-        self.generation += 1
-        connection = nil
-        let dropped = connectedIndex ?? 0
-        connectedIndex = nil
-        heartbeat?.cancel()
+        guard let scope, scope.connection === connection else { return }
+        self.scope = nil
+        let dropped = scope.serverIndex
         syncing = false
         heldPushes = []
         ultraCaughtUp = []
         chatroomsDisconnected()
-        guard wantsConnection else { return }
-        // RongCloud's SUSPEND: the connection is gone and the client will reconnect by itself.
-        setStatus(.suspend)
-        // The server that dropped is probably down: reconnecting starts with the next one.
-        let nextIndex = (dropped + 1) % serverURLs.count
-        options.logger.debug("lost the connection to the server: reconnecting", metadata: [
-            "server": "\(serverURLs[dropped])", "next": "\(serverURLs[nextIndex])",
-        ])
-        let next = self.generation
-        reconnecting = Task { [weak self] in
-            try? await self?.connectLoop(generation: next, isReconnect: true, startingAt: nextIndex, deadline: nil)
+        if wantsConnection {
+            // RongCloud's SUSPEND: the connection is gone and the client will reconnect by itself.
+            setStatus(.suspend)
+            // The server that dropped is probably down: reconnecting starts with the next one.
+            let nextIndex = (dropped + 1) % serverURLs.count
+            options.logger.debug("lost the connection to the server: reconnecting", metadata: [
+                "server": "\(serverURLs[dropped])", "next": "\(serverURLs[nextIndex])",
+            ])
+            connecting = Task { [weak self] in
+                try await self?.connectLoop(isReconnect: true, startingAt: nextIndex, deadline: nil)
+            }
         }
+        await scope.end()
     }
 
     // MARK: receiving
 
-    private func handlePush(_ frame: Im_Frame, generation: Int) async {
-        guard generation == self.generation else { return }
+    /// A frame the server pushed on `connection`, handled in arrival order.
+    private func handlePush(_ frame: Im_Frame, on connection: WireConnection) async {
+        guard let scope, scope.connection === connection else { return }
         switch frame.op {
         case .message:
             guard let wire = try? frame.body(Im_Message.self) else { return }
             if syncing {
                 heldPushes.append(wire)
             } else {
-                receive([wire], offline: false, hasPackage: false, watermark: Self.syncWatermark(of: wire))
+                await receive([wire], offline: false, hasPackage: false, watermark: Self.syncWatermark(of: wire))
             }
         case .messageModified:
             guard let wire = try? frame.body(Im_Message.self) else { return }
-            applyModified([wire])
+            _ = await applyModified([wire])
         case .ultraGroupEvent:
             guard let event = try? frame.body(Im_UltraGroupEvent.self) else { return }
-            ultraGroupEvent(event)
+            await ultraGroupEvent(event)
         case .messageBlocked:
             guard let blocked = try? frame.body(Im_MessageBlocked.self) else { return }
             blockedEvents.yield(BlockedMessageInfo(blocked))
@@ -489,86 +488,86 @@ public actor IMClient {
             guard let receipts = try? frame.body(Im_ReadReceipts.self) else { return }
             // Live reads do not move the receipt watermark: the next connect's receipt sync
             // fetches from the last page it completed, and already-known readers are skipped.
-            applyReads(receipts.receipts, watermark: nil)
+            await applyReads(receipts.receipts, watermark: nil)
         case .chatroomMessages:
             guard let push = try? frame.body(Im_ChatroomMessages.self) else { return }
-            chatroomMessages(push)
+            await chatroomMessages(push)
         case .chatroomEntriesChanged:
             guard let changes = try? frame.body(Im_ChatroomEntryChanges.self) else { return }
             chatroomEntriesChanged(changes)
         case .chatroomEvent:
             guard let event = try? frame.body(Im_ChatroomEvent.self) else { return }
-            chatroomEvent(event)
+            await chatroomEvent(event)
         case .conversationStateChanged:
             guard let notice = try? frame.body(Im_ConversationStateChanged.self) else { return }
-            conversationStateChanged(notice, generation: generation)
+            await conversationStateChanged(notice, scope: scope)
         case .kicked:
             let kicked = (try? frame.body(Im_Kicked.self)) ?? Im_Kicked()
             lastKick = IMError(ErrorCode(Int(kicked.code)), kicked.reason)
             wantsConnection = false
-            self.generation += 1
-            heartbeat?.cancel()
-            let connection = self.connection
-            self.connection = nil
-            connectedIndex = nil
+            self.scope = nil
             setStatus(Self.status(for: ErrorCode(Int(kicked.code))))
-            await connection?.close()
+            await scope.end()
         default:
             break
         }
     }
 
     /// Pulls offline messages page by page, then releases the live messages held meanwhile.
-    private func syncOffline(generation: Int) async {
+    private func syncOffline(_ scope: ConnectionScope) async {
         guard let store else { return }
         do {
             var hasMore = true
             while hasMore {
-                guard generation == self.generation, let connection else { return }
                 var request = Im_SyncRequest()
-                request.since = try store.watermark()
-                request.newDevice = try !store.hasSynced()
-                let reply = try await connection.request(.sync, request, timeout: options.requestTimeout).body(Im_SyncReply.self)
-                guard generation == self.generation else { return }
+                request.since = try await store.watermark()
+                request.newDevice = try await !store.hasSynced()
+                let reply = try await scope.connection.request(.sync, request, timeout: options.requestTimeout).body(Im_SyncReply.self)
+                try Task.checkCancellation()
                 hasMore = reply.morePackages
-                receive(reply.messages, offline: true, hasPackage: hasMore, watermark: reply.watermark)
+                await receive(reply.messages, offline: true, hasPackage: hasMore, watermark: reply.watermark)
+            }
+            try Task.checkCancellation()
+            syncEvents.yield(())
+            // Live messages keep being held while the held ones are stored (each store is a
+            // suspension), so none overtakes another.
+            while !heldPushes.isEmpty {
+                let held = heldPushes
+                heldPushes = []
+                let watermark = try await store.watermark()
+                for wire in held where Self.syncWatermark(of: wire) == nil || wire.seq > watermark {
+                    await receive([wire], offline: false, hasPackage: false, watermark: Self.syncWatermark(of: wire))
+                }
+                try Task.checkCancellation()
             }
             syncing = false
-            let held = heldPushes
-            heldPushes = []
-            let watermark = try store.watermark()
-            syncEvents.yield(())
-            for wire in held where Self.syncWatermark(of: wire) == nil || wire.seq > watermark {
-                receive([wire], offline: false, hasPackage: false, watermark: Self.syncWatermark(of: wire))
-            }
-            try await syncReadReceipts(generation: generation)
-            await syncConversationState(generation: generation)
-            await catchUpUltraGroups(generation: generation)
+            try await syncReadReceipts(scope)
+            await syncConversationState(scope)
+            await catchUpUltraGroups(scope)
         } catch {
             options.logger.debug("offline sync stopped", metadata: ["error": "\(error)"])
         }
     }
 
     /// Pulls the reads of this user's group messages recorded while this device was away.
-    private func syncReadReceipts(generation: Int) async throws {
+    private func syncReadReceipts(_ scope: ConnectionScope) async throws {
         guard let store else { return }
         var more = true
         while more {
-            guard generation == self.generation, let connection else { return }
             var request = Im_ReadReceiptSyncRequest()
-            request.since = try store.receiptWatermark()
-            let reply = try await connection.request(.readReceiptSync, request, timeout: options.requestTimeout).body(Im_ReadReceipts.self)
-            guard generation == self.generation else { return }
-            applyReads(reply.receipts, watermark: reply.watermark)
+            request.since = try await store.receiptWatermark()
+            let reply = try await scope.connection.request(.readReceiptSync, request, timeout: options.requestTimeout).body(Im_ReadReceipts.self)
+            try Task.checkCancellation()
+            await applyReads(reply.receipts, watermark: reply.watermark)
             more = reply.more
         }
     }
 
     /// Records reads of this user's messages and emits the readers new to this device.
-    private func applyReads(_ receipts: [Im_ReadReceipt], watermark: UInt64?) {
+    private func applyReads(_ receipts: [Im_ReadReceipt], watermark: UInt64?) async {
         guard let store else { return }
         do {
-            let fresh = try store.storeReaders(receipts.map { ($0.messageUid, $0.readerID, $0.readTime) }, watermark: watermark)
+            let fresh = try await store.storeReaders(receipts.map { ($0.messageUid, $0.readerID, $0.readTime) }, watermark: watermark)
             var emitted = Set<String>()
             for receipt in receipts where emitted.insert(receipt.messageUid).inserted {
                 guard let readers = fresh[receipt.messageUid] else { continue }
@@ -587,13 +586,13 @@ public actor IMClient {
     }
 
     /// Stores what is new and emits it.
-    func receive(_ wires: [Im_Message], offline: Bool, hasPackage: Bool, watermark: UInt64?) {
+    func receive(_ wires: [Im_Message], offline: Bool, hasPackage: Bool, watermark: UInt64?) async {
         guard let store else { return }
         let now = options.clock.nowMilliseconds()
         let messages = wires.map { message(from: $0, me: store.userId, receivedAt: now) }
         let changes: IncomingChanges
         do {
-            changes = try store.storeIncoming(messages, watermark: watermark)
+            changes = try await store.storeIncoming(messages, watermark: watermark)
         } catch {
             options.logger.error("could not store received messages", metadata: ["error": "\(error)"])
             return
@@ -603,7 +602,7 @@ public actor IMClient {
                                          messageUId: request.messageUId))
         }
         let fresh = changes.fresh
-        if !offline { advanceUltraGroupThrough(fresh) }
+        if !offline { await advanceUltraGroupThrough(fresh) }
         for (index, message) in fresh.enumerated() {
             messageEvents.yield(ReceivedMessage(message: message, left: fresh.count - index - 1, offline: offline, hasPackage: hasPackage))
         }
@@ -695,7 +694,7 @@ public actor IMClient {
         pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false, disableUpdateLastMessage: Bool = false,
         attached: @Sendable (Message) -> Void
     ) async throws -> Message {
-        let message = try storeOutgoing(conversationType, targetId: targetId, channelId: channelId, directedUserIds: directedUserIds,
+        let message = try await storeOutgoing(conversationType, targetId: targetId, channelId: channelId, directedUserIds: directedUserIds,
                                         content: content, pushContent: pushContent, pushData: pushData,
                                         canIncludeExpansion: canIncludeExpansion, expansion: expansion, pushConfig: pushConfig,
                                         disableNotification: disableNotification, disableUpdateLastMessage: disableUpdateLastMessage)
@@ -709,7 +708,7 @@ public actor IMClient {
         pushContent: String?, pushData: String?, canIncludeExpansion: Bool = false, expansion: [String: String] = [:],
         pushConfig: MessagePushConfig? = nil, disableNotification: Bool = false, disableUpdateLastMessage: Bool = false,
         localMediaPath: String? = nil
-    ) throws -> Message {
+    ) async throws -> Message {
         let store = try openStore()
         try requireRegistered(content)
         try pushConfig?.validate()
@@ -739,7 +738,7 @@ public actor IMClient {
             canIncludeExpansion: canIncludeExpansion, expansion: expansion,
             pushConfig: pushConfig.flatMap { $0.isEmpty ? nil : $0 }, disableNotification: disableNotification,
             disableUpdateLastMessage: disableUpdateLastMessage, localMediaPath: localMediaPath)
-        message = try store.insertOutgoing(message)
+        message = try await store.insertOutgoing(message)
         return message
     }
 
@@ -759,7 +758,7 @@ public actor IMClient {
     @discardableResult
     public func sendMessage(messageId: Int64) async throws -> Message {
         let store = try openStore()
-        guard var message = try store.message(id: messageId), message.direction == .send else {
+        guard var message = try await store.message(id: messageId), message.direction == .send else {
             throw IMError(.invalidParameter, "no outgoing message \(messageId) in the local database")
         }
         // Sent and acknowledged: nothing to do. A failed message is sent again even with a uid
@@ -774,16 +773,16 @@ public actor IMClient {
 
     func transmit(_ message: Message, store: LocalStore) async throws -> Message {
         var message = message
-        func failed(_ error: IMError) -> SendMessageError {
-            try? store.markFailed(message.messageId)
+        func failed(_ error: IMError) async -> SendMessageError {
+            try? await store.markFailed(message.messageId)
             message.sentStatus = .failed
             return SendMessageError(error: error, message: message)
         }
         guard message.contentData.count <= MessageLimits.maxContentBytes else {
-            throw failed(IMError(.messageTooLarge, "message content is \(message.contentData.count) bytes; the limit is 128 KB: send large data as a media file"))
+            throw await failed(IMError(.messageTooLarge, "message content is \(message.contentData.count) bytes; the limit is 128 KB: send large data as a media file"))
         }
         guard let connection, status == .connected else {
-            throw failed(IMError(.connectionUnavailable, "not connected: wait for status connected, then resend the message"))
+            throw await failed(IMError(.connectionUnavailable, "not connected: wait for status connected, then resend the message"))
         }
         var request = Im_SendMessageRequest()
         request.conversationType = Int32(message.conversationType.rawValue)
@@ -807,12 +806,12 @@ public actor IMClient {
             message.messageUId = reply.messageUid
             message.sentTime = reply.sentTime
             message.sentStatus = .sent
-            try store.markSent(message)
+            try await store.markSent(message)
             return message
         } catch let error as IMError {
-            throw failed(error)
+            throw await failed(error)
         } catch {
-            throw failed(IMError(.connectionUnavailable, "the send failed: \(error)"))
+            throw await failed(IMError(.connectionUnavailable, "the send failed: \(error)"))
         }
     }
 
@@ -830,7 +829,7 @@ public actor IMClient {
         request.targetID = message.targetId
         request.messageUid = message.messageUId
         _ = try await connected().request(.readReceiptRequest, request, timeout: options.requestTimeout)
-        try store.markReceiptRequested(uid: message.messageUId)
+        try await store.markReceiptRequested(uid: message.messageUId)
     }
 
     /// Reports received group messages as read to their senders (RongCloud's `sendReadReceiptResponse`),
@@ -846,7 +845,7 @@ public actor IMClient {
             request.targetID = targetId
             request.messageUids = Array(uids[start..<min(start + GroupLimits.receiptResponseBatch, uids.count)])
             _ = try await connection.request(.readReceiptResponse, request, timeout: options.requestTimeout)
-            try store.markReceiptResponded(uids: request.messageUids)
+            try await store.markReceiptResponded(uids: request.messageUids)
         }
     }
 
@@ -866,8 +865,8 @@ public actor IMClient {
     }
 
     /// The readers of one of this user's messages known on this device, with their read times.
-    public func getReadReceiptReaders(messageUId: String) throws -> [String: Int64] {
-        try openStore().readers(uid: messageUId)
+    public func getReadReceiptReaders(messageUId: String) async throws -> [String: Int64] {
+        try await openStore().readers(uid: messageUId)
     }
 
     func connected() throws -> WireConnection {
@@ -882,13 +881,13 @@ public actor IMClient {
     /// Marks a conversation read: its unread count and mention flag go to zero (RongCloud's
     /// `clearMessagesUnreadStatus`). Returns false if there is no such conversation.
     @discardableResult
-    public func clearMessagesUnreadStatus(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Bool {
-        try openStore().clearUnread(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
+    public func clearMessagesUnreadStatus(_ type: ConversationType, targetId: String, channelId: String = "") async throws -> Bool {
+        try await openStore().clearUnread(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
     }
 
     /// A message of the local database by its id.
-    public func getMessage(messageId: Int64) throws -> Message? {
-        try openStore().message(id: messageId)
+    public func getMessage(messageId: Int64) async throws -> Message? {
+        try await openStore().message(id: messageId)
     }
 
     func openStore() throws -> LocalStore {
@@ -900,47 +899,47 @@ public actor IMClient {
 
     /// The conversation list with each conversation's latest message, read in two queries (for a
     /// list screen's digests): the same order and paging as `getConversationList`.
-    public func getConversationSummaries(types: [ConversationType], count: Int = 100, startTime: Int64 = 0) throws -> [ConversationSummary] {
+    public func getConversationSummaries(types: [ConversationType], count: Int = 100, startTime: Int64 = 0) async throws -> [ConversationSummary] {
         let store = try openStore()
-        let conversations = try store.conversations(types: types, count: count, startTime: startTime)
-        let latest = try store.messages(ids: conversations.map(\.latestMessageId).filter { $0 > 0 })
+        let conversations = try await store.conversations(types: types, count: count, startTime: startTime)
+        let latest = try await store.messages(ids: conversations.map(\.latestMessageId).filter { $0 > 0 })
         return conversations.map { ConversationSummary(conversation: $0, latestMessage: latest[$0.latestMessageId]) }
     }
 
     /// Messages of the local database by id, in one read; ids not found are left out.
-    public func getMessages(ids: [Int64]) throws -> [Int64: Message] {
-        try openStore().messages(ids: ids)
+    public func getMessages(ids: [Int64]) async throws -> [Int64: Message] {
+        try await openStore().messages(ids: ids)
     }
 
     /// Conversations of the given types, pinned first, then newest first. `startTime` > 0 returns
     /// only conversations whose latest message is older than it (paging).
-    public func getConversationList(types: [ConversationType], count: Int = 100, startTime: Int64 = 0) throws -> [Conversation] {
-        try openStore().conversations(types: types, count: count, startTime: startTime)
+    public func getConversationList(types: [ConversationType], count: Int = 100, startTime: Int64 = 0) async throws -> [Conversation] {
+        try await openStore().conversations(types: types, count: count, startTime: startTime)
     }
 
-    public func getConversation(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Conversation? {
-        try openStore().conversation(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
+    public func getConversation(_ type: ConversationType, targetId: String, channelId: String = "") async throws -> Conversation? {
+        try await openStore().conversation(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
     }
 
     /// Removes a conversation from the local list (its messages stay); no server effect.
     @discardableResult
-    public func removeConversation(_ type: ConversationType, targetId: String, channelId: String = "") throws -> Bool {
-        try openStore().removeConversation(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
+    public func removeConversation(_ type: ConversationType, targetId: String, channelId: String = "") async throws -> Bool {
+        try await openStore().removeConversation(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type))
     }
 
     /// Removes every local conversation of these types.
     @discardableResult
-    public func clearConversations(types: [ConversationType]) throws -> Bool {
-        try openStore().clearConversations(types: types)
+    public func clearConversations(types: [ConversationType]) async throws -> Bool {
+        try await openStore().clearConversations(types: types)
         return true
     }
 
     /// Local history: up to `count` (at most 20) messages older than `oldestMessageId`, newest
     /// first; pass -1 to start from the newest.
     public func getHistoryMessages(_ type: ConversationType, targetId: String, channelId: String = "", oldestMessageId: Int64 = -1,
-                                   count: Int = 20) throws -> [Message] {
+                                   count: Int = 20) async throws -> [Message] {
         let limit = min(max(count, 1), MessageLimits.localHistoryMaxCount)
-        return try openStore().history(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type),
+        return try await openStore().history(type: type, targetId: targetId, channelId: try Self.channel(channelId, of: type),
                                        oldestMessageId: oldestMessageId, count: limit)
     }
 
@@ -982,18 +981,6 @@ public actor IMClient {
             #endif
         }
         return base.appendingPathComponent(appKey).appendingPathComponent(userId)
-    }
-}
-
-/// True for the first caller of `claim` only.
-final class OnceFlag: Sendable {
-    private let claimed = Mutex(false)
-
-    func claim() -> Bool {
-        claimed.withLock { done in
-            defer { done = true }
-            return !done
-        }
     }
 }
 

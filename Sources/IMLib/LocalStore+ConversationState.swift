@@ -51,8 +51,8 @@ extension LocalStore {
     }
 
     /// The highest server state version this device has applied in full.
-    func conversationStateVersion() throws -> UInt64 {
-        try meta("conversation_state_version")
+    func conversationStateVersion() async throws -> UInt64 {
+        try await meta("conversation_state_version")
     }
 
     // MARK: applying server state
@@ -65,8 +65,8 @@ extension LocalStore {
     }
 
     /// Applies a page of the state sync: its rows, then the version it reaches.
-    func applyConversationStatePage(_ page: Im_ConversationStateDelta) throws -> AppliedState {
-        try pool.write { db in
+    func applyConversationStatePage(_ page: Im_ConversationStateDelta) async throws -> AppliedState {
+        try await write { [self] db in
             var applied = AppliedState()
             applied.changes = try Self.apply(page, db)
             try Self.raise("conversation_state_version", to: page.version, db)
@@ -78,8 +78,8 @@ extension LocalStore {
     /// Applies the reply to one of this device's own changes. The version moves on only if this
     /// device held exactly the version before the change; otherwise something else changed in
     /// between and `upToDate` is false (the caller pulls).
-    func applyConversationStateEdit(_ delta: Im_ConversationStateDelta) throws -> AppliedState {
-        try pool.write { db in
+    func applyConversationStateEdit(_ delta: Im_ConversationStateDelta) async throws -> AppliedState {
+        try await write { [self] db in
             var applied = AppliedState()
             applied.changes = try Self.apply(delta, db)
             let held: UInt64 = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'conversation_state_version'")
@@ -174,8 +174,8 @@ extension LocalStore {
     // MARK: reading
 
     /// The conversation's own level, or nil when none was ever set.
-    func notificationLevel(_ conversation: ConversationIdentifier) throws -> PushNotificationLevel? {
-        try pool.read { db in
+    func notificationLevel(_ conversation: ConversationIdentifier) async throws -> PushNotificationLevel? {
+        try await read { [self] db in
             try Int.fetchOne(db, sql: "SELECT notification_level FROM conversation_state WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                              arguments: [conversation.type.rawValue, conversation.targetId, conversation.channelId])
                 .flatMap(PushNotificationLevel.init(rawValue:))
@@ -189,17 +189,17 @@ extension LocalStore {
         """
 
     /// Conversations of these types that are in do-not-disturb (their own level or their type's).
-    func blockedConversations(types: [ConversationType]) throws -> [Conversation] {
-        try listConversations(types: types, filter: "(\(Self.effectiveLevel)) >= 1")
+    func blockedConversations(types: [ConversationType]) async throws -> [Conversation] {
+        try await listConversations(types: types, filter: "(\(Self.effectiveLevel)) >= 1")
     }
 
-    func topConversations(types: [ConversationType]) throws -> [Conversation] {
-        try listConversations(types: types, filter: "c.is_top = 1")
+    func topConversations(types: [ConversationType]) async throws -> [Conversation] {
+        try await listConversations(types: types, filter: "c.is_top = 1")
     }
 
-    private func listConversations(types: [ConversationType], filter: String) throws -> [Conversation] {
+    private func listConversations(types: [ConversationType], filter: String) async throws -> [Conversation] {
         guard !types.isEmpty else { return [] }
-        return try pool.read { db in
+        return try await read { [self] db in
             let marks = types.map { _ in "?" }.joined(separator: ",")
             return try Row.fetchAll(db, sql: """
                 SELECT \(Self.conversationColumns) FROM conversations c LEFT JOIN messages m ON m.id = c.latest_message_id
@@ -210,9 +210,9 @@ extension LocalStore {
     }
 
     /// Unread messages of these types' conversations, without do-not-disturb ones unless `containBlocked`.
-    func unreadCount(types: [ConversationType], containBlocked: Bool) throws -> Int {
+    func unreadCount(types: [ConversationType], containBlocked: Bool) async throws -> Int {
         guard !types.isEmpty else { return 0 }
-        return try pool.read { db in
+        return try await read { [self] db in
             let marks = types.map { _ in "?" }.joined(separator: ",")
             return try Int.fetchOne(db, sql: """
                 SELECT COALESCE(SUM(c.unread_count), 0) FROM conversations c
@@ -221,15 +221,15 @@ extension LocalStore {
         }
     }
 
-    func quietHours() throws -> QuietHours? {
-        try pool.read { db in
+    func quietHours() async throws -> QuietHours? {
+        try await read { [self] db in
             guard let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'quiet_hours'"), !json.isEmpty else { return nil }
             return try? JSONDecoder().decode(QuietHours.self, from: Data(json.utf8))
         }
     }
 
-    func tags() throws -> [ConversationTag] {
-        try pool.read { db in
+    func tags() async throws -> [ConversationTag] {
+        try await read { [self] db in
             try Row.fetchAll(db, sql: """
                 SELECT t.tag_id, t.name, t.created_at,
                     (SELECT COUNT(*) FROM conversation_tag_links l WHERE l.tag_id = t.tag_id AND l.removed = 0) AS count
@@ -238,12 +238,12 @@ extension LocalStore {
         }
     }
 
-    func tag(_ tagId: String) throws -> ConversationTag? {
-        try tags().first { $0.tagId == tagId }
+    func tag(_ tagId: String) async throws -> ConversationTag? {
+        try await tags().first { $0.tagId == tagId }
     }
 
-    func tags(of conversation: ConversationIdentifier) throws -> [ConversationTagInfo] {
-        try pool.read { db in
+    func tags(of conversation: ConversationIdentifier) async throws -> [ConversationTagInfo] {
+        try await read { [self] db in
             try Row.fetchAll(db, sql: """
                 SELECT t.tag_id, t.name, t.created_at, l.is_top,
                     (SELECT COUNT(*) FROM conversation_tag_links n WHERE n.tag_id = t.tag_id AND n.removed = 0) AS count
@@ -260,8 +260,8 @@ extension LocalStore {
     /// A tag's conversations, pinned-in-tag first, then newest first; `before` > 0 pages by the
     /// time of the latest message. Conversations without a message on this device are included
     /// (time 0) so a new device shows the whole tag.
-    func conversations(inTag tagId: String, before: Int64, count: Int) throws -> [Conversation] {
-        try pool.read { db in
+    func conversations(inTag tagId: String, before: Int64, count: Int) async throws -> [Conversation] {
+        try await read { [self] db in
             try Row.fetchAll(db, sql: """
                 SELECT l.conv_type, l.target_id, l.channel_id,
                     COALESCE(c.unread_count, 0) AS unread_count, COALESCE(c.is_top, 0) AS is_top,
@@ -281,8 +281,8 @@ extension LocalStore {
     }
 
     /// Unread messages in a tag's conversations, without do-not-disturb ones unless `containBlocked`.
-    func unreadCount(inTag tagId: String, containBlocked: Bool) throws -> Int {
-        try pool.read { db in
+    func unreadCount(inTag tagId: String, containBlocked: Bool) async throws -> Int {
+        try await read { [self] db in
             try Int.fetchOne(db, sql: """
                 SELECT COALESCE(SUM(c.unread_count), 0) FROM conversation_tag_links l
                 JOIN conversations c ON c.conv_type = l.conv_type AND c.target_id = l.target_id AND c.channel_id = l.channel_id

@@ -107,8 +107,8 @@ extension LocalStore {
     }
 
     /// The sender's own recall, after the server accepted it.
-    func recallLocally(uid: String, notification: RecallNotificationMessage) throws -> Message? {
-        try pool.write { db in try applyRecall(uid: uid, notification: notification, db) }
+    func recallLocally(uid: String, notification: RecallNotificationMessage) async throws -> Message? {
+        try await write { [self] db in try applyRecall(uid: uid, notification: notification, db) }
     }
 
     // MARK: extensions
@@ -125,12 +125,12 @@ extension LocalStore {
         return try Row.fetchOne(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE id = ?", arguments: [id]).map { self.message($0) }
     }
 
-    func applyExpansion(uid: String, set: [String: String], remove: [String]) throws -> Message? {
-        try pool.write { db in try applyExpansion(uid: uid, set: set, remove: remove, db) }
+    func applyExpansion(uid: String, set: [String: String], remove: [String]) async throws -> Message? {
+        try await write { [self] db in try applyExpansion(uid: uid, set: set, remove: remove, db) }
     }
 
-    func message(uid: String) throws -> Message? {
-        try pool.read { db in
+    func message(uid: String) async throws -> Message? {
+        try await read { [self] db in
             try Row.fetchOne(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE uid = ?", arguments: [uid]).map { self.message($0) }
         }
     }

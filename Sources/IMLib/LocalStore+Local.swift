@@ -51,14 +51,14 @@ extension LocalStore {
     // MARK: unread counts
 
     /// Unread messages over every conversation.
-    func totalUnreadCount() throws -> Int {
-        try pool.read { db in
+    func totalUnreadCount() async throws -> Int {
+        try await read { [self] db in
             try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(unread_count), 0) FROM conversations") ?? 0
         }
     }
 
-    func unreadCount(type: ConversationType, targetId: String, channelId: String) throws -> Int {
-        try pool.read { db in
+    func unreadCount(type: ConversationType, targetId: String, channelId: String) async throws -> Int {
+        try await read { [self] db in
             try Int.fetchOne(db, sql: "SELECT unread_count FROM conversations WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                              arguments: [type.rawValue, targetId, channelId]) ?? 0
         }
@@ -68,8 +68,8 @@ extension LocalStore {
     /// recounts its unread and mention counts. Returns false if there is no such conversation.
     /// Also for another device of the user reporting that it read the conversation up to a time.
     @discardableResult
-    func markRead(type: ConversationType, targetId: String, channelId: String, upTo time: Int64) throws -> Bool {
-        try pool.write { db in try markRead(type: type, targetId: targetId, channelId: channelId, upTo: time, db) }
+    func markRead(type: ConversationType, targetId: String, channelId: String, upTo time: Int64) async throws -> Bool {
+        try await write { [self] db in try markRead(type: type, targetId: targetId, channelId: channelId, upTo: time, db) }
     }
 
     @discardableResult
@@ -109,8 +109,8 @@ extension LocalStore {
 
     /// Saves a conversation's text draft (empty clears it). A conversation not in the list is
     /// created, at `now` in the list's order; one in the list keeps its place.
-    func saveDraft(type: ConversationType, targetId: String, channelId: String, draft: String, now: Int64) throws {
-        try pool.write { db in
+    func saveDraft(type: ConversationType, targetId: String, channelId: String, draft: String, now: Int64) async throws {
+        try await write { [self] db in
             try db.execute(sql: """
                 INSERT INTO conversations (conv_type, target_id, channel_id, sort_time, draft) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(conv_type, target_id, channel_id) DO UPDATE SET draft = excluded.draft
@@ -119,8 +119,8 @@ extension LocalStore {
     }
 
     /// The draft of a conversation, or nil when it has none.
-    func draft(type: ConversationType, targetId: String, channelId: String) throws -> String? {
-        try pool.read { db in
+    func draft(type: ConversationType, targetId: String, channelId: String) async throws -> String? {
+        try await read { [self] db in
             let draft = try String.fetchOne(db, sql: "SELECT draft FROM conversations WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                                             arguments: [type.rawValue, targetId, channelId])
             return draft?.isEmpty == false ? draft : nil
@@ -128,8 +128,8 @@ extension LocalStore {
     }
 
     /// Clears a conversation's draft; false if there is no such conversation.
-    func clearDraft(type: ConversationType, targetId: String, channelId: String) throws -> Bool {
-        try pool.write { db in
+    func clearDraft(type: ConversationType, targetId: String, channelId: String) async throws -> Bool {
+        try await write { [self] db in
             try db.execute(sql: "UPDATE conversations SET draft = '' WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                            arguments: [type.rawValue, targetId, channelId])
             return db.changesCount > 0
@@ -141,15 +141,15 @@ extension LocalStore {
     /// Stores a message made on this device that the server never sees (no messageUId), in its
     /// conversation's history and list; an unread, counted received one counts as unread.
     /// Sets a message's local `extra`; false when there is no such message.
-    func setExtra(messageId: Int64, value: String) throws -> Bool {
-        try pool.write { db in
+    func setExtra(messageId: Int64, value: String) async throws -> Bool {
+        try await write { [self] db in
             try db.execute(sql: "UPDATE messages SET extra = ? WHERE id = ?", arguments: [value, messageId])
             return db.changesCount > 0
         }
     }
 
-    func insertLocal(_ message: Message) throws -> Message {
-        try pool.write { db in
+    func insertLocal(_ message: Message) async throws -> Message {
+        try await write { [self] db in
             var message = message
             try insert(message, db)
             message.messageId = db.lastInsertedRowID
@@ -165,8 +165,8 @@ extension LocalStore {
 
     /// Deletes messages by local id; their conversations' latest message and counts follow.
     /// Returns how many were deleted.
-    func deleteMessages(ids: [Int64]) throws -> Int {
-        try pool.write { db in
+    func deleteMessages(ids: [Int64]) async throws -> Int {
+        try await write { [self] db in
             var deleted = 0
             for start in stride(from: 0, to: ids.count, by: 500) {
                 let chunk = Array(ids[start..<min(start + 500, ids.count)])
@@ -192,8 +192,8 @@ extension LocalStore {
     /// message and counts follow, and the conversation stays in the list. Returns how many were
     /// deleted. For `clearMessages` and the local part of `clearHistoryMessages`.
     @discardableResult
-    func deleteMessages(type: ConversationType, targetId: String, channelId: String, sentAtOrBefore time: Int64) throws -> Int {
-        try pool.write { db in
+    func deleteMessages(type: ConversationType, targetId: String, channelId: String, sentAtOrBefore time: Int64) async throws -> Int {
+        try await write { [self] db in
             try deleteMessages(type: type, targetId: targetId, channelId: channelId, sentAtOrBefore: time, db)
         }
     }
@@ -214,8 +214,8 @@ extension LocalStore {
     /// notification), optionally with new flags; the search index and the conversation's counts
     /// follow. Returns false if there is no such message.
     @discardableResult
-    func replaceContent(messageId: Int64, objectName: String, data: Data, flags: PersistentFlag? = nil) throws -> Bool {
-        try pool.write { db in try replaceContent(messageId: messageId, objectName: objectName, data: data, flags: flags, db) }
+    func replaceContent(messageId: Int64, objectName: String, data: Data, flags: PersistentFlag? = nil) async throws -> Bool {
+        try await write { [self] db in try replaceContent(messageId: messageId, objectName: objectName, data: data, flags: flags, db) }
     }
 
     @discardableResult
@@ -254,9 +254,9 @@ extension LocalStore {
 
     /// Up to `count` messages of a conversation whose searchable words contain the keyword, sent
     /// before `before` (0: no limit), newest first.
-    func searchMessages(type: ConversationType, targetId: String, channelId: String, keyword: String, count: Int, before: Int64) throws -> [Message] {
+    func searchMessages(type: ConversationType, targetId: String, channelId: String, keyword: String, count: Int, before: Int64) async throws -> [Message] {
         guard let query = SearchText.query(keyword) else { return [] }
-        return try pool.read { db in
+        return try await read { [self] db in
             try Row.fetchAll(db, sql: """
                 SELECT \(Self.messageColumns) FROM messages
                 WHERE id IN (SELECT rowid FROM message_search WHERE message_search MATCH ?)
@@ -268,8 +268,8 @@ extension LocalStore {
 
     /// Up to `count` messages of a conversation sent by `senderId` before `before` (0: no limit),
     /// newest first.
-    func searchMessages(type: ConversationType, targetId: String, channelId: String, senderId: String, count: Int, before: Int64) throws -> [Message] {
-        try pool.read { db in
+    func searchMessages(type: ConversationType, targetId: String, channelId: String, senderId: String, count: Int, before: Int64) async throws -> [Message] {
+        try await read { [self] db in
             try Row.fetchAll(db, sql: """
                 SELECT \(Self.messageColumns) FROM messages
                 WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND sender_id = ? AND (? = 0 OR sent_time < ?)
@@ -280,9 +280,9 @@ extension LocalStore {
 
     /// The listed conversations of these types holding messages (of these object names, if given)
     /// that contain the keyword, newest first, each with its number of such messages.
-    func searchConversations(types: [ConversationType], objectNames: [String], keyword: String) throws -> [(Conversation, Int)] {
+    func searchConversations(types: [ConversationType], objectNames: [String], keyword: String) async throws -> [(Conversation, Int)] {
         guard !types.isEmpty, let query = SearchText.query(keyword) else { return [] }
-        return try pool.read { db in
+        return try await read { [self] db in
             var arguments: [any DatabaseValueConvertible] = [query]
             arguments += types.map(\.rawValue)
             var nameFilter = ""

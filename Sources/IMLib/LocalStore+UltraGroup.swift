@@ -5,28 +5,51 @@ import IMCore
 /// Ultra group channels on this device: messages pulled from channel history, the server's unread
 /// and mention counts, and modified contents.
 extension LocalStore {
-    /// The time up to which this device holds every message of an ultra group channel (nil: it
-    /// never caught up with the channel). Live messages stored before a catch-up do not move it.
-    /// The meta key names the group and the channel; channel ids never contain `|` (letters and
-    /// digits only), so the key is split unambiguously at its last `|`.
-    func ultraGroupThrough(groupId: String, channelId: String) throws -> Int64? {
-        let value = try meta("ultra_through|\(groupId)|\(channelId)")
-        return value == 0 ? nil : Int64(value)
+    /// The times up to which this device holds every message of these ultra group channels, in one
+    /// read; a channel this device never caught up with is left out. Live messages stored before
+    /// a catch-up do not move a channel's time. The meta key names the group and the channel;
+    /// channel ids never contain `|` (letters and digits only), so the key is split unambiguously
+    /// at its last `|`.
+    func ultraGroupThroughs(_ keys: [UltraGroupChannelKey]) async throws -> [UltraGroupChannelKey: Int64] {
+        try await read { db in
+            var found: [UltraGroupChannelKey: Int64] = [:]
+            for key in keys {
+                let value = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?",
+                                                arguments: ["ultra_through|\(key.groupId)|\(key.channelId)"]).flatMap(Int64.init) ?? 0
+                if value != 0 { found[key] = value }
+            }
+            return found
+        }
     }
 
-    func setUltraGroupThrough(groupId: String, channelId: String, time: Int64) throws {
-        try raise("ultra_through|\(groupId)|\(channelId)", to: UInt64(max(time, 1)))
+    /// A catch-up's outcome in one transaction: the channels' new positions (raised, never
+    /// lowered) and the server's unread and mention counts as of `asOf`.
+    func applyUltraGroupCatchUp(reached: [UltraGroupChannelKey: Int64], counts: [(UltraGroupChannelKey, unread: Int, mentioned: Int)],
+                                asOf: Int64) async throws {
+        try await write { [self] db in
+            for (key, time) in reached {
+                try Self.raise("ultra_through|\(key.groupId)|\(key.channelId)", to: UInt64(max(time, 1)), db)
+            }
+            for (key, unread, mentioned) in counts {
+                try setCounts(type: .ultraGroup, targetId: key.groupId, channelId: key.channelId, unread: unread, mentioned: mentioned,
+                              asOf: asOf, db)
+            }
+        }
+    }
+
+    func setUltraGroupThrough(groupId: String, channelId: String, time: Int64) async throws {
+        try await raise("ultra_through|\(groupId)|\(channelId)", to: UInt64(max(time, 1)))
     }
 
     /// Where this device is in the server's order of ultra group modifications: a time (ms) and a
     /// seq inside that millisecond (0: all of it).
-    func ultraModifiedCursor() throws -> (time: Int64, seq: UInt64) {
-        (Int64(clamping: try meta("ultra_modified_since")), try meta("ultra_modified_seq"))
+    func ultraModifiedCursor() async throws -> (time: Int64, seq: UInt64) {
+        await (Int64(clamping: try meta("ultra_modified_since")), try meta("ultra_modified_seq"))
     }
 
     /// Moves the modification cursor forward (never back); seq 0 stands after every seq of its millisecond.
-    func advanceUltraModifiedCursor(time: Int64, seq: UInt64) throws {
-        try pool.write { db in
+    func advanceUltraModifiedCursor(time: Int64, seq: UInt64) async throws {
+        try await write { db in
             let held: (Int64, UInt64) = (
                 try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'ultra_modified_since'").flatMap(Int64.init) ?? 0,
                 try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'ultra_modified_seq'").flatMap(UInt64.init) ?? 0)
@@ -40,14 +63,14 @@ extension LocalStore {
     }
 
     /// Raises a value in `meta` (never lowers it).
-    func raise(_ key: String, to value: UInt64) throws {
-        try pool.write { db in try Self.raise(key, to: value, db) }
+    func raise(_ key: String, to value: UInt64) async throws {
+        try await write { db in try Self.raise(key, to: value, db) }
     }
 
     /// Stores messages read from channel history that this device lacks. They do not count as
     /// unread here: the server's counts are applied with `setCounts`. Returns the stored ones.
-    func storeFetched(_ messages: [Message]) throws -> [Message] {
-        try pool.write { db in
+    func storeFetched(_ messages: [Message]) async throws -> [Message] {
+        try await write { [self] db in
             var stored: [Message] = []
             for var message in messages where message.flags.contains(.isPersisted) {
                 if try Bool.fetchOne(db, sql: "SELECT 1 FROM messages WHERE uid = ?", arguments: [message.messageUId]) == true { continue }
@@ -63,27 +86,26 @@ extension LocalStore {
 
     /// Sets a conversation's unread and mention counts to the server's as of `asOf` (server time),
     /// plus the unread messages received here since then (live while the catch-up ran).
-    func setCounts(type: ConversationType, targetId: String, channelId: String, unread: Int, mentioned: Int, asOf: Int64) throws {
-        try pool.write { db in
-            let later = try Data.fetchAll(db, sql: """
-                SELECT content FROM messages WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND direction = ?
-                    AND is_read = 0 AND (flags & ?) != 0 AND sent_time > ?
-                """, arguments: [type.rawValue, targetId, channelId, MessageDirection.receive.rawValue,
-                                 Int64(PersistentFlag.isCounted.rawValue), asOf])
-            let laterMentions = later.count(where: { MentionedInfo.of(content: $0)?.mentions(userId) == true })
-            try db.execute(sql: """
-                UPDATE conversations SET unread_count = ?, mentioned_count = ? WHERE conv_type = ? AND target_id = ? AND channel_id = ?
-                """, arguments: [unread + later.count, mentioned + laterMentions, type.rawValue, targetId, channelId])
-            if unread == 0 {
-                try db.execute(sql: "UPDATE messages SET is_read = 1 WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND is_read = 0",
-                               arguments: [type.rawValue, targetId, channelId])
-            }
+    func setCounts(type: ConversationType, targetId: String, channelId: String, unread: Int, mentioned: Int, asOf: Int64,
+                   _ db: Database) throws {
+        let later = try Data.fetchAll(db, sql: """
+            SELECT content FROM messages WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND direction = ?
+                AND is_read = 0 AND (flags & ?) != 0 AND sent_time > ?
+            """, arguments: [type.rawValue, targetId, channelId, MessageDirection.receive.rawValue,
+                             Int64(PersistentFlag.isCounted.rawValue), asOf])
+        let laterMentions = later.count(where: { MentionedInfo.of(content: $0)?.mentions(userId) == true })
+        try db.execute(sql: """
+            UPDATE conversations SET unread_count = ?, mentioned_count = ? WHERE conv_type = ? AND target_id = ? AND channel_id = ?
+            """, arguments: [unread + later.count, mentioned + laterMentions, type.rawValue, targetId, channelId])
+        if unread == 0 {
+            try db.execute(sql: "UPDATE messages SET is_read = 1 WHERE conv_type = ? AND target_id = ? AND channel_id = ? AND is_read = 0",
+                           arguments: [type.rawValue, targetId, channelId])
         }
     }
 
     /// Replaces the content of stored messages by uid; returns the messages that changed.
-    func replaceContents(_ messages: [Message]) throws -> [Message] {
-        try pool.write { db in
+    func replaceContents(_ messages: [Message]) async throws -> [Message] {
+        try await write { [self] db in
             var changed: [Message] = []
             for message in messages {
                 try db.execute(sql: "UPDATE messages SET content = ? WHERE uid = ? AND content <> ?",
@@ -98,8 +120,8 @@ extension LocalStore {
     }
 
     /// Unread and mention counts summed over conversations of a type, optionally of one target.
-    func unreadSums(type: ConversationType, targetId: String?) throws -> (unread: Int, mentioned: Int) {
-        try pool.read { db in
+    func unreadSums(type: ConversationType, targetId: String?) async throws -> (unread: Int, mentioned: Int) {
+        try await read { db in
             var sql = "SELECT COALESCE(SUM(unread_count), 0), COALESCE(SUM(mentioned_count), 0) FROM conversations WHERE conv_type = ?"
             var arguments: [any DatabaseValueConvertible] = [type.rawValue]
             if let targetId {

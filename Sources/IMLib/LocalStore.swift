@@ -112,25 +112,39 @@ final class LocalStore: Sendable {
         return migrator
     }
 
+    // MARK: access
+
+    /// A read through GRDB's async access: the client's actor is suspended, not blocked, while it
+    /// runs on one of the pool's reader connections.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.read(body)
+    }
+
+    /// A write transaction through GRDB's async access: the client's actor is suspended, not
+    /// blocked, through the write and its commit.
+    func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.write(body)
+    }
+
     // MARK: sync watermark
 
-    func watermark() throws -> UInt64 {
-        try meta("sync_watermark")
+    func watermark() async throws -> UInt64 {
+        try await meta("sync_watermark")
     }
 
     /// Whether this database ever completed a sync page (false on a new install): the server then
     /// sends only its compensation window.
-    func hasSynced() throws -> Bool {
-        try pool.read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM meta WHERE key = 'sync_watermark'") ?? false }
+    func hasSynced() async throws -> Bool {
+        try await read { db in try Bool.fetchOne(db, sql: "SELECT 1 FROM meta WHERE key = 'sync_watermark'") ?? false }
     }
 
     /// The seq of the last read receipt of this user's messages pulled from the server.
-    func receiptWatermark() throws -> UInt64 {
-        try meta("receipt_watermark")
+    func receiptWatermark() async throws -> UInt64 {
+        try await meta("receipt_watermark")
     }
 
-    func meta(_ key: String) throws -> UInt64 {
-        try pool.read { db in
+    func meta(_ key: String) async throws -> UInt64 {
+        try await read { db in
             try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]).flatMap(UInt64.init) ?? 0
         }
     }
@@ -147,8 +161,8 @@ final class LocalStore: Sendable {
     // MARK: writes
 
     /// Stores an outgoing message before it is sent (status `sending`).
-    func insertOutgoing(_ message: Message) throws -> Message {
-        try pool.write { db in
+    func insertOutgoing(_ message: Message) async throws -> Message {
+        try await write { [self] db in
             var message = message
             if message.flags.contains(.isPersisted) {
                 try insert(message, db)
@@ -159,38 +173,38 @@ final class LocalStore: Sendable {
         }
     }
 
-    func markSent(_ message: Message) throws {
+    func markSent(_ message: Message) async throws {
         guard message.messageId != 0 else { return }
-        try pool.write { db in
+        try await write { [self] db in
             try db.execute(sql: "UPDATE messages SET uid = ?, sent_time = ?, sent_status = ? WHERE id = ?",
                            arguments: [message.messageUId, message.sentTime, SentStatus.sent.rawValue, message.messageId])
             try touchConversation(message, counted: false, db)
         }
     }
 
-    func markFailed(_ messageId: Int64) throws {
-        try setSentStatus(messageId, .failed)
+    func markFailed(_ messageId: Int64) async throws {
+        try await setSentStatus(messageId, .failed)
     }
 
-    func setSentStatus(_ messageId: Int64, _ status: SentStatus) throws {
+    func setSentStatus(_ messageId: Int64, _ status: SentStatus) async throws {
         guard messageId != 0 else { return }
-        try pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE messages SET sent_status = ? WHERE id = ?", arguments: [status.rawValue, messageId])
         }
     }
 
     /// A media message's content once its file is uploaded (URL, thumbnail, size).
-    func updateContent(messageId: Int64, data: Data) throws {
+    func updateContent(messageId: Int64, data: Data) async throws {
         guard messageId != 0 else { return }
-        try pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE messages SET content = ? WHERE id = ?", arguments: [data, messageId])
         }
     }
 
     /// Where a media message's file is on this device.
-    func setMediaPath(messageId: Int64, path: String?) throws {
+    func setMediaPath(messageId: Int64, path: String?) async throws {
         guard messageId != 0 else { return }
-        try pool.write { db in
+        try await write { db in
             try db.execute(sql: "UPDATE messages SET media_path = ? WHERE id = ?", arguments: [path, messageId])
         }
     }
@@ -198,8 +212,8 @@ final class LocalStore: Sendable {
     /// Stores messages from the server, skipping ones already stored (by messageUId), applies the
     /// commands among them (recall, read status, extensions, receipt requests) to the messages they
     /// name, and advances the watermark, all in one transaction. Returns what changed.
-    func storeIncoming(_ messages: [Message], watermark: UInt64?) throws -> IncomingChanges {
-        try pool.write { db in
+    func storeIncoming(_ messages: [Message], watermark: UInt64?) async throws -> IncomingChanges {
+        try await write { [self] db in
             var changes = IncomingChanges()
             for var message in messages {
                 if try applySignal(message, &changes, db) { continue }
@@ -233,8 +247,8 @@ final class LocalStore: Sendable {
     // MARK: read receipts
 
     /// Records readers of this user's messages; returns those not known before, by message uid.
-    func storeReaders(_ reads: [(uid: String, readerId: String, readTime: Int64)], watermark: UInt64?) throws -> [String: [String: Int64]] {
-        try pool.write { db in
+    func storeReaders(_ reads: [(uid: String, readerId: String, readTime: Int64)], watermark: UInt64?) async throws -> [String: [String: Int64]] {
+        try await write { db in
             var fresh: [String: [String: Int64]] = [:]
             for read in reads {
                 try db.execute(sql: "INSERT OR IGNORE INTO message_readers (uid, reader_id, read_time) VALUES (?, ?, ?)",
@@ -247,8 +261,8 @@ final class LocalStore: Sendable {
     }
 
     /// Readers of one message known on this device, with their read times.
-    func readers(uid: String) throws -> [String: Int64] {
-        try pool.read { db in
+    func readers(uid: String) async throws -> [String: Int64] {
+        try await read { db in
             var readers: [String: Int64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT reader_id, read_time FROM message_readers WHERE uid = ?", arguments: [uid]) {
                 readers[row[0]] = row[1]
@@ -257,14 +271,14 @@ final class LocalStore: Sendable {
         }
     }
 
-    func markReceiptRequested(uid: String) throws {
-        try pool.write { db in
+    func markReceiptRequested(uid: String) async throws {
+        try await write { db in
             try db.execute(sql: "UPDATE messages SET receipt_requested = 1 WHERE uid = ?", arguments: [uid])
         }
     }
 
-    func markReceiptResponded(uids: [String]) throws {
-        try pool.write { db in
+    func markReceiptResponded(uids: [String]) async throws {
+        try await write { db in
             for uid in uids {
                 try db.execute(sql: "UPDATE messages SET receipt_responded = 1 WHERE uid = ?", arguments: [uid])
             }
@@ -272,8 +286,8 @@ final class LocalStore: Sendable {
     }
 
     /// Clears a conversation's unread count and mention flag, and marks its messages read.
-    func clearUnread(type: ConversationType, targetId: String, channelId: String) throws -> Bool {
-        try pool.write { db in
+    func clearUnread(type: ConversationType, targetId: String, channelId: String) async throws -> Bool {
+        try await write { db in
             try db.execute(sql: "UPDATE conversations SET unread_count = 0, mentioned_count = 0 WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                            arguments: [type.rawValue, targetId, channelId])
             let found = db.changesCount > 0
@@ -327,9 +341,9 @@ final class LocalStore: Sendable {
 
     /// Conversations of these types (of one target when `targetId` is given), pinned first, then
     /// newest first.
-    func conversations(types: [ConversationType], count: Int, startTime: Int64, targetId: String? = nil) throws -> [Conversation] {
+    func conversations(types: [ConversationType], count: Int, startTime: Int64, targetId: String? = nil) async throws -> [Conversation] {
         guard !types.isEmpty, count > 0 else { return [] }
-        return try pool.read { db in
+        return try await read { db in
             let marks = types.map { _ in "?" }.joined(separator: ",")
             var arguments: [any DatabaseValueConvertible] = types.map(\.rawValue)
             var filter = ""
@@ -350,8 +364,8 @@ final class LocalStore: Sendable {
         }
     }
 
-    func conversation(type: ConversationType, targetId: String, channelId: String) throws -> Conversation? {
-        try pool.read { db in
+    func conversation(type: ConversationType, targetId: String, channelId: String) async throws -> Conversation? {
+        try await read { db in
             try Row.fetchOne(db, sql: """
                 SELECT \(Self.conversationColumns) FROM conversations c LEFT JOIN messages m ON m.id = c.latest_message_id
                 WHERE c.conv_type = ? AND c.target_id = ? AND c.channel_id = ?
@@ -359,17 +373,17 @@ final class LocalStore: Sendable {
         }
     }
 
-    func removeConversation(type: ConversationType, targetId: String, channelId: String) throws -> Bool {
-        try pool.write { db in
+    func removeConversation(type: ConversationType, targetId: String, channelId: String) async throws -> Bool {
+        try await write { db in
             try db.execute(sql: "DELETE FROM conversations WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                            arguments: [type.rawValue, targetId, channelId])
             return db.changesCount > 0
         }
     }
 
-    func clearConversations(types: [ConversationType]) throws {
+    func clearConversations(types: [ConversationType]) async throws {
         guard !types.isEmpty else { return }
-        try pool.write { db in
+        try await write { db in
             let marks = types.map { _ in "?" }.joined(separator: ",")
             try db.execute(sql: "DELETE FROM conversations WHERE conv_type IN (\(marks))",
                            arguments: StatementArguments(types.map(\.rawValue)))
@@ -396,8 +410,8 @@ final class LocalStore: Sendable {
         """
 
     /// Up to `count` messages older than `oldestMessageId` (-1 or 0: from the newest), newest first.
-    func history(type: ConversationType, targetId: String, channelId: String, oldestMessageId: Int64, count: Int) throws -> [Message] {
-        try pool.read { db in
+    func history(type: ConversationType, targetId: String, channelId: String, oldestMessageId: Int64, count: Int) async throws -> [Message] {
+        try await read { [self] db in
             var anchor = "(sent_time, id) < (?, ?)"
             var arguments: [any DatabaseValueConvertible] = [type.rawValue, targetId, channelId]
             if oldestMessageId > 0,
@@ -418,9 +432,9 @@ final class LocalStore: Sendable {
     }
 
     /// Messages by local id, in one read (the ids not found are left out).
-    func messages(ids: [Int64]) throws -> [Int64: Message] {
+    func messages(ids: [Int64]) async throws -> [Int64: Message] {
         guard !ids.isEmpty else { return [:] }
-        return try pool.read { db in
+        return try await read { [self] db in
             var found: [Int64: Message] = [:]
             for chunk in stride(from: 0, to: ids.count, by: 500) {
                 let part = Array(ids[chunk..<min(chunk + 500, ids.count)])
@@ -435,8 +449,8 @@ final class LocalStore: Sendable {
         }
     }
 
-    func message(id: Int64) throws -> Message? {
-        try pool.read { db in
+    func message(id: Int64) async throws -> Message? {
+        try await read { [self] db in
             try Row.fetchOne(db, sql: "SELECT \(Self.messageColumns) FROM messages WHERE id = ?", arguments: [id]).map { self.message($0) }
         }
     }

@@ -88,6 +88,25 @@ struct ConnectionTests {
         }
     }
 
+    @Test("a client the app lets go without disconnecting is freed, and its connection closes with it")
+    func releasedClientIsFreed() async throws {
+        try await withTestServer(try await TestServer.start()) { server in
+            final class WeakClient: Sendable {
+                nonisolated(unsafe) weak var client: IMClient?
+            }
+            let released = WeakClient()
+            do {
+                let client = try await server.connectedClient("alice")
+                _ = try await client.getConversationList(types: [.private])
+                released.client = client
+            }
+            try await waitUntil("the released client is freed", timeout: .seconds(20)) { released.client == nil }
+            try await waitUntil("its session ends", timeout: .seconds(20)) {
+                !server.core.registry.isOnline(appId: server.app.id, userId: "alice")
+            }
+        }
+    }
+
     @Test("dbOpened comes before the network; each reconnect wait is announced, and a network change starts the schedule again")
     func reconnectScheduleRestarts() async throws {
         var options = IMClientOptions()

@@ -301,7 +301,7 @@ struct ConversationStateTests {
     func serverChecksRawRequests() async throws {
         try await withTestServer(try await TestServer.start()) { server in
             let connection = WireConnection(url: server.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/ws",
-                                            logger: Logger(label: "raw"), onPush: { _ in }, onClose: { _ in })
+                                            logger: Logger(label: "raw"), onPush: { _, _ in }, onClose: { _, _ in })
             try await connection.open()
             var connect = Im_ConnectRequest()
             connect.appKey = server.app.appKey

@@ -34,10 +34,10 @@ struct GroupChatTests {
         let (stream, continuation) = AsyncStream<Im_Message>.makeStream()
         let connection = WireConnection(url: server.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/ws",
                                         logger: Logger(label: "raw"),
-                                        onPush: { frame in
+                                        onPush: { _, frame in
                                             if frame.op == .message, let message = try? frame.body(Im_Message.self) { continuation.yield(message) }
                                         },
-                                        onClose: { _ in continuation.finish() })
+                                        onClose: { _, _ in continuation.finish() })
         let recorder = EventRecorder(stream)
         try await connection.open()
         var connect = Im_ConnectRequest()

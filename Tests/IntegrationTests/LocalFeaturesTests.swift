@@ -392,15 +392,15 @@ struct LocalFeaturesTests {
 
             // Replaced in place, as a recall does: the old words are gone, the new ones found.
             let store = try await bob.openStore()
-            #expect(try store.replaceContent(messageId: first.messageId, objectName: CardMessage.objectName,
+            #expect(try await store.replaceContent(messageId: first.messageId, objectName: CardMessage.objectName,
                                              data: try CardMessage(title: "替换").encode(), flags: .isPersisted))
             #expect(try await bob.searchMessages(.private, targetId: "alice", keyword: "撤回").isEmpty)
             #expect(try await bob.searchMessages(.private, targetId: "alice", keyword: "替换").isEmpty, "card is not registered on bob")
             try await bob.registerMessageType(CardMessage.self)
-            #expect(try store.replaceContent(messageId: first.messageId, objectName: CardMessage.objectName, data: try CardMessage(title: "替换").encode()))
+            #expect(try await store.replaceContent(messageId: first.messageId, objectName: CardMessage.objectName, data: try CardMessage(title: "替换").encode()))
             #expect(try await bob.searchMessages(.private, targetId: "alice", keyword: "替换").map(\.messageId) == [first.messageId])
             #expect(try await bob.getUnreadCount(.private, targetId: "alice") == 1, "the replaced message no longer counts")
-            #expect(try store.replaceContent(messageId: 999_999, objectName: "RC:TxtMsg", data: Data("{}".utf8)) == false)
+            #expect(try await store.replaceContent(messageId: 999_999, objectName: "RC:TxtMsg", data: Data("{}".utf8)) == false)
 
             #expect(try await bob.deleteMessages(ids: [second.messageId]))
             #expect(try await bob.searchMessages(.private, targetId: "alice", keyword: "消息").isEmpty)
@@ -433,7 +433,7 @@ struct LocalFeaturesTests {
             // Deleting up to a time (the local part of clearHistoryMessages) keeps later messages.
             history = try await bob.getHistoryMessages(.private, targetId: "alice")
             let store = try await bob.openStore()
-            #expect(try store.deleteMessages(type: .private, targetId: "alice", channelId: "", sentAtOrBefore: history[1].sentTime) == 1)
+            #expect(try await store.deleteMessages(type: .private, targetId: "alice", channelId: "", sentAtOrBefore: history[1].sentTime) == 1)
             #expect(try await bob.getHistoryMessages(.private, targetId: "alice").compactMap(Self.text) == ["two"])
             #expect(try await bob.getUnreadCount(.private, targetId: "alice") == 1)
 
@@ -459,14 +459,14 @@ struct LocalFeaturesTests {
     }
 
     @Test("a database from before search existed is indexed when it is opened")
-    func indexBuiltOnUpgrade() throws {
+    func indexBuiltOnUpgrade() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imlib-upgrade-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         do {
             let old = try DatabasePool(path: directory.appendingPathComponent("imlib.sqlite").path)
             try LocalStore.migrator.migrate(old, upTo: "v3-conversation-state")
-            try old.write { db in
+            try await old.write { db in
                 try db.execute(sql: """
                     INSERT INTO messages (conv_type, target_id, sender_id, direction, object_name, content, flags, client_msg_id,
                         sent_time, received_time, sent_status, is_read)
@@ -475,7 +475,7 @@ struct LocalFeaturesTests {
             }
         }
         let store = try LocalStore(directory: directory, userId: "bob", registry: MessageTypeRegistry())
-        let found = try store.searchMessages(type: .private, targetId: "alice", channelId: "", keyword: "以前", count: 10, before: 0)
+        let found = try await store.searchMessages(type: .private, targetId: "alice", channelId: "", keyword: "以前", count: 10, before: 0)
         #expect(found.compactMap(Self.text) == ["升级以前的消息"])
     }
 

@@ -15,7 +15,7 @@ struct MessageRulesTests {
     /// A raw, authenticated protocol connection.
     static func rawConnection(_ server: TestServer, user: String) async throws -> WireConnection {
         let connection = WireConnection(url: server.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/ws",
-                                        logger: Logger(label: "raw"), onPush: { _ in }, onClose: { _ in })
+                                        logger: Logger(label: "raw"), onPush: { _, _ in }, onClose: { _, _ in })
         try await connection.open()
         var connect = Im_ConnectRequest()
         connect.appKey = server.app.appKey

@@ -27,7 +27,7 @@ struct RoomClient {
         let (entryStream, entrySink) = AsyncStream<Im_ChatroomEntryChanges>.makeStream()
         let connection = WireConnection(
             url: server.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/ws", logger: Logger(label: "room"),
-            onPush: { frame in
+            onPush: { _, frame in
                 switch frame.op {
                 case .chatroomMessages:
                     for message in (try? frame.body(Im_ChatroomMessages.self))?.messages ?? [] { messageSink.yield(message) }
@@ -39,7 +39,7 @@ struct RoomClient {
                     break
                 }
             },
-            onClose: { _ in
+            onClose: { _, _ in
                 messageSink.finish()
                 eventSink.finish()
                 entrySink.finish()
