@@ -66,6 +66,8 @@ public actor ConversationListModel {
     private var listening: Task<Void, Never>?
     /// How many conversations a load reads.
     public var limit = 1_000
+    /// The least time between two reloads caused by changes (the list follows within it).
+    static let reloadPause: Duration = .milliseconds(100)
 
     init(kit: IMKit) {
         self.kit = kit
@@ -187,9 +189,11 @@ public actor ConversationListModel {
         let modified = client.messageModifications()
         let connection = kit.connectionStates()
         let local = kit.localChanges.stream()
-        let merged = AsyncStream<Bool> { continuation in
+        // At most one reload waits while another runs: a burst of changes (50 messages a second)
+        // costs one rebuild of the list per pause, not one per message.
+        let merged = AsyncStream<Bool>(bufferingPolicy: .bufferingNewest(1)) { continuation in
             let tasks = [
-                Task { for await event in received { continuation.yield(event.left == 0) } },
+                Task { for await event in received where event.left == 0 { continuation.yield(true) } },
                 Task { for await _ in recalled { continuation.yield(true) } },
                 Task { for await _ in state { continuation.yield(true) } },
                 Task { for await _ in reads { continuation.yield(true) } },
@@ -203,6 +207,7 @@ public actor ConversationListModel {
             for await complete in merged where complete {
                 guard let self else { return }
                 await self.reloadAndPublish()
+                try? await Task.sleep(for: Self.reloadPause)
             }
         }
     }

@@ -12,7 +12,7 @@ struct IMBenchCommand: AsyncParsableCommand {
             opens its connections in worker processes and prints and writes what it measured. \
             `imbench --quick` runs every scenario small, as a smoke check. See BENCHMARKS.md.
             """,
-        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Push.self, UltraGroup.self, Chatroom.self, BusProbe.self, Media.self, Seed.self, Quick.self, WorkerCommandLine.self])
+        subcommands: [Connections.self, Private.self, ConnectStorm.self, History.self, Group.self, Push.self, UltraGroup.self, Chatroom.self, BusProbe.self, Media.self, IMChatCommand.self, Seed.self, Quick.self, WorkerCommandLine.self])
 
     @Flag(help: "Run every scenario small (a smoke check for CI; under a minute, no timing checks). Same as `imbench quick`.")
     var quick = false
@@ -232,6 +232,27 @@ struct Media: AsyncParsableCommand {
     }
 }
 
+struct IMChatCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "imchat",
+        abstract: "imchat in tmux: start to the conversation list drawn from a local database of --conversations and --messages (before the connection), then key-to-screen while --message-rate messages/s arrive in the open conversation. Needs imchat built and tmux (scripts/tmux.sh).")
+
+    @Option(help: "Conversations in the local database.") var conversations = 1_000
+    @Option(help: "Messages in the local database.") var messages = 100_000
+    @Option(help: "imchat starts measured.") var starts = 5
+    @Option(help: "Messages per second into the open conversation.") var messageRate = 50.0
+    @Option(help: "Keys typed per second.") var keyRate = 10.0
+    @Option(help: "Seconds of typing while messages arrive.") var duration = 20.0
+    @OptionGroup var options: CommonOptions
+
+    func run() async throws {
+        let result = try await Scenarios.imchat(
+            .init(conversations: conversations, messages: messages, starts: starts, messageRate: messageRate, keyRate: keyRate,
+                  duration: duration), options: options)
+        try report(result, options: options)
+    }
+}
+
 struct Seed: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "SEEDING: fill a stopped server's data directory with history (for `history --url`).")
@@ -293,6 +314,9 @@ struct Quick: AsyncParsableCommand {
         results.append(try await Scenarios.media(
             .init(largeMB: 8, repeats: 1, concurrentUploads: 10, concurrentMB: 1, photos: 3, photoWidth: 1600, photoHeight: 1200, quick: true),
             options: options))
+        results.last?.printSummary()
+        results.append(try await Scenarios.imchat(
+            .init(conversations: 100, messages: 2_000, starts: 2, messageRate: 20, keyRate: 10, duration: 3, quick: true), options: options))
         results.last?.printSummary()
         // With a PostgreSQL server for the tests (scripts/test.sh sets it): two nodes on a fresh
         // database, the users of each pair on different nodes, so every message crosses the bus.

@@ -124,6 +124,14 @@ struct ServerAPI: Sendable {
         return token
     }
 
+    /// A text from one user to another through /message/private/publish.json.
+    func publishPrivate(from: String, to: String, text: String) async throws {
+        let content = String(decoding: try JSONSerialization.data(withJSONObject: ["content": text]), as: UTF8.self)
+        let encoded = content.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+        let body = try await post("/message/private/publish.json", form: "fromUserId=\(from)&toUserId=\(to)&objectName=RC:TxtMsg&content=\(encoded)")
+        guard (body["code"] as? NSNumber)?.intValue == 200 else { throw BenchError("publish from \(from) to \(to) failed: \(body)") }
+    }
+
     /// Creates a group with these members: /group/create.json with the first 1,000 (the most one
     /// call takes), /group/join.json with each further 1,000.
     func createGroup(_ groupId: String, name: String, members: [String]) async throws {

@@ -67,7 +67,12 @@ actor ChatApp {
 
     // MARK: feeds
 
-    func start() async {
+    /// Draws the list from the local database, then follows the kit's feeds; returns the number of
+    /// rows drawn first.
+    @discardableResult
+    func start() async -> Int {
+        list = await listModel.load()
+        render()
         let snapshots = await listModel.snapshots()
         Task { [weak self] in
             for await snapshot in snapshots { await self?.listChanged(snapshot) }
@@ -80,7 +85,7 @@ actor ChatApp {
         Task { [weak self] in
             for await notice in notifications { await self?.notified(notice) }
         }
-        render()
+        return list.rows.count
     }
 
     private func listChanged(_ snapshot: ConversationListSnapshot) async {
@@ -770,7 +775,7 @@ final class EventLog: Sendable {
 
     init(path: String?) {
         if let path {
-            FileManager.default.createFile(atPath: path, contents: nil)
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
             handle = FileHandle(forWritingAtPath: path)
         } else {
             handle = nil

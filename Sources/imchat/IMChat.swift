@@ -102,12 +102,15 @@ struct IMChat: AsyncParsableCommand {
             }
         }
         for await _ in opened.stream { break }
-        await app.start()
-        log.write("ready", ["ms": "\((ContinuousClock.now - started) / .milliseconds(1))"])
+        let rows = await app.start()
+        // The list is on the screen, drawn from the local database.
+        log.write("ready", ["ms": "\((ContinuousClock.now - started) / .milliseconds(1))", "rows": "\(rows)"])
         let resizes = terminal.resizes()
         Task { for await _ in resizes { await app.render() } }
-        for await key in terminal.keys() {
+        for await (key, readAt) in terminal.keys() {
             await app.handle(key)
+            // Key-to-screen: from reading the key to its frame written to the terminal.
+            log.write("key", ["us": "\((ContinuousClock.now - readAt) / .microseconds(1))"])
             if await app.finished { break }
         }
         connecting.cancel()

@@ -67,8 +67,8 @@ final class Terminal: Sendable {
         }
     }
 
-    /// Keys from standard input, read on a thread of their own.
-    func keys() -> AsyncStream<Key> {
+    /// Keys from standard input, read on a thread of their own, each with the time it was read.
+    func keys() -> AsyncStream<(key: Key, readAt: ContinuousClock.Instant)> {
         AsyncStream { continuation in
             let thread = Thread {
                 var decoder = KeyDecoder()
@@ -77,9 +77,10 @@ final class Terminal: Sendable {
                     let count = read(STDIN_FILENO, &buffer, buffer.count)
                     if count < 0 && errno == EINTR { continue }
                     if count <= 0 { break }
-                    for key in decoder.feed(buffer[0..<count]) { continuation.yield(key) }
+                    let now = ContinuousClock.now
+                    for key in decoder.feed(buffer[0..<count]) { continuation.yield((key, now)) }
                     // A lone ESC with nothing after it in this read is the Escape key.
-                    if let pending = decoder.flushLoneEscape() { continuation.yield(pending) }
+                    if let pending = decoder.flushLoneEscape() { continuation.yield((pending, now)) }
                 }
                 continuation.finish()
             }
