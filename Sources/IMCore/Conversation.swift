@@ -10,6 +10,22 @@ public enum ConversationType: Int, Sendable, Hashable, Codable, CaseIterable {
     case publicService = 8
     case pushService = 9
     case ultraGroup = 10
+
+    /// The type's code in RongCloud's notification payloads (`cType` of the `rc` dictionary).
+    public var pushCode: String {
+        switch self {
+        case .private: "PR"
+        case .discussion: "DS"
+        case .group: "GRP"
+        case .system: "SYS"
+        case .ultraGroup: "UG"
+        case .customerService: "CS"
+        case .appPublicService: "MC"
+        case .publicService: "MP"
+        case .pushService: "PH"
+        case .chatroom: "CR"
+        }
+    }
 }
 
 /// RongCloud's `RCConnectionStatus` values, as reported by the client's status stream.

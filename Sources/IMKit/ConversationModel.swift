@@ -164,6 +164,7 @@ public actor ConversationModel {
         title = await kit.info.title(of: conversation.type, targetId: conversation.targetId)
         let existing = try await client.getConversation(conversation.type, targetId: conversation.targetId, channelId: conversation.channelId)
         unreadAtOpen = existing?.unreadMessageCount ?? 0
+        newArrivalsSinceOpen = 0
         items = []
         hasOlder = true
         try await loadPage()
@@ -281,7 +282,6 @@ public actor ConversationModel {
             },
             Task { [weak self] in
                 for await receipt in privateReads where receipt.conversationType == here.type && receipt.targetId == here.targetId {
-                    _ = receipt
                     await self?.refreshSent()
                 }
             },
@@ -359,12 +359,10 @@ public actor ConversationModel {
         typingExpiry = Task { [weak self] in
             try? await clock.sleep(untilMilliseconds: until)
             guard !Task.isCancelled else { return }
-            await self?.publishTypingExpiry()
+            await self?.publish()
         }
         publish()
     }
-
-    private func publishTypingExpiry() { publish() }
 
     /// Messages arriving on the open screen are reported read together, a moment after the burst
     /// (a report is a signal to the server: one per message would spend the user's send rate).

@@ -131,6 +131,8 @@ public final class IMKit: Sendable {
         if currentUserId == claims.userId { return }
         let file = dataDirectory.appendingPathComponent("\(claims.appKey)/\(claims.userId).sqlite").path
         let database = try KitDatabase(path: file)
+        // Re-edit texts past their window can never be used again.
+        try? database.pruneReedits(before: clock.nowMilliseconds() - Int64(config.reeditDuration) * 1000)
         state.withLock {
             $0.database = database
             $0.userId = claims.userId
@@ -203,8 +205,10 @@ public final class IMKit: Sendable {
     func decideNotification(_ message: Message, offline: Bool) async {
         guard let userId = currentUserId else { return }
         let (config, policy, open, focused) = state.withLock { ($0.config, $0.policy, $0.openConversation, $0.focused) }
-        // Most messages (offline catch-up, commands, one's own) are settled without a store read.
-        if let early = NotificationPolicy.precheck(message, offline: offline, config: config, currentUserId: userId) {
+        // Most messages (offline catch-up, commands, one's own, the open conversation's) are
+        // settled without a store read.
+        if let early = NotificationPolicy.precheck(message, offline: offline, config: config, currentUserId: userId,
+                                                   openConversation: open, focused: focused) {
             suppressionSignal.yield((message.messageId, early))
             return
         }

@@ -50,8 +50,6 @@ public actor InfoCache {
     private var askingGroups: [String: Task<GroupInfo?, Never>] = [:]
     /// Users named by the `user` field their messages carried: a fallback when no provider answers.
     private var carried: [String: UserInfo] = [:]
-    /// How many times the user provider was called (for a diagnostics view).
-    public private(set) var providerCalls = 0
     /// The signed-in user's own info (`currentUserInfo`), sent with messages when set.
     public private(set) var currentUser: UserInfo?
     private var currentUserId: String?
@@ -94,7 +92,6 @@ public actor InfoCache {
         if let cached = users[userId] { return cached }
         guard let provider = providers.user else { return carried[userId] }
         if let pending = asking[userId] { return await pending.value ?? carried[userId] }
-        providerCalls += 1
         let task = Task { await provider(userId) }
         asking[userId] = task
         let answer = await task.value

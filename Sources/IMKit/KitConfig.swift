@@ -13,14 +13,14 @@ public struct KitConfig: Sendable, Equatable {
     /// `enableMessageRecall`.
     public var enableMessageRecall = true
     /// `maxRecallDuration`, seconds.
-    public var maxRecallDuration = 120
+    public var maxRecallDuration = RecallLimits.defaultWindowSeconds
     /// `reeditDuration`, seconds: how long the sender may put a recalled text back in the input.
     public var reeditDuration = 300
     /// `enableTypingStatus`: typing statuses sent (at most one per 6 s) and shown, private chats only.
     public var enableTypingStatus = true
     /// How long a peer's "typing…" stays without a new status (documents silent: 6 s, the send
     /// throttle, so a peer who keeps typing never flickers).
-    public var peerTypingTimeout = 6
+    public var peerTypingTimeout = Int(TypingLimits.intervalMilliseconds / 1000)
     /// `enabledReadReceiptConversationTypeList`: empty by default (no receipts).
     public var enabledReadReceiptConversationTypes: Set<ConversationType> = []
     /// `enableSyncReadStatus`: reading on this device clears the unread count on the user's others.
@@ -46,13 +46,13 @@ public struct KitConfig: Sendable, Equatable {
     /// Received GIFs below this are downloaded at once (1 MB).
     public var gifAutoDownloadBytes: Int64 = 1_048_576
     /// The largest GIF the kit sends (2 MB).
-    public var gifMaxBytes: Int64 = 2_097_152
+    public var gifMaxBytes = Int64(MediaLimits.defaultMaxGifMB) << 20
     /// The longest voice message, seconds.
-    public var voiceMaxSeconds = 60
+    public var voiceMaxSeconds = MediaLimits.defaultMaxVoiceSeconds
     /// The longest recorded short video, seconds.
     public var sightRecordMaxSeconds = 10
     /// The longest short video picked from a file, seconds.
-    public var sightLocalMaxSeconds = 120
+    public var sightLocalMaxSeconds = MediaLimits.defaultMaxSightSeconds
     /// The largest message body, bytes (128 KB).
     public var maxMessageBytes = MessageLimits.maxContentBytes
     /// The quick phrases of private chats (`setCommonPhrasesList`), the document's five.

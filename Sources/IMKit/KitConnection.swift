@@ -46,12 +46,6 @@ public enum KitConnectionState: Sendable, Equatable {
         }
     }
 
-    /// Whether the SDK will not connect again by itself.
-    public var needsSignIn: Bool {
-        if case .signedOut = self { return true }
-        return self == .timedOut
-    }
-
     static func from(_ status: ConnectionStatus, lastKick: ErrorCode?) -> KitConnectionState {
         switch status {
         case .connected: return .connected

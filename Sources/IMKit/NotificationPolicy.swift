@@ -29,20 +29,7 @@ public struct LocalNotification: Sendable, Equatable {
     }
 
     /// `cType` of the `rc` dictionary: PR, GRP, SYS, ... (RongCloud's codes).
-    public var cType: String {
-        switch conversationType {
-        case .private: return "PR"
-        case .discussion: return "DS"
-        case .group: return "GRP"
-        case .customerService: return "CS"
-        case .system: return "SYS"
-        case .appPublicService: return "MC"
-        case .publicService: return "MP"
-        case .pushService: return "PH"
-        case .chatroom: return "CR"
-        case .ultraGroup: return "UG"
-        }
-    }
+    public var cType: String { conversationType.pushCode }
 
     /// The `rc` dictionary of the notification's user info.
     public var rc: [String: String] { ["cType": cType, "fId": senderUserId, "oName": objectName, "tId": targetId] }
@@ -112,25 +99,29 @@ public struct NotificationPolicy: Sendable {
         return (info.type == .users && info.userIdList.contains(userId), info.type == .all)
     }
 
-    /// The rules that need nothing but the message and the settings, in their order: a kit checks
-    /// them before it reads the do-not-disturb levels.
-    public static func precheck(_ message: Message, offline: Bool, config: KitConfig, currentUserId: String) -> NotificationSuppression? {
+    /// The rules that need nothing but the message, the settings and what is on screen, in their
+    /// order: a kit checks them before it reads the do-not-disturb levels.
+    public static func precheck(_ message: Message, offline: Bool, config: KitConfig, currentUserId: String,
+                                openConversation: ConversationIdentifier?, focused: Bool) -> NotificationSuppression? {
         if config.disableMessageNotification { return .disabledGlobally }
         if message.disableNotification { return .silentMessage }
         if message.direction == .send || message.senderUserId == currentUserId { return .ownMessage }
         if message.conversationType == .chatroom { return .chatroom }
         if !message.flags.contains(.isCounted) { return .notCounted }
         if offline { return .offline }
+        if focused, openConversation == ConversationIdentifier(message.conversationType, targetId: message.targetId,
+                                                                channelId: message.channelId) {
+            return .conversationOpen
+        }
         return nil
     }
 
     public func decide(_ message: Message, offline: Bool, config: KitConfig, context: Context,
                        notification: LocalNotification) -> Result<LocalNotification, NotificationSuppression> {
-        if let early = Self.precheck(message, offline: offline, config: config, currentUserId: context.currentUserId) {
+        if let early = Self.precheck(message, offline: offline, config: config, currentUserId: context.currentUserId,
+                                     openConversation: context.openConversation, focused: context.focused) {
             return .failure(early)
         }
-        let here = ConversationIdentifier(message.conversationType, targetId: message.targetId, channelId: message.channelId)
-        if context.focused, context.openConversation == here { return .failure(.conversationOpen) }
         let (user, everyone) = Self.mentions(message, userId: context.currentUserId)
         // An @ of this user passes every do-not-disturb (seed 003: @ messages go past all of it).
         if !user {

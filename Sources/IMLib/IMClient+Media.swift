@@ -224,10 +224,11 @@ extension IMClient {
         guard content.mediaUrl.isEmpty, let localPath else { return try await transmit(message, store: store) }
 
         let transfer = MediaTransfer()
-        // A message not kept locally has id 0: its transfer is keyed by its client id instead.
-        let key = message.messageId != 0 ? "up:\(message.messageId)" : "up:client:\(message.clientMessageId)"
-        mediaTransfers[key] = transfer
-        defer { mediaTransfers[key] = nil }
+        // A message not kept locally (id 0) cannot be named to cancelSendMediaMessage; its caller's
+        // task cancels it.
+        let id = message.messageId
+        if id != 0 { mediaUploads[id] = transfer }
+        defer { if id != 0 { mediaUploads[id] = nil } }
         let snapshot = message
         let progress: @Sendable (Int) -> Void = { events(.progress($0, snapshot)) }
         let upload = Task { [self] () async throws -> Content in
@@ -252,7 +253,7 @@ extension IMClient {
         do {
             content = try await withTaskCancellationHandler { try await upload.value } onCancel: { transfer.cancel() }
             // From here on the send cannot be canceled: a cancel that came meanwhile wins.
-            mediaTransfers[key] = nil
+            if id != 0 { mediaUploads[id] = nil }
             if transfer.isCanceled { throw CancellationError() }
         } catch {
             if transfer.isCanceled || error is CancellationError {
@@ -260,25 +261,18 @@ extension IMClient {
                 message.sentStatus = .canceled
                 throw MediaSendCanceled(message: message)
             }
-            try? await store.markFailed(message.messageId)
-            message.sentStatus = .failed
-            let imError = error as? IMError ?? IMError(.mediaUploadFailed, "the upload failed: \(error)")
-            throw SendMessageError(error: imError, message: message)
+            throw await sendFailed(message, error as? IMError ?? IMError(.mediaUploadFailed, "the upload failed: \(error)"), store: store)
         }
         do {
             message.contentData = try content.encode()
         } catch {
-            try? await store.markFailed(message.messageId)
-            message.sentStatus = .failed
-            throw SendMessageError(error: IMError(.invalidParameter, "the message content could not be encoded: \(error)"), message: message)
+            throw await sendFailed(message, IMError(.invalidParameter, "the message content could not be encoded: \(error)"), store: store)
         }
         message.content = content
         do {
             try await store.updateContent(messageId: message.messageId, data: message.contentData)
         } catch {
-            try? await store.markFailed(message.messageId)
-            message.sentStatus = .failed
-            throw SendMessageError(error: IMError(.databaseError, "the uploaded message could not be stored: \(error)"), message: message)
+            throw await sendFailed(message, IMError(.databaseError, "the uploaded message could not be stored: \(error)"), store: store)
         }
         return try await transmit(message, store: store)
     }
@@ -287,7 +281,7 @@ extension IMClient {
     /// `sendMediaMessage` throws `MediaSendCanceled`. False when that message is not uploading.
     @discardableResult
     public func cancelSendMediaMessage(messageId: Int64) -> Bool {
-        guard let transfer = mediaTransfers["up:\(messageId)"] else { return false }
+        guard let transfer = mediaUploads[messageId] else { return false }
         transfer.cancel()
         return true
     }
@@ -314,13 +308,11 @@ extension IMClient {
             throw IMError(.invalidParameter, "local message \(messageId) is not a media message with a file to download")
         }
         if let path = message.localMediaPath, FileManager.default.fileExists(atPath: path) { return path }
-        let key = "down:\(messageId)"
-        if let running = mediaDownloads[key] { return try await running.value }
+        if let running = mediaDownloads[messageId] { return try await running.value }
         let folder = try mediaDirectory().appendingPathComponent("\(message.conversationType.rawValue)_\(Self.safeName(message.targetId))")
         let name = "\(message.messageUId.isEmpty ? String(messageId) : Self.safeName(message.messageUId))_\(Self.safeName(content.mediaFileName))"
         let destination = folder.appendingPathComponent(name).path
         let events = mediaDownloadBroadcaster
-        let transfer = MediaTransfer()
         let task = Task { [self] () async throws -> String in
             do {
                 try await download(url: content.mediaUrl, to: destination) { percent in
@@ -331,7 +323,7 @@ extension IMClient {
                 events.yield(.completed(messageId: messageId, path: destination))
                 return destination
             } catch {
-                if transfer.isCanceled || error is CancellationError {
+                if Task.isCancelled || error is CancellationError {
                     events.yield(.canceled(messageId: messageId))
                     throw CancellationError()
                 }
@@ -339,22 +331,17 @@ extension IMClient {
                 throw error
             }
         }
-        transfer.onCancel { task.cancel() }
-        mediaTransfers[key] = transfer
-        mediaDownloads[key] = task
-        defer {
-            mediaTransfers[key] = nil
-            mediaDownloads[key] = nil
-        }
-        return try await withTaskCancellationHandler { try await task.value } onCancel: { transfer.cancel() }
+        mediaDownloads[messageId] = task
+        defer { mediaDownloads[messageId] = nil }
+        return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
     }
 
     /// Cancels a running `downloadMediaMessage`; what arrived is kept, and the next download of the
     /// message resumes from there. False when that message is not downloading.
     @discardableResult
     public func cancelDownloadMediaMessage(messageId: Int64) -> Bool {
-        guard let transfer = mediaTransfers["down:\(messageId)"] else { return false }
-        transfer.cancel()
+        guard let task = mediaDownloads[messageId] else { return false }
+        task.cancel()
         return true
     }
 
@@ -405,8 +392,16 @@ extension IMClient {
             throw IMError(.invalidParameter, "not an http or https URL: \(url.prefix(200))")
         }
         var request = HTTPClientRequest(url: url)
-        if isServerFile(address) { request.headers.add(name: "Authorization", value: "Bearer \(try await mediaDownloadToken().token)") }
+        if isServerFile(address) { request.headers.add(name: "Authorization", value: "Bearer \(try await freshDownloadToken())") }
         return request
+    }
+
+    /// The cached download token, or a new one once it is ten minutes old.
+    private func freshDownloadToken() async throws -> String {
+        if let cached = downloadToken, cached.until > .now { return cached.token }
+        let token = try await mediaDownloadToken().token
+        downloadToken = (token, .now + .seconds(600))
+        return token
     }
 
     /// Streams `url` to `path` through `<path>.part`, continuing a part file with a Range request;

@@ -176,13 +176,16 @@ extension IMClient {
         return (stored, through)
     }
 
-    /// Live messages of channels this connection has caught up move their caught-up time.
-    func advanceUltraGroupThrough(_ messages: [Message]) async {
-        guard let store, !ultraCaughtUp.isEmpty else { return }
-        for message in messages where message.conversationType == .ultraGroup
-            && ultraCaughtUp.contains(UltraGroupChannelKey(groupId: message.targetId, channelId: message.channelId)) {
-            try? await store.setUltraGroupThrough(groupId: message.targetId, channelId: message.channelId, time: message.sentTime)
+    /// The channels whose caught-up time live `messages` move: those this connection has caught
+    /// up, to their newest message's time (stored in the same transaction as the messages).
+    func ultraGroupThroughs(advancedBy messages: [Message]) -> [UltraGroupChannelKey: Int64] {
+        guard !ultraCaughtUp.isEmpty else { return [:] }
+        var throughs: [UltraGroupChannelKey: Int64] = [:]
+        for message in messages where message.conversationType == .ultraGroup {
+            let key = UltraGroupChannelKey(groupId: message.targetId, channelId: message.channelId)
+            if ultraCaughtUp.contains(key) { throughs[key] = max(throughs[key] ?? 0, message.sentTime) }
         }
+        return throughs
     }
 
     /// Applies new contents of modified messages to the local copies and emits the changed ones.

@@ -72,10 +72,14 @@ public actor IMClient {
     /// Ultra group channels ("group|channel") this connection has caught up: from then on their
     /// live messages arrive in order, so they advance the channel's caught-up time.
     var ultraCaughtUp: Set<UltraGroupChannelKey> = []
-    /// Media uploads ("up:<messageId>") and downloads ("down:<messageId>") that can be canceled.
-    var mediaTransfers: [String: MediaTransfer] = [:]
-    /// Running message downloads, so a second call waits for the first.
-    var mediaDownloads: [String: Task<String, any Error>] = [:]
+    /// Media uploads that can be canceled, by message id.
+    var mediaUploads: [Int64: MediaTransfer] = [:]
+    /// Running message downloads by message id: a second call waits for the first, and a cancel
+    /// cancels the task.
+    var mediaDownloads: [Int64: Task<String, any Error>] = [:]
+    /// The app's download token while it is fresh (the server's last an hour; one is reused for
+    /// ten minutes, so downloads, automatic ones included, do not ask for one each).
+    var downloadToken: (token: String, until: ContinuousClock.Instant)?
     let mediaDownloadBroadcaster = Broadcaster<MediaDownloadEvent>()
     let reconnectBroadcaster = Broadcaster<ReconnectWait>()
     /// The wait of the connect loop's current round, which `networkDidChange()` cuts short.
@@ -255,16 +259,12 @@ public actor IMClient {
         wantsConnection = false
         connecting?.cancel()
         connecting = nil
-        if let scope {
-            self.scope = nil
+        if let scope = endScope() {
             var request = Im_DisconnectRequest()
             request.receivePush = receivePush
             _ = try? await scope.connection.request(.disconnect, request, timeout: .seconds(2))
             await scope.end()
         }
-        syncing = false
-        heldPushes = []
-        ultraCaughtUp = []
         // Leaving on purpose leaves the chatrooms too; only a lost connection rejoins them.
         for roomId in joinedChatrooms.keys.sorted() {
             await forgetChatroom(roomId)
@@ -440,12 +440,8 @@ public actor IMClient {
     /// an error was final.
     private func connectionLost(_ connection: WireConnection) async {
         // A connection that never finished its handshake is the connect loop's business.
-        guard let scope, scope.connection === connection else { return }
-        self.scope = nil
+        guard let current = scope, current.connection === connection, let scope = endScope() else { return }
         let dropped = scope.serverIndex
-        syncing = false
-        heldPushes = []
-        ultraCaughtUp = []
         chatroomsDisconnected()
         if wantsConnection {
             // RongCloud's SUSPEND: the connection is gone and the client will reconnect by itself.
@@ -460,6 +456,18 @@ public actor IMClient {
             }
         }
         await scope.end()
+    }
+
+    /// Forgets the current connection and what belongs to it alone (live messages held during its
+    /// sync, the ultra group channels it caught up); the caller ends the returned scope.
+    private func endScope() -> ConnectionScope? {
+        defer {
+            scope = nil
+            syncing = false
+            heldPushes = []
+            ultraCaughtUp = []
+        }
+        return scope
     }
 
     // MARK: receiving
@@ -505,7 +513,7 @@ public actor IMClient {
             let kicked = (try? frame.body(Im_Kicked.self)) ?? Im_Kicked()
             lastKick = IMError(ErrorCode(Int(kicked.code)), kicked.reason)
             wantsConnection = false
-            self.scope = nil
+            _ = endScope()
             setStatus(Self.status(for: ErrorCode(Int(kicked.code))))
             await scope.end()
         default:
@@ -592,7 +600,8 @@ public actor IMClient {
         let messages = wires.map { message(from: $0, me: store.userId, receivedAt: now) }
         let changes: IncomingChanges
         do {
-            changes = try await store.storeIncoming(messages, watermark: watermark)
+            changes = try await store.storeIncoming(messages, watermark: watermark,
+                                                    ultraGroupThroughs: offline ? [:] : ultraGroupThroughs(advancedBy: messages))
         } catch {
             options.logger.error("could not store received messages", metadata: ["error": "\(error)"])
             return
@@ -602,7 +611,6 @@ public actor IMClient {
                                          messageUId: request.messageUId))
         }
         let fresh = changes.fresh
-        if !offline { await advanceUltraGroupThrough(fresh) }
         for (index, message) in fresh.enumerated() {
             messageEvents.yield(ReceivedMessage(message: message, left: fresh.count - index - 1, offline: offline, hasPackage: hasPackage))
         }
@@ -771,13 +779,17 @@ public actor IMClient {
         return try await transmit(message, store: store)
     }
 
+    /// Marks a message failed here and makes the error a send throws with it.
+    func sendFailed(_ message: Message, _ error: IMError, store: LocalStore) async -> SendMessageError {
+        try? await store.markFailed(message.messageId)
+        var message = message
+        message.sentStatus = .failed
+        return SendMessageError(error: error, message: message)
+    }
+
     func transmit(_ message: Message, store: LocalStore) async throws -> Message {
         var message = message
-        func failed(_ error: IMError) async -> SendMessageError {
-            try? await store.markFailed(message.messageId)
-            message.sentStatus = .failed
-            return SendMessageError(error: error, message: message)
-        }
+        func failed(_ error: IMError) async -> SendMessageError { await sendFailed(message, error, store: store) }
         guard message.contentData.count <= MessageLimits.maxContentBytes else {
             throw await failed(IMError(.messageTooLarge, "message content is \(message.contentData.count) bytes; the limit is 128 KB: send large data as a media file"))
         }

@@ -66,7 +66,7 @@ extension LocalStore {
 
     /// Applies a page of the state sync: its rows, then the version it reaches.
     func applyConversationStatePage(_ page: Im_ConversationStateDelta) async throws -> AppliedState {
-        try await write { [self] db in
+        try await write { db in
             var applied = AppliedState()
             applied.changes = try Self.apply(page, db)
             try Self.raise("conversation_state_version", to: page.version, db)
@@ -79,7 +79,7 @@ extension LocalStore {
     /// device held exactly the version before the change; otherwise something else changed in
     /// between and `upToDate` is false (the caller pulls).
     func applyConversationStateEdit(_ delta: Im_ConversationStateDelta) async throws -> AppliedState {
-        try await write { [self] db in
+        try await write { db in
             var applied = AppliedState()
             applied.changes = try Self.apply(delta, db)
             let held: UInt64 = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'conversation_state_version'")
@@ -175,7 +175,7 @@ extension LocalStore {
 
     /// The conversation's own level, or nil when none was ever set.
     func notificationLevel(_ conversation: ConversationIdentifier) async throws -> PushNotificationLevel? {
-        try await read { [self] db in
+        try await read { db in
             try Int.fetchOne(db, sql: "SELECT notification_level FROM conversation_state WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                              arguments: [conversation.type.rawValue, conversation.targetId, conversation.channelId])
                 .flatMap(PushNotificationLevel.init(rawValue:))
@@ -199,7 +199,7 @@ extension LocalStore {
 
     private func listConversations(types: [ConversationType], filter: String) async throws -> [Conversation] {
         guard !types.isEmpty else { return [] }
-        return try await read { [self] db in
+        return try await read { db in
             let marks = types.map { _ in "?" }.joined(separator: ",")
             return try Row.fetchAll(db, sql: """
                 SELECT \(Self.conversationColumns) FROM conversations c LEFT JOIN messages m ON m.id = c.latest_message_id
@@ -212,7 +212,7 @@ extension LocalStore {
     /// Unread messages of these types' conversations, without do-not-disturb ones unless `containBlocked`.
     func unreadCount(types: [ConversationType], containBlocked: Bool) async throws -> Int {
         guard !types.isEmpty else { return 0 }
-        return try await read { [self] db in
+        return try await read { db in
             let marks = types.map { _ in "?" }.joined(separator: ",")
             return try Int.fetchOne(db, sql: """
                 SELECT COALESCE(SUM(c.unread_count), 0) FROM conversations c
@@ -222,14 +222,14 @@ extension LocalStore {
     }
 
     func quietHours() async throws -> QuietHours? {
-        try await read { [self] db in
+        try await read { db in
             guard let json = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'quiet_hours'"), !json.isEmpty else { return nil }
             return try? JSONDecoder().decode(QuietHours.self, from: Data(json.utf8))
         }
     }
 
     func tags() async throws -> [ConversationTag] {
-        try await read { [self] db in
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT t.tag_id, t.name, t.created_at,
                     (SELECT COUNT(*) FROM conversation_tag_links l WHERE l.tag_id = t.tag_id AND l.removed = 0) AS count
@@ -243,7 +243,7 @@ extension LocalStore {
     }
 
     func tags(of conversation: ConversationIdentifier) async throws -> [ConversationTagInfo] {
-        try await read { [self] db in
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT t.tag_id, t.name, t.created_at, l.is_top,
                     (SELECT COUNT(*) FROM conversation_tag_links n WHERE n.tag_id = t.tag_id AND n.removed = 0) AS count
@@ -261,7 +261,7 @@ extension LocalStore {
     /// time of the latest message. Conversations without a message on this device are included
     /// (time 0) so a new device shows the whole tag.
     func conversations(inTag tagId: String, before: Int64, count: Int) async throws -> [Conversation] {
-        try await read { [self] db in
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT l.conv_type, l.target_id, l.channel_id,
                     COALESCE(c.unread_count, 0) AS unread_count, COALESCE(c.is_top, 0) AS is_top,
@@ -282,7 +282,7 @@ extension LocalStore {
 
     /// Unread messages in a tag's conversations, without do-not-disturb ones unless `containBlocked`.
     func unreadCount(inTag tagId: String, containBlocked: Bool) async throws -> Int {
-        try await read { [self] db in
+        try await read { db in
             try Int.fetchOne(db, sql: """
                 SELECT COALESCE(SUM(c.unread_count), 0) FROM conversation_tag_links l
                 JOIN conversations c ON c.conv_type = l.conv_type AND c.target_id = l.target_id AND c.channel_id = l.channel_id

@@ -52,13 +52,13 @@ extension LocalStore {
 
     /// Unread messages over every conversation.
     func totalUnreadCount() async throws -> Int {
-        try await read { [self] db in
+        try await read { db in
             try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(unread_count), 0) FROM conversations") ?? 0
         }
     }
 
     func unreadCount(type: ConversationType, targetId: String, channelId: String) async throws -> Int {
-        try await read { [self] db in
+        try await read { db in
             try Int.fetchOne(db, sql: "SELECT unread_count FROM conversations WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                              arguments: [type.rawValue, targetId, channelId]) ?? 0
         }
@@ -110,7 +110,7 @@ extension LocalStore {
     /// Saves a conversation's text draft (empty clears it). A conversation not in the list is
     /// created, at `now` in the list's order; one in the list keeps its place.
     func saveDraft(type: ConversationType, targetId: String, channelId: String, draft: String, now: Int64) async throws {
-        try await write { [self] db in
+        try await write { db in
             try db.execute(sql: """
                 INSERT INTO conversations (conv_type, target_id, channel_id, sort_time, draft) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT(conv_type, target_id, channel_id) DO UPDATE SET draft = excluded.draft
@@ -120,7 +120,7 @@ extension LocalStore {
 
     /// The draft of a conversation, or nil when it has none.
     func draft(type: ConversationType, targetId: String, channelId: String) async throws -> String? {
-        try await read { [self] db in
+        try await read { db in
             let draft = try String.fetchOne(db, sql: "SELECT draft FROM conversations WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                                             arguments: [type.rawValue, targetId, channelId])
             return draft?.isEmpty == false ? draft : nil
@@ -129,7 +129,7 @@ extension LocalStore {
 
     /// Clears a conversation's draft; false if there is no such conversation.
     func clearDraft(type: ConversationType, targetId: String, channelId: String) async throws -> Bool {
-        try await write { [self] db in
+        try await write { db in
             try db.execute(sql: "UPDATE conversations SET draft = '' WHERE conv_type = ? AND target_id = ? AND channel_id = ?",
                            arguments: [type.rawValue, targetId, channelId])
             return db.changesCount > 0
@@ -142,7 +142,7 @@ extension LocalStore {
     /// conversation's history and list; an unread, counted received one counts as unread.
     /// Sets a message's local `extra`; false when there is no such message.
     func setExtra(messageId: Int64, value: String) async throws -> Bool {
-        try await write { [self] db in
+        try await write { db in
             try db.execute(sql: "UPDATE messages SET extra = ? WHERE id = ?", arguments: [value, messageId])
             return db.changesCount > 0
         }
@@ -282,7 +282,7 @@ extension LocalStore {
     /// that contain the keyword, newest first, each with its number of such messages.
     func searchConversations(types: [ConversationType], objectNames: [String], keyword: String) async throws -> [(Conversation, Int)] {
         guard !types.isEmpty, let query = SearchText.query(keyword) else { return [] }
-        return try await read { [self] db in
+        return try await read { db in
             var arguments: [any DatabaseValueConvertible] = [query]
             arguments += types.map(\.rawValue)
             var nameFilter = ""

@@ -27,9 +27,7 @@ extension LocalStore {
     func applyUltraGroupCatchUp(reached: [UltraGroupChannelKey: Int64], counts: [(UltraGroupChannelKey, unread: Int, mentioned: Int)],
                                 asOf: Int64) async throws {
         try await write { [self] db in
-            for (key, time) in reached {
-                try Self.raise("ultra_through|\(key.groupId)|\(key.channelId)", to: UInt64(max(time, 1)), db)
-            }
+            try Self.raiseUltraGroupThroughs(reached, db)
             for (key, unread, mentioned) in counts {
                 try setCounts(type: .ultraGroup, targetId: key.groupId, channelId: key.channelId, unread: unread, mentioned: mentioned,
                               asOf: asOf, db)
@@ -37,8 +35,11 @@ extension LocalStore {
         }
     }
 
-    func setUltraGroupThrough(groupId: String, channelId: String, time: Int64) async throws {
-        try await raise("ultra_through|\(groupId)|\(channelId)", to: UInt64(max(time, 1)))
+    /// Raises channels' caught-up times inside a write.
+    static func raiseUltraGroupThroughs(_ throughs: [UltraGroupChannelKey: Int64], _ db: Database) throws {
+        for (key, time) in throughs {
+            try raise("ultra_through|\(key.groupId)|\(key.channelId)", to: UInt64(max(time, 1)), db)
+        }
     }
 
     /// Where this device is in the server's order of ultra group modifications: a time (ms) and a
@@ -60,11 +61,6 @@ extension LocalStore {
                                arguments: [key, value])
             }
         }
-    }
-
-    /// Raises a value in `meta` (never lowers it).
-    func raise(_ key: String, to value: UInt64) async throws {
-        try await write { db in try Self.raise(key, to: value, db) }
     }
 
     /// Stores messages read from channel history that this device lacks. They do not count as

@@ -212,7 +212,8 @@ final class LocalStore: Sendable {
     /// Stores messages from the server, skipping ones already stored (by messageUId), applies the
     /// commands among them (recall, read status, extensions, receipt requests) to the messages they
     /// name, and advances the watermark, all in one transaction. Returns what changed.
-    func storeIncoming(_ messages: [Message], watermark: UInt64?) async throws -> IncomingChanges {
+    func storeIncoming(_ messages: [Message], watermark: UInt64?,
+                       ultraGroupThroughs: [UltraGroupChannelKey: Int64] = [:]) async throws -> IncomingChanges {
         try await write { [self] db in
             var changes = IncomingChanges()
             for var message in messages {
@@ -240,6 +241,7 @@ final class LocalStore: Sendable {
                 changes.fresh.append(message)
             }
             if let watermark { try Self.raise("sync_watermark", to: watermark, db) }
+            try Self.raiseUltraGroupThroughs(ultraGroupThroughs, db)
             return changes
         }
     }

@@ -489,7 +489,7 @@ actor ChatApp {
                 }
                 if let conversation { chat = await conversation.screen() }
             case "help":
-                toast = "/recall /reedit /quote /delete /menu /select /open /url /receipt /readers /file /image /gif /voice /video /cancel /phrases /phrase N /jump /bottom /search /forward /combine /refresh /clearusers /set /back"
+                toast = "/recall /reedit /quote /unquote /delete /menu /select /open /url /receipt /readers /file /image /gif /voice /video /cancel /phrases /phrase N /jump /bottom /search /forward /combine /refresh /clearusers /set /clock /back /quit"
             case "refresh":
                 // RongCloud's refreshUserInfoCache: the cache changes, screens show it when they load again.
                 guard !argument.isEmpty else { throw IMError(.invalidParameter, "use /refresh <user id>") }
@@ -701,11 +701,16 @@ actor ChatApp {
         return lines
     }
 
-    static func time(_ milliseconds: Int64) -> String {
-        guard milliseconds > 0 else { return "" }
+    /// One formatter for every row of every frame (formatting is thread-safe).
+    nonisolated(unsafe) private static let timeFormatter: DateFormatter = {
         let formatter = DateFormatter()
         formatter.dateFormat = "HH:mm"
-        return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+        return formatter
+    }()
+
+    static func time(_ milliseconds: Int64) -> String {
+        guard milliseconds > 0 else { return "" }
+        return timeFormatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
     }
 
     private func conversationLines(columns: Int, rows: Int) -> [String] {

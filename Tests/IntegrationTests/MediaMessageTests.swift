@@ -304,6 +304,7 @@ struct MediaMessageTests {
     func proportionsAndLimits() async throws {
         try await withTestServer(try await TestServer.start { config in
             config.media.maxSightSeconds = 3
+            config.media.maxVoiceSeconds = 2
         }) { server in
             let ann = try await server.connectedClient("ann")
             let fixtures = MediaFixtures.shared
@@ -315,6 +316,10 @@ struct MediaMessageTests {
             #expect(Self.thumbnailIsValid(try #require(portrait.thumbnail).base64EncodedString(), longerSide: 240, sourceRatio: 0.5))
             let clip = try Data(contentsOf: try await fixtures.mp4(seconds: 4))
             #expect(await failureCode { _ = try await ann.uploadMedia(clip, type: .sight, fileName: "c.mp4") } == 34002, "this app takes 3 s")
+            let voice = try Data(contentsOf: try await fixtures.m4a(seconds: 3))
+            #expect(await failureCode { _ = try await ann.uploadMedia(voice, type: .voice, fileName: "v.m4a") } == 34019, "this app takes 2 s of voice")
+            let short = try await ann.uploadMedia(try Data(contentsOf: try await fixtures.m4a(seconds: 1)), type: .voice, fileName: "s.m4a")
+            #expect(short.duration == 1, "a voice within the limit is taken with its duration: \(short)")
             await ann.disconnect()
         }
     }

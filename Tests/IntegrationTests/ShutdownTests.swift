@@ -27,9 +27,12 @@ struct ShutdownTests {
         let logFile = dataDir.appendingPathComponent("imserver.log")
         let app = AppRecord(id: 0, appKey: "shutdownkey", appSecret: "shutdownsecret", name: "", createdAt: 0)
 
-        // The raw session's CONNECT may wait long on a busy machine (the whole suite runs at once).
+        // The raw session's CONNECT may wait long on a busy machine (the whole suite runs at once),
+        // and the raw watcher never pings: with the default 30 s heartbeat it would be dropped as
+        // silent (1000) after 90 s, which a loaded suite can take before the SIGTERM.
         let first = try ChildServer(dataDir: dataDir.appendingPathComponent("data"), appKey: app.appKey, appSecret: app.appSecret,
-                                    logLevel: "notice", logFile: logFile, environment: ["IMSERVER_HANDSHAKE_TIMEOUT_SECONDS": "120"])
+                                    logLevel: "notice", logFile: logFile,
+                                    environment: ["IMSERVER_HANDSHAKE_TIMEOUT_SECONDS": "120", "IMSERVER_HEARTBEAT_INTERVAL_SECONDS": "600"])
         defer { first.kill() }
         let api = ServerAPIClient(baseURL: first.baseURL, app: app)
         func token(_ user: String, _ api: ServerAPIClient) async throws -> String {

@@ -153,17 +153,23 @@ final class MediaProcessor: Sendable {
         }
     }
 
-    /// A JPG of at most 240 px and 10 KB: the quality is lowered until it fits.
+    /// A JPG of at most 240 px and 10 KB: the quality is lowered until it fits. Only the first try
+    /// reads the picture itself; later ones re-encode that first 240 px JPG, not the full image again.
     private func thumbnail(of path: String, tools: MediaTools) async throws -> Data {
-        let file = workFile("jpg")
-        defer { try? FileManager.default.removeItem(atPath: file) }
+        let file = workFile("jpg"), first = workFile("jpg")
+        defer {
+            try? FileManager.default.removeItem(atPath: file)
+            try? FileManager.default.removeItem(atPath: first)
+        }
         var smallest: Data?
-        for quality in [75, 55, 35, 20] {
-            try await run(tools.vips, ["thumbnail", path, "\(file)[Q=\(quality),strip,optimize_coding,background=255]", "\(Self.thumbnailSide)",
+        for (attempt, quality) in [75, 55, 35, 20].enumerated() {
+            let source = attempt == 0 ? path : first
+            try await run(tools.vips, ["thumbnail", source, "\(file)[Q=\(quality),strip,optimize_coding,background=255]", "\(Self.thumbnailSide)",
                                        "--height", "\(Self.thumbnailSide)", "--size", "down", "--fail-on", "truncated"],
                           refusal: "the image could not be read")
             let data = try Data(contentsOf: URL(fileURLWithPath: file))
             if data.count <= Self.thumbnailBytes { return data }
+            if attempt == 0 { try FileManager.default.copyItem(atPath: file, toPath: first) }
             if data.count < smallest?.count ?? .max { smallest = data }
         }
         throw IMError(.mediaFormatUnsupported, "no thumbnail of this image fits in \(Self.thumbnailBytes / 1024) KB (\(smallest?.count ?? 0) bytes at the lowest quality)")

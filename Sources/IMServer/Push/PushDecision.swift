@@ -58,22 +58,6 @@ struct PushRecipient {
 /// suppression with its code, or one notification per device. Pure: the service gathers what it
 /// reads.
 enum PushDecision {
-    /// `cType` of RongCloud's payload.
-    static func conversationCode(_ type: ConversationType) -> String {
-        switch type {
-        case .private: "PR"
-        case .discussion: "DS"
-        case .group: "GRP"
-        case .system: "SYS"
-        case .ultraGroup: "UG"
-        case .customerService: "CS"
-        case .appPublicService: "MC"
-        case .publicService: "MP"
-        case .pushService: "PH"
-        case .chatroom: "CR"
-        }
-    }
-
     /// Whether a message of this kind makes pushes at all: stored messages of every conversation
     /// but chatrooms, and of a type with a push attribute (not commands or status, except the
     /// recall command).
@@ -147,7 +131,7 @@ enum PushDecision {
         let devices = recipient.devices.filter { ($0.kind == .apnsVoIP) == voip }
         guard !devices.isEmpty else { return suppressed(PushCode.noDevice) }
 
-        var rc = ["cType": conversationCode(message.conversationType), "fId": message.senderId, "oName": message.objectName,
+        var rc = ["cType": message.conversationType.pushCode, "fId": message.senderId, "oName": message.objectName,
                   "tId": message.targetId, "rId": recipient.userId, "id": message.uid]
         if message.conversationType == .ultraGroup { rc["bId"] = message.channelId }
         if message.objectName == RecallCommandMessage.objectName,
