@@ -510,6 +510,33 @@ public actor ConversationModel {
         return try await send(content)
     }
 
+    /// The location action's "send location": a static location message with its place name.
+    /// - Throws: `IMError` 33003 for a latitude outside -90...90 or a longitude outside -180...180.
+    @discardableResult
+    public func sendLocation(latitude: Double, longitude: Double, name: String) async throws -> Message? {
+        guard (-90...90).contains(latitude), (-180...180).contains(longitude) else {
+            throw IMError(.invalidParameter, "a location needs latitude -90...90 and longitude -180...180, not \(latitude),\(longitude)")
+        }
+        return try await send(LocationMessage(thumbnailBase64: "", latitude: latitude, longitude: longitude, poi: name,
+                                              user: await kit.info.currentUser))
+    }
+
+    /// The location action's "share in real time" (one-to-one conversations only): joins the
+    /// peer's sharing when it is incoming, else starts one whose start card (and its failure) shows
+    /// on this screen.
+    @discardableResult
+    public func shareLocation() async throws -> LocationShareSession {
+        let session = try kit.locationShare(conversation.type, targetId: conversation.targetId)
+        try await session.startOrJoin(sendStart: { [weak self] content in try await self?.send(content) })
+        return session
+    }
+
+    /// Stops this user's location sharing; the last one out leaves the "sharing ended" card here.
+    public func stopSharingLocation() async throws {
+        let session = try kit.locationShare(conversation.type, targetId: conversation.targetId)
+        try await session.quit(sendEnd: { [weak self] content in try await self?.send(content) })
+    }
+
     /// Sends any content through the pipeline (`willSend`, the screen, `didSend`).
     @discardableResult
     public func send(_ content: any MessageContent) async throws -> Message? {

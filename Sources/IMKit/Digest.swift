@@ -22,6 +22,8 @@ public enum Digest {
         case is SightMessage: return strings.sight
         case let location as LocationMessage: return location.poi.isEmpty ? strings.location : "\(strings.location) \(location.poi)"
         case is CombineMessage: return strings.chatHistory
+        case is RealTimeLocationStartMessage: return strings.locationSharingStarted
+        case is RealTimeLocationEndMessage: return strings.locationSharingEnded
         case let rich as RichContentMessage: return strings.richContent(rich.title)
         case let recall as RecallNotificationMessage:
             return recall.operatorId == currentUserId ? strings.youRecalled : strings.recalled(by: senderName)

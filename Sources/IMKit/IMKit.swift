@@ -28,6 +28,8 @@ public final class IMKit: Sendable {
         var database: KitDatabase?
         var userId: String?
         var connection: KitConnectionState = .disconnected
+        var locationSessions: [String: LocationShareSession] = [:]
+        var locationProvider: (@Sendable () async -> (latitude: Double, longitude: Double)?)?
     }
 
     /// - Parameters:
@@ -77,6 +79,34 @@ public final class IMKit: Sendable {
     }
 
     public var currentUserId: String? { state.withLock { $0.userId } }
+
+    /// The device's position for real-time location sharing (CoreLocation's role; Linux has no
+    /// GPS, so a fake provider: typed coordinates or a file). Asked when sharing starts and at
+    /// every repeat; nil keeps the last position.
+    public func setLocationProvider(_ provider: (@Sendable () async -> (latitude: Double, longitude: Double)?)?) {
+        state.withLock { $0.locationProvider = provider }
+    }
+
+    var locationProvider: (@Sendable () async -> (latitude: Double, longitude: Double)?)? { state.withLock { $0.locationProvider } }
+
+    /// The location-sharing session with one peer (`getRealTimeLocationProxy`): one per
+    /// conversation for as long as the kit lives, so the screen finds it again.
+    /// - Throws: `IMError` 33003 for any conversation but a one-to-one one (the feature is private
+    ///   chat only) or before sign-in.
+    public func locationShare(_ type: ConversationType = .private, targetId: String) throws -> LocationShareSession {
+        guard type == .private else {
+            throw IMError(.invalidParameter, "real-time location sharing works in one-to-one conversations only, not \(type)")
+        }
+        guard UserID.isValid(targetId) else { throw IMError(.invalidParameter, "targetId '\(targetId)' is not a valid user id") }
+        return try state.withLock { state in
+            guard let me = state.userId else { throw IMError(.clientNotInit, "sign in (connect) before sharing a location") }
+            guard targetId != me else { throw IMError(.invalidParameter, "location sharing needs another user, not yourself") }
+            if let existing = state.locationSessions[targetId] { return existing }
+            let session = LocationShareSession(kit: self, targetId: targetId, me: me)
+            state.locationSessions[targetId] = session
+            return session
+        }
+    }
     var database: KitDatabase? { state.withLock { $0.database } }
 
     // MARK: connection
@@ -123,6 +153,7 @@ public final class IMKit: Sendable {
 
     /// Disconnects; with `receivePush` false the device gets no pushes (logout).
     public func disconnect(receivePush: Bool = true) async {
+        for session in state.withLock({ Array($0.locationSessions.values) }) { await session.stopForDisconnect() }
         if receivePush { await client.disconnect() } else { await client.logout() }
     }
 
@@ -194,6 +225,10 @@ public final class IMKit: Sendable {
     private func received(_ event: ReceivedMessage) async {
         let message = event.message
         if let carried = Self.carriedUser(message) { await info.noteCarried(carried) }
+        if message.conversationType == .private, message.content is any LocationShareContent,
+           let session = try? locationShare(targetId: message.targetId) {
+            await session.received(message, offline: event.offline)
+        }
         await decideNotification(message, offline: event.offline)
     }
 

@@ -63,6 +63,12 @@ public struct KitConfig: Sendable, Equatable {
     public var unreadLabelThreshold = 10
     /// The language of the kit's texts.
     public var language: KitLanguage = .english
+    /// Real-time location sharing: a participant repeats its position this often, seconds
+    /// (documents silent: 10 s).
+    public var locationUpdateInterval = 10
+    /// Real-time location sharing: a peer not heard from for this long has left, seconds
+    /// (documents silent: 35 s, three repeats missed).
+    public var locationIdleTimeout = 35
 
     public init() {}
 
@@ -73,7 +79,8 @@ public struct KitConfig: Sendable, Equatable {
         "enableSendCombineMessage", "enablePersistentUserInfoCache", "disableMessageNotification",
         "isMediaSelectorContainVideo", "isShowNetworkIndicatorView", "enableUnreadMessageIcon",
         "enableNewComingMessageIcon", "gifAutoDownloadBytes", "gifMaxBytes", "voiceMaxSeconds", "sightRecordMaxSeconds",
-        "sightLocalMaxSeconds", "historyPageSize", "unreadLabelThreshold", "language",
+        "sightLocalMaxSeconds", "historyPageSize", "unreadLabelThreshold", "language", "locationUpdateInterval",
+        "locationIdleTimeout",
     ]
 
     /// Changes one setting by name from text (`true`/`false`, a number, a comma-separated list of
@@ -126,6 +133,8 @@ public struct KitConfig: Sendable, Equatable {
         case "sightLocalMaxSeconds": sightLocalMaxSeconds = try int(1...3_600)
         case "historyPageSize": historyPageSize = try int(1...100)
         case "unreadLabelThreshold": unreadLabelThreshold = try int(0...10_000)
+        case "locationUpdateInterval": locationUpdateInterval = try int(1...3_600)
+        case "locationIdleTimeout": locationIdleTimeout = try int(2...86_400)
         case "language":
             guard let language = KitLanguage(rawValue: text) else {
                 throw IMError(.invalidParameter, "language takes en or zh-Hans, not '\(text)'")
@@ -167,6 +176,8 @@ public struct KitConfig: Sendable, Equatable {
         case "historyPageSize": return "\(historyPageSize)"
         case "unreadLabelThreshold": return "\(unreadLabelThreshold)"
         case "language": return language.rawValue
+        case "locationUpdateInterval": return "\(locationUpdateInterval)"
+        case "locationIdleTimeout": return "\(locationIdleTimeout)"
         default: return nil
         }
     }

@@ -53,4 +53,13 @@ public struct KitStrings: Sendable {
     public var canceled: String { pick("canceled", "已取消") }
     public var reedit: String { pick("re-edit", "重新编辑") }
     public var everyone: String { pick("everyone", "所有人") }
+    public var locationSharingStarted: String { pick("[Location sharing started]", "[发起了位置共享]") }
+    public var locationSharingEnded: String { pick("[Location sharing ended]", "[位置共享已结束]") }
+    public var youAreSharingLocation: String { pick("You are sharing your location", "你正在共享位置") }
+    public func isSharingLocation(_ name: String) -> String { pick("\(name) is sharing location", "\(name)正在共享位置") }
+    public func peopleSharingLocation(_ count: Int) -> String { pick("\(count) people are sharing location", "\(count)人正在共享地理位置") }
+    public var youJoinedLocationSharing: String { pick("You joined location sharing", "你加入了位置共享") }
+    public func joinedLocationSharing(_ name: String) -> String { pick("\(name) joined location sharing", "\(name)加入了位置共享") }
+    public var youQuitLocationSharing: String { pick("You quit location sharing", "你退出了位置共享") }
+    public func quitLocationSharing(_ name: String) -> String { pick("\(name) quit location sharing", "\(name)退出了位置共享") }
 }

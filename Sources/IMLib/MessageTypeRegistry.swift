@@ -5,7 +5,7 @@ import Synchronization
 /// Maps object names to content types: the built-in ones and those the app registers.
 final class MessageTypeRegistry: Sendable {
     private let types = Mutex<[String: any MessageContent.Type]>(
-        Dictionary(uniqueKeysWithValues: (BuiltInContentTypes.all + BuiltInContentTypes.commands).map { ($0.objectName, $0) }))
+        Dictionary(uniqueKeysWithValues: (BuiltInContentTypes.all + BuiltInContentTypes.commands + BuiltInContentTypes.realTimeLocation).map { ($0.objectName, $0) }))
 
     func register(_ type: any MessageContent.Type) throws {
         let name = type.objectName

@@ -49,6 +49,15 @@ actor ChatApp {
     private var firstVisibleItem = 0
     /// A combined forward opened (`/open`): its title and messages shown in place of the pane.
     private var viewer: (title: String, lines: [String])?
+    /// Real-time location sharing with the open one-to-one conversation's peer.
+    private var sharing: LocationShareSession?
+    private var sharingTask: Task<Void, Never>?
+    /// The status banner's text (nil: no banner), the status and the participants as last read.
+    private var sharingBanner: String?
+    private var sharingStatus = LocationShareStatus.idle
+    private var sharingRows: [LocationShareParticipant] = []
+    /// The sharing view (`/share`): the participants table in place of the messages.
+    private var sharingView = false
     /// Asks the app's user provider again (`/refresh USER`), nil without one.
     private let fetchUser: (@Sendable (String) async -> UserInfo?)?
 
@@ -245,6 +254,20 @@ actor ChatApp {
         mediaTask = Task { [weak self] in
             for await event in media { await self?.mediaEvent(event) }
         }
+        sharingTask?.cancel()
+        sharing = nil
+        sharingBanner = nil
+        sharingRows = []
+        sharingStatus = .idle
+        sharingView = false
+        if target.type == .private, let session = try? kit.locationShare(targetId: target.targetId) {
+            sharing = session
+            let events = await session.events()
+            sharingTask = Task { [weak self] in
+                for await event in events { await self?.sharingEvent(event) }
+            }
+            await refreshSharing()
+        }
         do {
             chat = try await model.open(visibleLines: messageRows)
             log.write("open", ["type": "\(target.type.rawValue)", "target": target.targetId])
@@ -265,6 +288,40 @@ actor ChatApp {
         render()
     }
 
+    // MARK: location sharing
+
+    private func sharingEvent(_ event: LocationShareEvent) async {
+        guard let sharing else { return }
+        switch event {
+        case .joined, .quit:
+            if let text = await sharing.noticeText(event) { toast = "[toast] \(text)" }
+        case .startFailed(let messageId, let code):
+            toast = "[error \(code)] location sharing could not start: the start message \(messageId) is marked failed"
+        case .updateFailed(let text):
+            toast = "[location] \(text)"
+        case .statusChanged, .location, .bannerChanged:
+            break
+        }
+        await refreshSharing()
+        render()
+    }
+
+    private func refreshSharing() async {
+        guard let sharing else { return }
+        sharingBanner = await sharing.banner()
+        sharingStatus = await sharing.status
+        sharingRows = await sharing.participants
+        log.write("location", ["status": sharingStatus.rawValue, "participants": "\(sharingRows.count)",
+                               "banner": sharingBanner ?? ""])
+    }
+
+    /// `LAT,LNG` as two numbers.
+    static func parseCoordinate(_ text: String) -> (latitude: Double, longitude: Double)? {
+        let parts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard parts.count == 2, let latitude = Double(parts[0]), let longitude = Double(parts[1]) else { return nil }
+        return (latitude, longitude)
+    }
+
     private func leaveConversation() async {
         if let conversation {
             await conversation.saveDraft(input)
@@ -272,6 +329,10 @@ actor ChatApp {
         }
         chatTask?.cancel()
         mediaTask?.cancel()
+        sharingTask?.cancel()
+        sharing = nil
+        sharingBanner = nil
+        sharingView = false
         conversation = nil
         chat = nil
         viewer = nil
@@ -288,6 +349,11 @@ actor ChatApp {
         }
         if viewer != nil {
             if key == .escape { viewer = nil }
+            return
+        }
+        if sharingView, key == .escape {
+            // Sharing goes on; the banner stays on the conversation.
+            sharingView = false
             return
         }
         switch key {
@@ -489,7 +555,7 @@ actor ChatApp {
                 }
                 if let conversation { chat = await conversation.screen() }
             case "help":
-                toast = "/recall /reedit /quote /unquote /delete /menu /select /open /url /receipt /readers /file /image /gif /voice /video /cancel /phrases /phrase N /jump /bottom /search /forward /combine /refresh /clearusers /set /clock /back /quit"
+                toast = "/recall /reedit /quote /unquote /delete /menu /select /open /url /receipt /readers /file /image /gif /voice /video /cancel /location /share /here /unshare /phrases /phrase N /jump /bottom /search /forward /combine /refresh /clearusers /set /clock /back /quit"
             case "refresh":
                 // RongCloud's refreshUserInfoCache: the cache changes, screens show it when they load again.
                 guard !argument.isEmpty else { throw IMError(.invalidParameter, "use /refresh <user id>") }
@@ -577,6 +643,30 @@ actor ChatApp {
             Task { [weak self] in
                 do { try await model.sendMedia(path: path, kind: kind) } catch { await self?.show(error) }
             }
+        case "location":
+            // The location action (plugin 1003): in a one-to-one conversation it offers sending a
+            // location or sharing it in real time.
+            guard !argument.isEmpty else {
+                toast = "[location] /location LAT,LNG NAME sends a location" + (sharing == nil ? "" : " · /share shares it in real time")
+                return
+            }
+            let words = argument.split(separator: " ", maxSplits: 1).map(String.init)
+            guard let point = Self.parseCoordinate(words[0]) else { throw IMError(.invalidParameter, "use /location LAT,LNG NAME, e.g. /location 31.23,121.47 People's Square") }
+            try await conversation.sendLocation(latitude: point.latitude, longitude: point.longitude, name: words.count > 1 ? words[1] : "")
+        case "share":
+            _ = try await conversation.shareLocation()
+            sharingView = true
+            await refreshSharing()
+        case "unshare":
+            try await conversation.stopSharingLocation()
+            sharingView = false
+            await refreshSharing()
+        case "here":
+            // The fake location provider: a typed coordinate is this device's position.
+            guard let sharing else { throw IMError(.invalidParameter, "location sharing works in one-to-one conversations only") }
+            guard let point = Self.parseCoordinate(argument) else { throw IMError(.invalidParameter, "use /here LAT,LNG, e.g. /here 31.23,121.47") }
+            try await sharing.updateLocation(latitude: point.latitude, longitude: point.longitude)
+            await refreshSharing()
         case "cancel":
             guard let id = lastMedia else { throw IMError(.invalidParameter, "no upload under way") }
             _ = await conversation.cancelMedia(messageId: id)
@@ -702,7 +792,7 @@ actor ChatApp {
     }
 
     /// One formatter for every row of every frame (formatting is thread-safe).
-    nonisolated(unsafe) private static let timeFormatter: DateFormatter = {
+    private static let timeFormatter: DateFormatter = {
         let formatter = DateFormatter()
         formatter.dateFormat = "HH:mm"
         return formatter
@@ -724,6 +814,11 @@ actor ChatApp {
         var title = "« \(chat.title)"
         if let typing = chat.typingUserId { title += "  [\(kit.strings.typing)]" + (typing == chat.title ? "" : " \(typing)") }
         lines.append(title)
+        if let sharingBanner { lines.append("[location] \(sharingBanner)") }
+        if sharingView {
+            lines += sharingLines()
+            return lines
+        }
         if let above = chat.unreadAbove {
             lines.append(above.showsCount ? "[\(kit.strings.unreadAbove(above.count))]" : "[\(kit.strings.unreadAboveNoCount)]")
         }
@@ -756,6 +851,22 @@ actor ChatApp {
         }
         while lines.count < rows - footer.count { lines.append("") }
         return lines + footer
+    }
+
+    /// The sharing view: the participants with their last position and its age (a map's table form).
+    private func sharingLines() -> [String] {
+        var lines = ["[sharing] \(sharingStatus.rawValue)  participants = \(sharingRows.count)  (Esc: back, sharing goes on)"]
+        lines.append(TextWidth.fit("user", 16) + " " + TextWidth.fit("latitude", 12) + " " + TextWidth.fit("longitude", 12) + " age")
+        let now = kit.clock.nowMilliseconds()
+        for row in sharingRows {
+            let latitude = row.latitude.map { String(format: "%.5f", $0) } ?? "-"
+            let longitude = row.longitude.map { String(format: "%.5f", $0) } ?? "-"
+            let age = row.locatedAt.map { "\(max(0, now - $0) / 1000)s" } ?? "-"
+            let who = row.userId == userId ? "\(row.userId) (me)" : row.userId
+            lines.append(TextWidth.fit(who, 16) + " " + TextWidth.fit(latitude, 12) + " " + TextWidth.fit(longitude, 12) + " \(age)")
+        }
+        lines.append("/here LAT,LNG moves you  /unshare stops sharing")
+        return lines
     }
 
     private func itemLines(_ item: MessageItem, columns: Int) -> [String] {

@@ -29,6 +29,8 @@ struct IMChat: AsyncParsableCommand {
     @Option(help: "Write events as JSON lines to this file.") var eventLog: String?
     @Option(help: ArgumentHelp("The app server's user info as a URL template, {id} the user id: GET answers JSON {\"name\", \"portrait\"} (or 404).",
                                valueName: "url")) var userInfoUrl: String?
+    @Option(help: ArgumentHelp("A file whose last line is this device's position as LAT,LNG, read while sharing a location (Linux has no GPS; /here LAT,LNG types one).",
+                               valueName: "path")) var locationFile: String?
     @Flag(help: "A clock that moves only with /clock +N (for testing time rules).") var testClock = false
 
     func run() async throws {
@@ -77,6 +79,13 @@ struct IMChat: AsyncParsableCommand {
         }
         let client = IMClient(appKey: appKey, serverURLs: urls, options: options)
         let kit = IMKit(client: client, config: config, providers: providers, dataDirectory: base.appendingPathComponent("imkit"), clock: clock)
+        if let locationFile {
+            kit.setLocationProvider {
+                guard let text = try? String(contentsOfFile: locationFile, encoding: .utf8),
+                      let last = text.split(whereSeparator: \.isNewline).last(where: { !$0.trimmingCharacters(in: .whitespaces).isEmpty }) else { return nil }
+                return ChatApp.parseCoordinate(String(last))
+            }
+        }
         let terminal = Terminal()
         let log = EventLog(path: eventLog)
         let app = ChatApp(kit: kit, terminal: terminal, log: log, manualClock: manual, userId: claims.userId, fetchUser: providers.user)

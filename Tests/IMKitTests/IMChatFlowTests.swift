@@ -10,7 +10,8 @@ import Testing
 
 /// More of imchat driven for real (spec imkit-and-overview.md §4.3): the context menu and
 /// multi-select (S4), forward and combined forward (S7), quote (S8), local notifications (S12), the
-/// user-info provider and its cache (S13), the system conversation (S15) and multi-device (S16).
+/// user-info provider and its cache (S13), real-time location sharing (S14), the system conversation
+/// (S15) and multi-device (S16).
 /// A real server, imchat processes in tmux, keys in and screens out.
 @Suite("imchat flows in a terminal", .serialized)
 struct IMChatFlowTests {
@@ -342,6 +343,74 @@ struct IMChatFlowTests {
     /// Polls a condition the screen cannot show (a counter of the stub's) for up to 30 s.
     static func waitUntil(_ condition: () -> Bool) async throws {
         for _ in 0..<300 where !condition() { try await Task.sleep(for: .milliseconds(100)) }
+    }
+
+    @Test("S14: the location action offers a static location or sharing; A starts (OUTGOING, B INCOMING), B joins (2 participants), A's typed position and B's file position reach the other's table, A quits (B's toast and banner), B quits (no banner, end card on both)")
+    func realTimeLocationSharing() async throws {
+        try await Terminal.withSetup { server, tmux in
+            // Bob's device reads its position from a file (the fake provider).
+            let positionFile = server.dataDir.appendingPathComponent("bob-position.txt")
+            try "22.5431,114.0579\n".write(to: positionFile, atomically: true, encoding: .utf8)
+            try await Terminal.start(tmux, server, "alice")
+            try await Terminal.start(tmux, server, "bob", ["--location-file", positionFile.path])
+            try await tmux.press("alice", "o")
+            try await tmux.enter("alice", "bob")
+            try await tmux.waitFor("alice", contains: "« bob")
+            try await tmux.press("bob", "o")
+            try await tmux.enter("bob", "alice")
+            try await tmux.waitFor("bob", contains: "« alice")
+
+            // The location action: send a location, or share it in real time.
+            try await tmux.enter("alice", "/location")
+            try await tmux.waitFor("alice", contains: "[location] /location LAT,LNG NAME sends a location · /share shares it in real time")
+            try await tmux.enter("alice", "/location 31.23,121.47 People's Square")
+            try await tmux.waitFor("alice", contains: "me: [Location] 31.23,121.47 People's Square")
+            try await tmux.waitFor("bob", contains: "alice: [Location] 31.23,121.47 People's Square")
+
+            // A starts: A OUTGOING with its banner; B INCOMING with A's name and the start card.
+            try await tmux.enter("alice", "/share")
+            let started = try await tmux.waitFor("alice", contains: "[sharing] outgoing  participants = 1")
+            #expect(started.contains("[location] You are sharing your location"), "\(started)")
+            let incoming = try await tmux.waitFor("bob", contains: "[location] alice is sharing location")
+            #expect(incoming.contains("alice: [Location sharing started]"), "\(incoming)")
+
+            // B joins: both connected with two participants; B's position comes from its file.
+            try await tmux.enter("bob", "/share")
+            try await tmux.waitFor("bob", contains: "[sharing] connected  participants = 2")
+            try await tmux.waitFor("alice", contains: "[sharing] connected  participants = 2")
+            try await tmux.waitFor("alice", contains: "[location] 2 people are sharing location")
+            try await tmux.waitFor("bob", contains: "[location] 2 people are sharing location")
+            try await tmux.waitFor("alice", "bob's row with the file's position") { screen in
+                Self.line(screen, containing: "bob ")?.contains("22.54310") == true && Self.line(screen, containing: "bob ")?.contains("114.05790") == true
+            }
+
+            // A types a position: B's table shows it.
+            try await tmux.enter("alice", "/here 31.2304,121.4737")
+            try await tmux.waitFor("bob", "alice's row with the typed position") { screen in
+                let row = Self.line(screen, containing: "alice ")
+                return row?.contains("31.23040") == true && row?.contains("121.47370") == true
+            }
+            try await tmux.enter("alice", "/here 95,10")
+            try await tmux.waitFor("alice", contains: "[error 33003]")
+
+            // A quits: B is told and shares alone.
+            try await tmux.enter("alice", "/unshare")
+            try await tmux.waitFor("bob", contains: "[toast] alice quit location sharing")
+            try await tmux.waitFor("bob", contains: "[location] You are sharing your location")
+            try await tmux.waitFor("bob", contains: "[sharing] outgoing  participants = 1")
+            try await tmux.waitFor("alice", contains: "[location] bob is sharing location")
+
+            // B quits, the last one: no banner anywhere, the end card on both sides.
+            try await tmux.enter("bob", "/unshare")
+            try await tmux.waitFor("bob", "the end card and no banner") { screen in
+                screen.contains("me: [Location sharing ended]") && !Self.lines(screen).contains { $0.hasPrefix("[location] ") && $0.contains("sharing") }
+            }
+            try await tmux.waitFor("alice", "the end card and no banner") { screen in
+                screen.contains("bob: [Location sharing ended]") && !Self.lines(screen).contains { $0.hasPrefix("[location] ") && $0.contains("sharing") }
+            }
+            let states = tmux.events("alice", "location").map { $0["status"] ?? "" }
+            #expect(states.contains("outgoing") && states.contains("connected") && states.contains("incoming") && states.last == "idle", "\(states)")
+        }
     }
 
     @Test("S15: single, tag and broadcast system messages land in the read-only system conversation; the non-persisted broadcast only raises a notification")
