@@ -167,9 +167,12 @@ struct ConnectionResourceTests {
             try await kicked.upgradeToWebSocket()
             try kicked.sendConnect(appKey: server.app.appKey, token: try await server.token("alice"))
             _ = await kicked.receive(timeout: .seconds(5))
-            _ = try await server.connectedClient("alice")     // the same login class: the raw session is kicked
+            // The same login class: the raw session is kicked. (The client is held: a client let go
+            // closes its connection.)
+            let alice = try await server.connectedClient("alice")
             #expect(await kicked.readUntilClosed(timeout: .seconds(15)) != nil, "the kicked peer's socket was dropped")
             #expect(server.core.registry.sessions(appId: server.app.id, userId: "alice").count == 1)
+            await alice.disconnect()
         }
     }
 

@@ -118,22 +118,15 @@ public struct IMServerApp: Sendable {
         MediaRoutes(core: core).register(on: router)
         let gateway = Gateway(core: core)
         let logger = core.logger
-        router.ws("/ws") { inbound, outbound, context in
-            await gateway.run(inbound: inbound, outbound: outbound, channel: context.requestContext.channel, logger: logger)
-        }
         let config = core.config
-        let wsConfig = WebSocketServerConfiguration(maxFrameSize: FrameCodec.maxFrameBytes, autoPing: .disabled,
-                                                    closeTimeout: .seconds(config.network.closeTimeoutSeconds))
         let http1 = HTTP1Channel.Configuration(
             additionalChannelHandlers: [HTTPRequestTimeoutHandler(timeout: .seconds(Int64(config.network.httpRequestTimeoutSeconds)))],
             idleTimeout: .seconds(Int64(config.network.httpIdleTimeoutSeconds)))
-        let webSocketResponder = router.buildResponder()
         let addresses = core.addressConnections
         // Every connection passes the guard first (per-address limit, first-request deadline, shutdown).
         let server = HTTPServerBuilder { responder in
             GuardedChildChannel(
-                inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder,
-                                                    configuration: .init(http1: http1, ws: wsConfig)),
+                inner: GatewayChildChannel(responder: responder, http1: http1, gateway: gateway),
                 addresses: addresses, shutdown: core.shutdown, firstRequestTimeout: .seconds(Int64(config.network.httpIdleTimeoutSeconds)))
         }
         return Application(

@@ -1,5 +1,4 @@
 import Foundation
-import HummingbirdWebSocket
 import IMCore
 import IMStore
 import IMWire
@@ -8,129 +7,11 @@ import NIOCore
 import SwiftProtobuf
 import Synchronization
 
-/// The client gateway: one WebSocket connection from CONNECT to close.
-///
-/// The first frame must be CONNECT (within `handshakeTimeoutSeconds`). After it, requests are
-/// handled one at a time in arrival order, so a client's messages are committed in the order it
-/// sent them; replies and pushes leave through the session's queue (`SessionOutbound`), which
-/// writes them to the connection's channel on its event loop.
+/// The client gateway's work for a connection: CONNECT's checks and the requests of an open
+/// session. The connection itself (frames, timers, closes) is `GatewayConnectionHandler`, channel-
+/// handler state on its event loop, which calls these.
 struct Gateway: Sendable {
     let core: ServerCore
-
-    func run(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, channel: any Channel, logger: Logger) async {
-        // Memory per connection: a task keeps the most memory its async frames ever needed (in
-        // slabs of about 1 KB) until it ends. So this long-lived task runs the deep one-off work
-        // (authentication, sync and history pages, which read the store) in child tasks; the
-        // helper tasks are detached, because an inherited copy of the task-local values costs
-        // each of them a slab of its own; and the handshake timer ends as soon as CONNECT arrives
-        // instead of sleeping out its time. Frames are written by the session's outbound queue on the
-        // channel's event loop, with no task of their own.
-        //
-        // Every close the server starts (handshake timeout, refused CONNECT, kick, slow reader,
-        // heartbeat timeout) gives the peer `closeTimeoutSeconds` to answer the WebSocket close and
-        // then drops the TCP connection (`closeSoon`), so a peer that never answers, or never
-        // reads, holds nothing.
-        channel.markWebSocketSession()
-        let grace = TimeAmount.seconds(Int64(core.config.network.closeTimeoutSeconds))
-        let handshake = HandshakeGuard()
-        let timeout = Task.detached { [core] in
-            try await Task.sleep(for: .seconds(core.config.session.handshakeTimeoutSeconds))
-            if handshake.expire() {
-                await Self.closing(channel, grace: grace) {
-                    try? await outbound.close(.policyViolation, reason: "no CONNECT frame in time")
-                }
-            }
-        }
-        defer { timeout.cancel() }
-
-        var messages = inbound.messages(maxSize: FrameCodec.maxFrameBytes).makeAsyncIterator()
-        guard let first = try? await messages.next(), handshake.complete() else { return }
-        timeout.cancel()
-        guard case .binary(let buffer) = first, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
-            await Self.closing(channel, grace: grace) {
-                try? await outbound.close(.unacceptableData, reason: "expected a binary CONNECT frame")
-            }
-            return
-        }
-        // A graceful shutdown waits for this connection from here until it ends.
-        core.shutdown.beginSession()
-        defer { core.shutdown.endSession() }
-        let session: ClientSession
-        do {
-            async let opened = connect(frame, channel: channel)
-            session = try await opened
-        } catch {
-            let imError = (error as? IMError) ?? IMError(.serverUnavailable, "the server could not open the session: retry later")
-            core.metrics.connect(code: imError.code.rawValue)
-            var buffer = ByteBufferAllocator().buffer(capacity: 64)
-            buffer.writeBytes(FrameCodec.errorReply(to: frame, imError))
-            let stopping = core.shutdown.isStopping
-            await Self.closing(channel, grace: grace) {
-                try? await outbound.write(.binary(buffer))
-                try? await outbound.close(stopping ? .goingAway : .normalClosure, reason: "connect refused: \(imError.code.rawValue)")
-            }
-            return
-        }
-        core.metrics.connect(code: 0)
-        logger.debug("session opened", metadata: ["user": "\(session.userId)", "session": "\(session.id)", "platform": "\(session.platform)"])
-
-        // When the session's queue ends (disconnect, kick, slow reader, heartbeat timeout) and its
-        // last frames are written, the session is offline at once (not when the peer answers) and
-        // the WebSocket is closed, which ends the reader loop below too. A slow reader's socket is
-        // dropped at once: it reads nothing, not even a close.
-        let closer = Task.detached { [core] in
-            await session.outbound.finished()
-            core.sessionEnded(session)
-            if session.outbound.wasSlowReader {
-                channel.close(promise: nil)
-            } else if session.isClosedForShutdown {
-                await Self.closing(channel, grace: grace) { try? await outbound.close(.goingAway, reason: "the server is shutting down") }
-            } else {
-                await Self.closing(channel, grace: grace) { try? await outbound.close(.normalClosure, reason: nil) }
-            }
-        }
-        while let message = try? await messages.next() {
-            guard case .binary(let buffer) = message, let frame = try? FrameCodec.decode(buffer.readableBytesView) else {
-                continue
-            }
-            // Once a graceful shutdown has begun, requests are answered without being run (but a
-            // client may still say goodbye, and a ping still gets its pong).
-            let alwaysAnswered = frame.op == .disconnect || frame.op == .ping
-            guard alwaysAnswered || core.shutdown.beginRequest() else {
-                session.send(FrameCodec.errorReply(to: frame, ServerShutdown.refusal))
-                continue
-            }
-            // A send that may wait for the app's message callback runs in its conversation's lane.
-            if frame.op == .sendMessage, let callbacks = core.callbacks {
-                let lane = SendLanes.lane(of: frame)
-                if callbacks.mayReview(appId: session.appId) || session.sendLanes.isBusy(lane) {
-                    session.sendLanes.run(lane) { [core] in
-                        await self.handle(frame, session: session)
-                        core.shutdown.endRequest()
-                    }
-                    continue
-                }
-            }
-            await handle(frame, session: session)
-            if !alwaysAnswered { core.shutdown.endRequest() }
-            if session.isClosed { break }
-        }
-        session.close()
-        await closer.value
-        core.sessionEnded(session)
-        logger.debug("session closed", metadata: ["user": "\(session.userId)", "session": "\(session.id)"])
-    }
-
-    /// Runs the last writes of a close the server starts, then drops the TCP connection `grace`
-    /// later unless the peer has closed it by then. The timer is armed before the writes, since a
-    /// write to a peer that reads nothing waits for ever, but never fires before the writes had
-    /// half a second.
-    static func closing(_ channel: any Channel, grace: TimeAmount, _ writes: () async -> Void) async {
-        let backstop = max(grace, .milliseconds(500))
-        closeSoon(channel, after: backstop)
-        await writes()
-        if grace < backstop { closeSoon(channel, after: grace) }
-    }
 
     /// Drops the TCP connection after `delay` unless it has closed by then.
     static func closeSoon(_ channel: any Channel, after delay: TimeAmount) {
@@ -142,7 +23,7 @@ struct Gateway: Sendable {
     }
 
     /// Authenticates CONNECT and registers the session under the login rules.
-    private func connect(_ frame: Im_Frame, channel: any Channel) async throws -> ClientSession {
+    func connect(_ frame: Im_Frame, channel: any Channel) async throws -> ClientSession {
         guard frame.op == .connect, let request = try? frame.body(Im_ConnectRequest.self) else {
             throw IMError(.invalidParameter, "the first frame of a connection must be CONNECT")
         }
@@ -229,7 +110,7 @@ struct Gateway: Sendable {
     }
 
     /// Handles one request of an open session through the op table and queues its reply.
-    private func handle(_ frame: Im_Frame, session: ClientSession) async {
+    func handle(_ frame: Im_Frame, session: ClientSession) async {
         session.touch(now: core.clock.nowMilliseconds())
         do {
             guard let op = GatewayOps.table[frame.op] else {
@@ -243,12 +124,4 @@ struct Gateway: Sendable {
             session.send(FrameCodec.errorReply(to: frame, IMError(.serverUnavailable, "the server failed to handle the request: retry later")))
         }
     }
-}
-
-/// Decides the race between the first frame and the handshake timeout.
-private final class HandshakeGuard: Sendable {
-    private let state = Mutex<Int>(0)   // 0 waiting, 1 connected, 2 expired
-
-    func complete() -> Bool { state.withLock { if $0 == 0 { $0 = 1; return true }; return false } }
-    func expire() -> Bool { state.withLock { if $0 == 0 { $0 = 2; return true }; return false } }
 }

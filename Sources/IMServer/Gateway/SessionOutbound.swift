@@ -17,7 +17,7 @@ import IMStore
 /// dropped at once (the memory goes back) and it is closed. A frame counts its whole size even when
 /// it is shared with other sessions (a chatroom push), so the bound holds for each connection on
 /// its own. After `finish`, the frames already queued are written regardless (a kick's last frame
-/// still arrives), and then `finished()` returns, for the gateway to close the connection.
+/// still arrives), and then `whenFinished` runs, for the gateway to close the connection.
 ///
 /// A session connected to another node of a cluster, which a chatroom's owner node stands in for
 /// (`ChatroomRouting`), has no socket here: its frames are relayed to its node at once
@@ -54,7 +54,8 @@ final class SessionOutbound: Sendable {
         var finishing = false
         /// The last frames have been handed to the channel.
         var done = false
-        var waiter: CheckedContinuation<Void, Never>?
+        /// Run on the event loop once the last frames are handed to the channel.
+        var onDone: (@Sendable () -> Void)?
     }
 
     /// What `enqueue` did with a frame.
@@ -160,17 +161,16 @@ final class SessionOutbound: Sendable {
         if schedule { eventLoop.execute { self.writePending() } }
     }
 
-    /// Returns once `finish` was called and every frame queued before it has been handed to the
-    /// channel.
-    func finished() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.done { return true }
-                state.waiter = continuation
-                return false
-            }
-            if resumeNow { continuation.resume() }
+    /// Runs `body` on the channel's event loop once `finish` was called and every frame queued
+    /// before it has been handed to the channel (at once when that has happened already). Call it
+    /// on the event loop.
+    func whenFinished(_ body: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.done { return true }
+            state.onDone = body
+            return false
         }
+        if now { body() }
     }
 
     /// The largest emptied queue kept for reuse (a burst's larger queue is let go).
@@ -188,7 +188,7 @@ final class SessionOutbound: Sendable {
         guard case .socket(_, _, let writer) = sink else { return }
         let handler = writer.value
         let writable = handler.isWritable
-        var (frames, waiter) = state.withLock { state -> ([ByteBuffer], CheckedContinuation<Void, Never>?) in
+        var (frames, done) = state.withLock { state -> ([ByteBuffer], (@Sendable () -> Void)?) in
             state.writeScheduled = false
             guard writable || state.finishing else { return ([], nil) }
             let frames = state.pending
@@ -197,15 +197,15 @@ final class SessionOutbound: Sendable {
             state.pendingBytes = 0
             guard state.finishing, !state.done else { return (frames, nil) }
             state.done = true
-            defer { state.waiter = nil }
-            return (frames, state.waiter)
+            defer { state.onDone = nil }
+            return (frames, state.onDone)
         }
         guard !frames.isEmpty else {
-            waiter?.resume()
+            done?()
             return
         }
         handler.write(frames)
-        waiter?.resume()
+        done?()
         frames.removeAll(keepingCapacity: true)
         state.withLock { state in
             if state.spare.capacity < frames.capacity && frames.capacity <= Self.spareCapacity { state.spare = frames }
