@@ -514,7 +514,7 @@ public actor ConversationModel {
     /// - Throws: `IMError` 33003 for a latitude outside -90...90 or a longitude outside -180...180.
     @discardableResult
     public func sendLocation(latitude: Double, longitude: Double, name: String) async throws -> Message? {
-        guard (-90...90).contains(latitude), (-180...180).contains(longitude) else {
+        guard LocationShareSession.isValid(latitude: latitude, longitude: longitude) else {
             throw IMError(.invalidParameter, "a location needs latitude -90...90 and longitude -180...180, not \(latitude),\(longitude)")
         }
         return try await send(LocationMessage(thumbnailBase64: "", latitude: latitude, longitude: longitude, poi: name,

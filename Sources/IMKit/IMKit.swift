@@ -164,10 +164,14 @@ public final class IMKit: Sendable {
         let database = try KitDatabase(path: file)
         // Re-edit texts past their window can never be used again.
         try? database.pruneReedits(before: clock.nowMilliseconds() - Int64(config.reeditDuration) * 1000)
-        state.withLock {
-            $0.database = database
-            $0.userId = claims.userId
+        // Another user's location sessions are not this one's.
+        let stale = state.withLock { state -> [LocationShareSession] in
+            state.database = database
+            state.userId = claims.userId
+            defer { state.locationSessions = [:] }
+            return Array(state.locationSessions.values)
         }
+        for session in stale { await session.discard() }
         await info.signedIn(as: claims.userId, persistent: config.enablePersistentUserInfoCache ? database : nil)
     }
 

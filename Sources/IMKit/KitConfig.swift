@@ -133,8 +133,18 @@ public struct KitConfig: Sendable, Equatable {
         case "sightLocalMaxSeconds": sightLocalMaxSeconds = try int(1...3_600)
         case "historyPageSize": historyPageSize = try int(1...100)
         case "unreadLabelThreshold": unreadLabelThreshold = try int(0...10_000)
-        case "locationUpdateInterval": locationUpdateInterval = try int(1...3_600)
-        case "locationIdleTimeout": locationIdleTimeout = try int(2...86_400)
+        case "locationUpdateInterval":
+            let value = try int(1...3_600)
+            guard value < locationIdleTimeout else {
+                throw IMError(.invalidParameter, "locationUpdateInterval must be shorter than locationIdleTimeout (\(locationIdleTimeout) s), or sharing peers are dropped between their repeats")
+            }
+            locationUpdateInterval = value
+        case "locationIdleTimeout":
+            let value = try int(2...86_400)
+            guard value > locationUpdateInterval else {
+                throw IMError(.invalidParameter, "locationIdleTimeout must be longer than locationUpdateInterval (\(locationUpdateInterval) s), or sharing peers are dropped between their repeats")
+            }
+            locationIdleTimeout = value
         case "language":
             guard let language = KitLanguage(rawValue: text) else {
                 throw IMError(.invalidParameter, "language takes en or zh-Hans, not '\(text)'")

@@ -76,6 +76,8 @@ public actor LocationShareSession {
     private var nextRepeat: Int64 = 0
     /// A join or quit notice shown in the banner until this time, then the status again.
     private var notice: (text: String, until: Int64)?
+    /// Counts notices, so a name arriving late never replaces a newer notice.
+    private var noticeNumber = 0
     private var timer: Task<Void, Never>?
     private let signal = Broadcaster<LocationShareEvent>()
 
@@ -135,19 +137,9 @@ public actor LocationShareSession {
             if status == .incoming { try await join() }
             return
         }
-        let now = clock.nowMilliseconds()
-        sharing[me] = LocationShareParticipant(userId: me, latitude: position?.latitude, longitude: position?.longitude,
-                                               locatedAt: position == nil ? nil : now, seenAt: now)
-        signal.yield(.statusChanged(status))
+        enter()
         do {
-            let sent: Message?
-            if let sendStart {
-                sent = try await sendStart(RealTimeLocationStartMessage())
-            } else {
-                sent = try await client.sendMessage(.private, targetId: targetId, content: RealTimeLocationStartMessage())
-                kit?.localChanges.yield(ConversationIdentifier(.private, targetId: targetId))
-            }
-            guard sent != nil else {
+            guard try await sendCard(RealTimeLocationStartMessage(), via: sendStart) != nil else {
                 // The app's send hook canceled it.
                 leaveLocally()
                 return
@@ -155,7 +147,7 @@ public actor LocationShareSession {
         } catch {
             leaveLocally()
             let messageId = (error as? SendMessageError)?.message.messageId ?? 0
-            signal.yield(.startFailed(messageId: messageId, code: Self.code(of: error)))
+            signal.yield(.startFailed(messageId: messageId, code: KitError.code(of: error)))
             throw error
         }
         await refreshPosition()
@@ -164,21 +156,30 @@ public actor LocationShareSession {
     }
 
     /// `joinRealTimeLocation`: this user joins the peer's sharing (INCOMING → CONNECTED).
+    /// - Throws: `IMError` 33003 when nobody shares here, this user already does, or the peer
+    ///   stopped while the join was sent.
     public func join() async throws {
-        guard status == .incoming else {
-            throw IMError(.invalidParameter, "nobody shares a location here to join (status \(status.rawValue)): start sharing instead")
+        switch status {
+        case .incoming: break
+        case .idle: throw IMError(.invalidParameter, "nobody shares a location here to join: start sharing instead")
+        case .outgoing, .connected: throw IMError(.invalidParameter, "you already share your location here")
         }
-        let now = clock.nowMilliseconds()
-        sharing[me] = LocationShareParticipant(userId: me, latitude: position?.latitude, longitude: position?.longitude,
-                                               locatedAt: position == nil ? nil : now, seenAt: now)
+        enter()
         do {
             _ = try await client.sendMessage(.private, targetId: targetId, content: RealTimeLocationJoinMessage())
         } catch {
-            sharing[me] = nil
-            signal.yield(.updateFailed("could not join: \(Self.describe(error))"))
+            leaveLocally()
+            signal.yield(.updateFailed("could not join: \(KitError.describe(error))"))
             throw error
         }
-        await announce(.joined(userId: me))
+        // The peer may have stopped while the join was on its way: there is nobody to join, and
+        // sharing on without a start would leave the peer with no card.
+        guard sharing.keys.contains(where: { $0 != me }) else {
+            leaveLocally()
+            _ = try? await client.sendMessage(.private, targetId: targetId, content: RealTimeLocationQuitMessage())
+            throw IMError(.invalidParameter, "the peer stopped sharing before you joined: start sharing instead")
+        }
+        announce(.joined(userId: me))
         await refreshPosition()
         await sendPosition()
         reschedule()
@@ -189,14 +190,9 @@ public actor LocationShareSession {
     public func quit(sendEnd: (@Sendable (any MessageContent) async throws -> Message?)? = nil) async throws {
         guard sharing[me] != nil else { return }
         leaveLocally()
-        await announce(.quit(userId: me))
+        announce(.quit(userId: me))
         if sharing.isEmpty {
-            if let sendEnd {
-                _ = try await sendEnd(RealTimeLocationEndMessage())
-            } else {
-                _ = try await client.sendMessage(.private, targetId: targetId, content: RealTimeLocationEndMessage())
-                kit?.localChanges.yield(ConversationIdentifier(.private, targetId: targetId))
-            }
+            _ = try await sendCard(RealTimeLocationEndMessage(), via: sendEnd)
         } else {
             _ = try await client.sendMessage(.private, targetId: targetId, content: RealTimeLocationQuitMessage())
         }
@@ -206,18 +202,31 @@ public actor LocationShareSession {
     /// sent at once while this user shares, else kept for when sharing starts.
     /// - Throws: `IMError` 33003 for a latitude outside -90...90 or a longitude outside -180...180.
     public func updateLocation(latitude: Double, longitude: Double) async throws {
-        guard (-90...90).contains(latitude), (-180...180).contains(longitude) else {
+        guard Self.isValid(latitude: latitude, longitude: longitude) else {
             throw IMError(.invalidParameter, "a position needs latitude -90...90 and longitude -180...180, not \(latitude),\(longitude)")
         }
         position = (latitude, longitude)
         guard sharing[me] != nil else { return }
-        let now = clock.nowMilliseconds()
         sharing[me]?.latitude = latitude
         sharing[me]?.longitude = longitude
-        sharing[me]?.locatedAt = now
+        sharing[me]?.locatedAt = clock.nowMilliseconds()
         signal.yield(.location(userId: me, latitude: latitude, longitude: longitude))
         await sendPosition()
         reschedule()
+    }
+
+    /// Whether a coordinate is on the globe (latitude -90...90, longitude -180...180).
+    public nonisolated static func isValid(latitude: Double, longitude: Double) -> Bool {
+        (-90...90).contains(latitude) && (-180...180).contains(longitude)
+    }
+
+    /// This user shares from now, with the last position known.
+    private func enter() {
+        let before = status
+        let now = clock.nowMilliseconds()
+        sharing[me] = LocationShareParticipant(userId: me, latitude: position?.latitude, longitude: position?.longitude,
+                                               locatedAt: position == nil ? nil : now, seenAt: now)
+        if status != before { signal.yield(.statusChanged(status)) }
     }
 
     private func leaveLocally() {
@@ -227,10 +236,20 @@ public actor LocationShareSession {
         reschedule()
     }
 
+    /// A start or end card: through the screen's send pipeline when given, else through IMLib (and
+    /// the conversation list is told). Nil when the app's send hook canceled it.
+    private func sendCard(_ content: any MessageContent,
+                          via send: (@Sendable (any MessageContent) async throws -> Message?)?) async throws -> Message? {
+        if let send { return try await send(content) }
+        let sent = try await client.sendMessage(.private, targetId: targetId, content: content)
+        kit?.localChanges.yield(ConversationIdentifier(.private, targetId: targetId))
+        return sent
+    }
+
     /// Asks the app's location provider for the device's position.
     private func refreshPosition() async {
-        guard let provider = kit?.locationProvider, let fresh = await provider() else { return }
-        guard (-90...90).contains(fresh.latitude), (-180...180).contains(fresh.longitude) else { return }
+        guard let provider = kit?.locationProvider, let fresh = await provider(),
+              Self.isValid(latitude: fresh.latitude, longitude: fresh.longitude) else { return }
         if position.map({ $0.latitude != fresh.latitude || $0.longitude != fresh.longitude }) ?? true, sharing[me] != nil {
             sharing[me]?.latitude = fresh.latitude
             sharing[me]?.longitude = fresh.longitude
@@ -248,19 +267,21 @@ public actor LocationShareSession {
             _ = try await client.sendMessage(.private, targetId: targetId, content: RealTimeLocationStatusMessage(
                 latitude: position?.latitude, longitude: position?.longitude))
         } catch {
-            signal.yield(.updateFailed(Self.describe(error)))
+            signal.yield(.updateFailed(KitError.describe(error)))
         }
     }
 
     // MARK: the peer
 
-    /// A location-sharing message of this conversation (live or from offline sync).
-    func received(_ message: Message, offline: Bool) async {
+    /// A location-sharing message of this conversation (live or from offline sync). The status
+    /// change is reported before the join or quit it came with.
+    func received(_ message: Message, offline: Bool) {
         let peer = message.senderUserId
         // This user's own messages (from another device) do not make this device share.
         guard peer != me, message.direction == .receive else { return }
         let now = clock.nowMilliseconds()
         let before = status
+        var notice: LocationShareEvent?
         switch message.content {
         case is RealTimeLocationStartMessage:
             // A start caught up offline counts only while it could still be going on.
@@ -270,16 +291,15 @@ public actor LocationShareSession {
             guard !offline else { return }
             sharing[peer] = sharing[peer] ?? LocationShareParticipant(userId: peer, seenAt: now)
             sharing[peer]?.seenAt = now
-            await announce(.joined(userId: peer))
+            notice = .joined(userId: peer)
         case is RealTimeLocationQuitMessage, is RealTimeLocationEndMessage:
             guard sharing.removeValue(forKey: peer) != nil else { return }
-            if message.content is RealTimeLocationQuitMessage { await announce(.quit(userId: peer)) }
+            notice = .quit(userId: peer)
         case let update as RealTimeLocationStatusMessage:
             guard !offline else { return }
             var participant = sharing[peer] ?? LocationShareParticipant(userId: peer, seenAt: now)
             participant.seenAt = now
-            if let latitude = update.latitude, let longitude = update.longitude,
-               (-90...90).contains(latitude), (-180...180).contains(longitude) {
+            if let latitude = update.latitude, let longitude = update.longitude, Self.isValid(latitude: latitude, longitude: longitude) {
                 participant.latitude = latitude
                 participant.longitude = longitude
                 participant.locatedAt = now
@@ -292,6 +312,7 @@ public actor LocationShareSession {
             return
         }
         if status != before { signal.yield(.statusChanged(status)) }
+        if let notice { announce(notice) }
         reschedule()
     }
 
@@ -321,26 +342,52 @@ public actor LocationShareSession {
 
     /// The notice of a join or quit, with the user's name (its id when the provider has none).
     public func noticeText(_ event: LocationShareEvent) async -> String? {
-        let strings = self.strings
         switch event {
-        case .joined(let userId):
-            if userId == me { return strings.youJoinedLocationSharing }
-            return strings.joinedLocationSharing(await kit?.info.displayName(userId) ?? userId)
-        case .quit(let userId):
-            if userId == me { return strings.youQuitLocationSharing }
-            return strings.quitLocationSharing(await kit?.info.displayName(userId) ?? userId)
+        case .joined(let userId), .quit(let userId):
+            return noticeText(event, name: userId == me ? userId : await kit?.info.displayName(userId) ?? userId)
         default:
             return nil
         }
     }
 
-    private func announce(_ event: LocationShareEvent) async {
-        signal.yield(event)
-        if let text = await noticeText(event) {
-            notice = (text, clock.nowMilliseconds() + Self.noticeMilliseconds)
-            signal.yield(.bannerChanged)
-            reschedule()
+    private func noticeText(_ event: LocationShareEvent, name: String) -> String? {
+        let strings = self.strings
+        switch event {
+        case .joined(let userId): return userId == me ? strings.youJoinedLocationSharing : strings.joinedLocationSharing(name)
+        case .quit(let userId): return userId == me ? strings.youQuitLocationSharing : strings.quitLocationSharing(name)
+        default: return nil
         }
+    }
+
+    /// Reports a join or quit and shows its notice in the banner at once, with the user's id; the
+    /// name replaces it when the provider answers (unless a newer notice came meanwhile), so a slow
+    /// provider delays neither the notice nor the kit's other messages.
+    private func announce(_ event: LocationShareEvent) {
+        signal.yield(event)
+        switch event {
+        case .joined(let userId), .quit(let userId): showNotice(event, userId: userId)
+        default: break
+        }
+    }
+
+    private func showNotice(_ event: LocationShareEvent, userId: String) {
+        guard let text = noticeText(event, name: userId) else { return }
+        noticeNumber += 1
+        let number = noticeNumber
+        notice = (text, clock.nowMilliseconds() + Self.noticeMilliseconds)
+        signal.yield(.bannerChanged)
+        reschedule()
+        guard userId != me, let kit else { return }
+        Task { [weak self] in
+            let name = await kit.info.displayName(userId)
+            await self?.named(number, event, name: name)
+        }
+    }
+
+    private func named(_ number: Int, _ event: LocationShareEvent, name: String) {
+        guard number == noticeNumber, let until = notice?.until, let text = noticeText(event, name: name), text != notice?.text else { return }
+        notice = (text, until)
+        signal.yield(.bannerChanged)
     }
 
     // MARK: time
@@ -364,6 +411,8 @@ public actor LocationShareSession {
     }
 
     private func tick() async {
+        // A reschedule between this timer's wake-up and here replaced it: the new one ticks.
+        guard !Task.isCancelled else { return }
         // This task is no longer the pending timer: a reschedule while it works (a position
         // arriving) starts a new one instead of cancelling the sends below.
         timer = nil
@@ -374,11 +423,10 @@ public actor LocationShareSession {
         }
         let idle = Int64(config.locationIdleTimeout) * 1000
         let before = status
-        for peer in sharing.values where peer.userId != me && peer.seenAt + idle <= now {
-            sharing[peer.userId] = nil
-            await announce(.quit(userId: peer.userId))
-        }
+        let gone = sharing.values.filter { $0.userId != me && $0.seenAt + idle <= now }.map(\.userId).sorted()
+        for peer in gone { sharing[peer] = nil }
         if status != before { signal.yield(.statusChanged(status)) }
+        for peer in gone { announce(.quit(userId: peer)) }
         if sharing[me] != nil, now >= nextRepeat {
             await refreshPosition()
             await sendPosition()
@@ -386,21 +434,38 @@ public actor LocationShareSession {
         reschedule()
     }
 
-    /// Ends this user's sharing when the kit disconnects (the peer is told while it still can be).
+    /// The kit disconnects: this user's sharing ends (the peer is told while it still can be) and
+    /// what the session knew of the peer goes, since nothing more will arrive.
     func stopForDisconnect() async {
-        guard sharing[me] != nil else { return }
-        try? await quit()
+        if sharing[me] != nil { try? await quit() }
+        let before = status
+        sharing = [:]
+        notice = nil
+        timer?.cancel()
+        timer = nil
+        if status != before { signal.yield(.statusChanged(status)) }
+        signal.yield(.bannerChanged)
     }
 
-    private static func code(of error: any Error) -> Int {
+    /// The kit signed in as another user: this session is done.
+    func discard() {
+        timer?.cancel()
+        timer = nil
+    }
+}
+
+/// The RongCloud code and message of an error, for events and screens.
+public enum KitError {
+    public static func code(of error: any Error) -> Int {
         if let error = error as? SendMessageError { return error.code.rawValue }
         if let error = error as? IMError { return error.code.rawValue }
         return ErrorCode.unknown.rawValue
     }
 
-    private static func describe(_ error: any Error) -> String {
-        if let error = error as? SendMessageError { return "[\(error.code.rawValue)] \(error.error.message)" }
-        if let error = error as? IMError { return "[\(error.code.rawValue)] \(error.message)" }
-        return "\(error)"
+    /// `[code] message`.
+    public static func describe(_ error: any Error) -> String {
+        if let error = error as? SendMessageError { return "[error \(error.code.rawValue)] \(error.error.message)" }
+        if let error = error as? IMError { return "[error \(error.code.rawValue)] \(error.message)" }
+        return "[error] \(error)"
     }
 }

@@ -654,7 +654,12 @@ actor ChatApp {
             guard let point = Self.parseCoordinate(words[0]) else { throw IMError(.invalidParameter, "use /location LAT,LNG NAME, e.g. /location 31.23,121.47 People's Square") }
             try await conversation.sendLocation(latitude: point.latitude, longitude: point.longitude, name: words.count > 1 ? words[1] : "")
         case "share":
-            _ = try await conversation.shareLocation()
+            do {
+                _ = try await conversation.shareLocation()
+            } catch is SendMessageError {
+                // The start message failed: the session's startFailed event says so.
+                return
+            }
             sharingView = true
             await refreshSharing()
         case "unshare":
@@ -706,11 +711,7 @@ actor ChatApp {
         render()
     }
 
-    private func describe(_ error: any Error) -> String {
-        if let error = error as? SendMessageError { return "[error \(error.code.rawValue)] \(error.error.message)" }
-        if let error = error as? IMError { return "[error \(error.code.rawValue)] \(error.message)" }
-        return "[error] \(error)"
-    }
+    private func describe(_ error: any Error) -> String { KitError.describe(error) }
 
     // MARK: drawing
 

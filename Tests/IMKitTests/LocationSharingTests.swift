@@ -15,7 +15,9 @@ struct LocationSharingTests {
 
     @Test("IDLE → OUTGOING → CONNECTED with INCOMING for the peer; banners, join and quit notices for 0.5 s, positions, the end card from the last one out")
     func stateMachineAndBanner() async throws {
-        try await withTestServer(try await TestServer.start()) { server in
+        // Minutes of sharing happen here within a second of real time: more than the 5 messages a
+        // second the server takes from one client by default (the screen's read sync counts too).
+        try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 50 }) { server in
             let clock = ManualClock(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
             let alice = try await IMKitModelTests.kit(server, "alice", clock: clock)
             let bob = try await IMKitModelTests.kit(server, "bob", clock: clock)
@@ -48,6 +50,7 @@ struct LocationSharingTests {
             // Bob joins through the same action: both CONNECTED, two participants.
             try await bobChat.shareLocation()
             #expect(await bobSession.status == .connected)
+            #expect(bobEvents.items.contains(.statusChanged(.connected)), "the joiner is told of its own change")
             #expect(await Self.status(aliceEvents, .connected))
             #expect(await bobSession.banner() == "You joined location sharing", "the notice first")
             #expect(await aliceEvents.first(timeout: .seconds(60)) { $0 == .joined(userId: "bob") } != nil)
@@ -72,6 +75,11 @@ struct LocationSharingTests {
                 events.filter { $0 == .location(userId: "alice", latitude: 31.2304, longitude: 121.4737) }.count > before
             }
             #expect(repeated.filter { $0 == .location(userId: "alice", latitude: 31.2304, longitude: 121.4737) }.count == before + 1)
+            // One repeat per interval: nothing more within the next 9.999 s.
+            clock.advance(milliseconds: 9_999)
+            let quiet = await bobEvents.first(timeout: .milliseconds(500)) { _ in false }
+            #expect(quiet == nil)
+            #expect(bobEvents.items.filter { $0 == .location(userId: "alice", latitude: 31.2304, longitude: 121.4737) }.count == before + 1)
 
             // Alice quits: Bob is told, his banner shows the notice, then that he shares alone.
             try await aliceChat.stopSharingLocation()
@@ -114,12 +122,17 @@ struct LocationSharingTests {
             let bob = try await IMKitModelTests.kit(server, "bob", clock: clock)
             let bobSession = try bob.locationShare(targetId: "alice")
             let bobEvents = EventRecorder(await bobSession.events())
+            try await alice.locationShare(targetId: "bob").updateLocation(latitude: 1, longitude: 2)
             try await alice.conversation(.private, targetId: "bob").shareLocation()
             #expect(await Self.status(bobEvents, .incoming))
+            // Bob has Alice's last sign (her first position) before the clock moves.
+            #expect(await bobEvents.first(timeout: .seconds(60)) { $0 == .location(userId: "alice", latitude: 1, longitude: 2) } != nil)
             // Alice's device goes away without quitting: no repeat reaches Bob.
             await alice.client.disconnect()
             clock.advance(milliseconds: 34_999)
-            #expect(await bobSession.status == .incoming, "still there just before the timeout")
+            #expect(await bobEvents.first(timeout: .milliseconds(500)) { $0 == .quit(userId: "alice") } == nil,
+                    "still there just before the timeout")
+            #expect(await bobSession.status == .incoming)
             clock.advance(milliseconds: 1)
             #expect(await Self.status(bobEvents, .idle))
             #expect(bobEvents.items.contains(.quit(userId: "alice")))
@@ -171,6 +184,30 @@ struct LocationSharingTests {
             #expect(await failureCode { _ = try alice.locationShare(targetId: "alice") } == 33003)
             #expect(await failureCode { try await session.join() } == 33003, "nothing to join")
         }
+    }
+
+    @Test("signing the kit in as another user starts from new sessions; an update interval not shorter than the idle timeout is refused")
+    func anotherUserAndLimits() async throws {
+        try await withTestServer(try await TestServer.start()) { server in
+            let clock = ManualClock(milliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+            let kit = try await IMKitModelTests.kit(server, "alice", clock: clock)
+            let aliceSession = try kit.locationShare(targetId: "bob")
+            try await kit.conversation(.private, targetId: "bob").shareLocation()
+            #expect(await aliceSession.status == .outgoing)
+            await kit.disconnect()
+            #expect(await aliceSession.status == .idle, "disconnecting ends this user's sharing")
+            try await kit.connect(token: try await server.token("carol"))
+            let carolSession = try kit.locationShare(targetId: "bob")
+            #expect(carolSession !== aliceSession)
+            #expect(await carolSession.status == .idle)
+            #expect(await carolSession.participants.isEmpty)
+        }
+        var config = KitConfig()
+        #expect(throws: IMError.self) { try config.set("locationUpdateInterval", to: "35") }
+        #expect(throws: IMError.self) { try config.set("locationIdleTimeout", to: "10") }
+        try config.set("locationIdleTimeout", to: "60")
+        try config.set("locationUpdateInterval", to: "30")
+        #expect(config.locationUpdateInterval == 30 && config.locationIdleTimeout == 60)
     }
 
     @Test("banner rules: OUTGOING, one participant by name, N people, none removes it; in both languages")
