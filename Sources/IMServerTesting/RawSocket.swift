@@ -106,18 +106,7 @@ public final class RawSocket: @unchecked Sendable {
 
     /// Sends one masked binary WebSocket message (RFC 6455 §5.2) carrying `payload`.
     public func sendFrame(_ payload: [UInt8]) throws {
-        var frame: [UInt8] = [0x82]
-        switch payload.count {
-        case ..<126: frame.append(0x80 | UInt8(payload.count))
-        case ..<65_536: frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
-        default:
-            frame.append(0x80 | 127)
-            for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((UInt64(payload.count) >> UInt64(shift)) & 0xFF)) }
-        }
-        let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
-        frame += mask
-        frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
-        try send(frame)
+        try send(Self.maskedFrame(first: 0x82, payload))
     }
 
     /// Sends CONNECT for `token` (the reply is left unread).
@@ -127,5 +116,83 @@ public final class RawSocket: @unchecked Sendable {
         connect.token = token
         connect.platform = .linux
         try sendFrame(try FrameCodec.request(id: 1, op: .connect, connect))
+    }
+
+    /// A raw WebSocket session of the user whose token this is, returned once its CONNECT has
+    /// been answered successfully.
+    public static func connected(port: Int, appKey: String, token: String) async throws -> RawSocket {
+        let socket = try RawSocket(port: port)
+        try await socket.upgradeToWebSocket()
+        try socket.sendConnect(appKey: appKey, token: token)
+        let deadline = ContinuousClock.now + .seconds(30)
+        var bytes: [UInt8] = []
+        while ContinuousClock.now < deadline, frames(in: bytes).isEmpty {
+            guard let chunk = await socket.receive(timeout: deadline - .now) else { break }
+            bytes += chunk
+        }
+        guard let reply = frames(in: bytes).first else { throw IMError(.responseTimeout, "no CONNECT reply") }
+        guard reply.opcode == 0x2 else {
+            throw IMError(.socketDisconnected, "not a CONNECT reply: opcode \(reply.opcode), \(String(decoding: reply.payload, as: UTF8.self))")
+        }
+        let frame = try FrameCodec.decode(reply.payload)
+        guard frame.code == 0 else { throw IMError(ErrorCode(Int(frame.code)), "CONNECT failed: \(frame.errorMessage)") }
+        return socket
+    }
+
+    /// Reads the connection (whose earlier frames were read) until the server's close frame and
+    /// answers it; returns the close code and reason, or nil if none came within `timeout`.
+    public func readClose(timeout: Duration) async -> (code: UInt16, reason: String)? {
+        let deadline = ContinuousClock.now + timeout
+        var bytes: [UInt8] = []
+        while ContinuousClock.now < deadline {
+            guard let chunk = await receive(timeout: deadline - .now) else { break }
+            bytes += chunk
+            if let close = Self.frames(in: bytes).first(where: { $0.opcode == 0x8 }) {
+                // Answered, as a client does: the server need not wait out its close timeout.
+                let mask: [UInt8] = [1, 2, 3, 4]
+                let payload = Array(close.payload.prefix(2))
+                try? send([0x88, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] })
+                guard payload.count == 2 else { return (1005, "") }
+                return (UInt16(payload[0]) << 8 | UInt16(payload[1]), String(decoding: close.payload.dropFirst(2), as: UTF8.self))
+            }
+        }
+        return nil
+    }
+
+    /// The whole frames at the start of a server's (unmasked) WebSocket bytes.
+    public static func frames(in bytes: [UInt8]) -> [(opcode: UInt8, payload: [UInt8])] {
+        var result: [(opcode: UInt8, payload: [UInt8])] = []
+        var index = 0
+        while index + 2 <= bytes.count {
+            var length = Int(bytes[index + 1] & 0x7F)
+            var header = 2
+            if length == 126 {
+                guard index + 4 <= bytes.count else { break }
+                length = Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
+                header = 4
+            } else if length == 127 {
+                guard index + 10 <= bytes.count else { break }
+                length = bytes[(index + 2)..<(index + 10)].reduce(0) { $0 << 8 | Int($1) }
+                header = 10
+            }
+            guard index + header + length <= bytes.count else { break }
+            result.append((bytes[index] & 0x0F, Array(bytes[(index + header)..<(index + header + length)])))
+            index += header + length
+        }
+        return result
+    }
+
+    /// One masked WebSocket frame with its first byte given (FIN, reserved bits and opcode).
+    public static func maskedFrame(first: UInt8, _ payload: [UInt8]) -> [UInt8] {
+        var frame: [UInt8] = [first]
+        switch payload.count {
+        case ..<126: frame.append(0x80 | UInt8(payload.count))
+        case ..<65_536: frame += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default:
+            frame.append(0x80 | 127)
+            for shift in stride(from: 56, through: 0, by: -8) { frame.append(UInt8((UInt64(payload.count) >> UInt64(shift)) & 0xFF)) }
+        }
+        let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+        return frame + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
     }
 }

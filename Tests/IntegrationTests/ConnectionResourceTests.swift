@@ -63,9 +63,11 @@ struct ConnectionResourceTests {
             config.serverAPI.callsPerSecond = 0
         }) { server in
             let port = try #require(URL(string: server.baseURL)?.port)
+            // The token first: the server closes a socket that sends no CONNECT within its handshake timeout.
+            let token = try await server.token("bob")
             let socket = try RawSocket(port: port, receiveBuffer: 4096)
             try await socket.upgradeToWebSocket()
-            try socket.sendConnect(appKey: server.app.appKey, token: try await server.token("bob"))
+            try socket.sendConnect(appKey: server.app.appKey, token: token)
             _ = await socket.receive(timeout: .seconds(5))
             var sync = Im_SyncRequest()
             sync.since = 0
@@ -163,9 +165,10 @@ struct ConnectionResourceTests {
             let bytes = await silent.readUntilClosed(timeout: .seconds(15))
             #expect(bytes?.first == 0x88, "a close frame came first, then the TCP close")
 
+            let token = try await server.token("alice")
             let kicked = try RawSocket(port: port)
             try await kicked.upgradeToWebSocket()
-            try kicked.sendConnect(appKey: server.app.appKey, token: try await server.token("alice"))
+            try kicked.sendConnect(appKey: server.app.appKey, token: token)
             _ = await kicked.receive(timeout: .seconds(5))
             // The same login class: the raw session is kicked. (The client is held: a client let go
             // closes its connection.)

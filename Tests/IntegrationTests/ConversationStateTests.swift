@@ -302,10 +302,12 @@ struct ConversationStateTests {
         try await withTestServer(try await TestServer.start()) { server in
             let connection = WireConnection(url: server.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/ws",
                                             logger: Logger(label: "raw"), onPush: { _, _ in }, onClose: { _, _ in })
+            // The token first: the server closes a socket that sends no CONNECT within its handshake timeout.
+            let token = try await server.token("ann")
             try await connection.open()
             var connect = Im_ConnectRequest()
             connect.appKey = server.app.appKey
-            connect.token = try await server.token("ann")
+            connect.token = token
             connect.platform = .web
             _ = try await connection.request(.connect, connect, timeout: .seconds(10))
 

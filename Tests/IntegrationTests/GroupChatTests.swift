@@ -39,10 +39,12 @@ struct GroupChatTests {
                                         },
                                         onClose: { _, _ in continuation.finish() })
         let recorder = EventRecorder(stream)
+        // The token first: the server closes a socket that sends no CONNECT within its handshake timeout.
+        let token = try await server.token(user)
         try await connection.open()
         var connect = Im_ConnectRequest()
         connect.appKey = server.app.appKey
-        connect.token = try await server.token(user)
+        connect.token = token
         connect.platform = .web
         _ = try await connection.request(.connect, connect, timeout: .seconds(10))
         var more = true

@@ -16,10 +16,12 @@ struct MessageRulesTests {
     static func rawConnection(_ server: TestServer, user: String) async throws -> WireConnection {
         let connection = WireConnection(url: server.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/ws",
                                         logger: Logger(label: "raw"), onPush: { _, _ in }, onClose: { _, _ in })
+        // The token first: the server closes a socket that sends no CONNECT within its handshake timeout.
+        let token = try await server.token(user)
         try await connection.open()
         var connect = Im_ConnectRequest()
         connect.appKey = server.app.appKey
-        connect.token = try await server.token(user)
+        connect.token = token
         connect.platform = .linux
         _ = try await connection.request(.connect, connect, timeout: .seconds(10))
         return connection

@@ -46,10 +46,12 @@ struct RoomClient {
             })
         let client = RoomClient(user: user, connection: connection, messages: EventRecorder(messageStream),
                                 events: EventRecorder(eventStream), entryChanges: EventRecorder(entryStream))
+        // The token first: the server closes a socket that sends no CONNECT within its handshake timeout.
+        let token = try await server.token(user)
         try await connection.open()
         var connect = Im_ConnectRequest()
         connect.appKey = server.app.appKey
-        connect.token = try await server.token(user)
+        connect.token = token
         connect.platform = platform
         connect.deviceID = "\(user)-\(platform)"
         _ = try await connection.request(.connect, connect, timeout: .seconds(10))

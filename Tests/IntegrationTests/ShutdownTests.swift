@@ -42,7 +42,7 @@ struct ShutdownTests {
 
         // A raw connection, to see how the server closes it.
         let port = try #require(Int(first.baseURL.split(separator: ":").last ?? ""))
-        let watcher = try await Self.connectedSocket(port: port, appKey: app.appKey, token: try await token("watcher", api))
+        let watcher = try await RawSocket.connected(port: port, appKey: app.appKey, token: try await token("watcher", api))
 
         let senders = ["s1", "s2", "s3", "s4", "s5"]
         var clients: [IMClient] = []
@@ -91,7 +91,7 @@ struct ShutdownTests {
         _ = await waiter.next()
 
         first.terminate()
-        let watcherClose = await Self.readClose(watcher, timeout: .seconds(15))
+        let watcherClose = await watcher.readClose(timeout: .seconds(15))
         let status = await first.exitStatus(within: .seconds(15))
         #expect(status == 0, "imserver exited with \(status.map(String.init) ?? "nothing: still running 15 s after SIGTERM")")
 
@@ -171,7 +171,7 @@ struct ShutdownTests {
         try await withTestServer(try await TestServer.start()) { server in
             let alice = try await server.connectedClient("alice")
             let port = try #require(Int(server.baseURL.split(separator: ":").last ?? ""))
-            let watcher = try await Self.connectedSocket(port: port, appKey: server.app.appKey, token: try await server.token("watcher"))
+            let watcher = try await RawSocket.connected(port: port, appKey: server.app.appKey, token: try await server.token("watcher"))
             _ = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "before"))
 
             // The first step of the shutdown alone: nothing is closed yet.
@@ -188,7 +188,7 @@ struct ShutdownTests {
 
             // The rest of the shutdown closes the session with 1001.
             async let stopped: Void = server.stop()
-            let close = await Self.readClose(watcher, timeout: .seconds(10))
+            let close = await watcher.readClose(timeout: .seconds(10))
             await stopped
             #expect(close?.code == 1001, "\(String(describing: close))")
             await alice.disconnect()
@@ -236,67 +236,5 @@ struct ShutdownTests {
             #expect(error.code == .serverUnavailable)
         }
         try store.close()
-    }
-
-    /// A raw WebSocket session of the user whose token this is, returned once its CONNECT has
-    /// been answered (successfully).
-    private static func connectedSocket(port: Int, appKey: String, token: String) async throws -> RawSocket {
-        let socket = try RawSocket(port: port)
-        try await socket.upgradeToWebSocket()
-        try socket.sendConnect(appKey: appKey, token: token)
-        let deadline = ContinuousClock.now + .seconds(30)
-        var bytes: [UInt8] = []
-        while ContinuousClock.now < deadline, frames(in: bytes).isEmpty {
-            guard let chunk = await socket.receive(timeout: deadline - .now) else { break }
-            bytes += chunk
-        }
-        let reply = try #require(frames(in: bytes).first, "no CONNECT reply")
-        try #require(reply.opcode == 0x2, "not a CONNECT reply: opcode \(reply.opcode), \(String(decoding: reply.payload, as: UTF8.self))")
-        let frame = try FrameCodec.decode(reply.payload)
-        #expect(frame.code == 0, "CONNECT failed: \(frame.code) \(frame.errorMessage)")
-        return socket
-    }
-
-    /// Reads a WebSocket connection (whose earlier frames were read) until the server's close
-    /// frame and answers it; returns the close code and reason, or nil if none came within `timeout`.
-    private static func readClose(_ socket: RawSocket, timeout: Duration) async -> (code: UInt16, reason: String)? {
-        let deadline = ContinuousClock.now + timeout
-        var bytes: [UInt8] = []
-        while ContinuousClock.now < deadline {
-            guard let chunk = await socket.receive(timeout: deadline - .now) else { break }
-            bytes += chunk
-            if let close = frames(in: bytes).first(where: { $0.opcode == 0x8 }) {
-                // Answered, as a client does: the server need not wait out its close timeout.
-                let mask: [UInt8] = [1, 2, 3, 4]
-                let payload = Array(close.payload.prefix(2))
-                try? socket.send([0x88, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] })
-                guard payload.count == 2 else { return (1005, "") }
-                return (UInt16(payload[0]) << 8 | UInt16(payload[1]), String(decoding: close.payload.dropFirst(2), as: UTF8.self))
-            }
-        }
-        return nil
-    }
-
-    /// The whole frames at the start of a server's (unmasked) WebSocket bytes.
-    private static func frames(in bytes: [UInt8]) -> [(opcode: UInt8, payload: [UInt8])] {
-        var result: [(opcode: UInt8, payload: [UInt8])] = []
-        var index = 0
-        while index + 2 <= bytes.count {
-            var length = Int(bytes[index + 1] & 0x7F)
-            var header = 2
-            if length == 126 {
-                guard index + 4 <= bytes.count else { break }
-                length = Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
-                header = 4
-            } else if length == 127 {
-                guard index + 10 <= bytes.count else { break }
-                length = bytes[(index + 2)..<(index + 10)].reduce(0) { $0 << 8 | Int($1) }
-                header = 10
-            }
-            guard index + header + length <= bytes.count else { break }
-            result.append((bytes[index] & 0x0F, Array(bytes[(index + header)..<(index + header + length)])))
-            index += header + length
-        }
-        return result
     }
 }

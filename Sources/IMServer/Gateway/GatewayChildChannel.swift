@@ -36,6 +36,27 @@ struct GatewayChildChannel: ServerChildChannel, HTTPChannelHandler {
     let http1: HTTP1Channel.Configuration
     let gateway: Gateway
 
+    /// - Parameter responder: Hummingbird's, which an upgrade asked for on a connection that
+    ///   already served a request never reaches: NIO upgrades only a connection's first request,
+    ///   so that one is answered 307 to the same address and closed, and the client upgrades on a
+    ///   new connection.
+    init(responder: @escaping HTTPChannelHandler.Responder, http1: HTTP1Channel.Configuration, gateway: Gateway) {
+        self.http1 = http1
+        self.gateway = gateway
+        self.responder = { request, writer, channel in
+            guard request.headers[.upgrade]?.lowercased() == "websocket" else {
+                return try await responder(request, writer, channel)
+            }
+            var location = request.uri.path
+            if let query = request.uri.query { location += "?\(query)" }
+            try await writer.writeResponse(HTTPResponse(status: .temporaryRedirect, headerFields: [.connection: "close", .location: location]))
+            throw UpgradeOnUsedConnection()
+        }
+    }
+
+    /// Ends a connection whose upgrade came after another request (its 307 written).
+    private struct UpgradeOnUsedConnection: Error {}
+
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         channel.eventLoop.makeCompletedFuture {
             let attempted = NIOLoopBoundBox(false, eventLoop: channel.eventLoop)

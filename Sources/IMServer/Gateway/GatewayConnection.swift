@@ -46,6 +46,10 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
     private var early: [Im_Frame] = []
     /// The graceful shutdown counts this connection from CONNECT to its end.
     private var counted = false
+    /// Reading is paused because enough requests wait (`GatewayRequests` resumes it).
+    private var pausedForRequests = false
+    /// The close code for an open session's end when the server closes it for a protocol error.
+    private var closeCode: (code: WebSocketErrorCode, reason: String)?
 
     private var core: ServerCore { gateway.core }
     private var grace: TimeAmount { .seconds(Int64(core.config.network.closeTimeoutSeconds)) }
@@ -75,18 +79,52 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A frame past the size limit (the aggregator) or any other error: the connection ends.
-        if phase == .closing || phase == .closed {
+        // A message past the size limit or badly fragmented (the aggregator), or any other error:
+        // the connection ends.
+        guard phase != .closing, phase != .closed, let error = error as? NIOWebSocketFrameAggregator.Error else {
             context.close(promise: nil)
-        } else if error is NIOWebSocketFrameAggregator.Error {
-            close(.messageTooLarge, reason: "a frame is larger than \(FrameCodec.maxFrameBytes) bytes")
+            return
+        }
+        if case .accumulatedFrameSizeIsTooLarge = error {
+            protocolFailure(.messageTooLarge, reason: "a message is larger than \(FrameCodec.maxFrameBytes) bytes")
         } else {
-            context.close(promise: nil)
+            protocolFailure(.protocolError, reason: "badly fragmented message")
+        }
+    }
+
+    /// Hummingbird's graceful shutdown asks every connection to end: one still without CONNECT is
+    /// closed now (the open sessions are closed by `GatewayCloser`, after their requests).
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            if phase == .awaitingConnect {
+                handshakeTimer?.cancel()
+                close(.goingAway, reason: "the server is shutting down")
+            }
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// A frame breaking the protocol: an open session ends (its queued frames are written first,
+    /// then the close with this code); before that, the close goes at once.
+    private func protocolFailure(_ code: WebSocketErrorCode, reason: String) {
+        // The first failure names the close; what follows it (the rest of a refused message) does not.
+        guard closeCode == nil else { return }
+        if phase == .open, let session {
+            closeCode = (code, reason)
+            session.close()
+        } else {
+            close(code, reason: reason)
         }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
+        guard frame.reservedBits.isEmpty else {
+            // No extension is negotiated, so no reserved bit may be set.
+            protocolFailure(.protocolError, reason: "reserved bits set without an extension")
+            return
+        }
         switch frame.opcode {
         case .binary:
             received(frame.unmaskedData)
@@ -141,6 +179,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         }
         if requests.submit(frame) {
             // Enough requests wait: stop reading until they are run (TCP pushes back on the client).
+            pausedForRequests = true
             context?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
         }
     }
@@ -172,6 +211,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
             // The connection ended while CONNECT was checked.
             session.close()
             core.sessionEnded(session)
+            endCounting()
             return
         }
         phase = .open
@@ -181,7 +221,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         let me = NIOLoopBound(self, eventLoop: context.eventLoop)
         let channel = context.channel
         requests = GatewayRequests(gateway: gateway, session: session, resumeReading: {
-            channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+            me.eventLoop.execute { me.value.resumeReading() }
         })
         // When the session's queue ends (disconnect, kick, slow reader, heartbeat timeout) and its
         // last frames are written, the session is offline at once (not when the peer answers) and
@@ -190,12 +230,23 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         session.outbound.whenFinished { me.value.sessionFinished() }
         for frame in early { dispatch(frame) }
         early = []
-        if phase == .open { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+        // Reading resumes unless the early requests filled the queue (their drain resumes it) or
+        // the connection is already gone.
+        if phase != .closed, !pausedForRequests { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+    }
+
+    private func resumeReading() {
+        pausedForRequests = false
+        guard phase != .closed else { return }
+        context?.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
     }
 
     private func refused(_ frame: Im_Frame, _ error: IMError) {
         core.metrics.connect(code: error.code.rawValue)
-        guard phase == .connecting, let context else { return }
+        guard phase == .connecting, let context else {
+            endCounting()
+            return
+        }
         var buffer = context.channel.allocator.buffer(capacity: 64)
         buffer.writeBytes(FrameCodec.errorReply(to: frame, error))
         context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
@@ -211,6 +262,8 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
             context?.close(promise: nil)
         } else if session.isClosedForShutdown {
             close(.goingAway, reason: "the server is shutting down")
+        } else if let closeCode {
+            close(closeCode.code, reason: closeCode.reason)
         } else {
             close(.normalClosure, reason: nil)
         }
@@ -244,7 +297,15 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         }
         phase = .closing
         var data = frame.unmaskedData
-        let code = data.readWebSocketErrorCode() ?? .normalClosure
+        // A code the peer may not send (1005, 1006, 1015, or outside RFC 6455's ranges) is answered
+        // with 1002; no code at all with 1000.
+        var code = WebSocketErrorCode.normalClosure
+        if data.readableBytes >= 2, let raw = data.readInteger(as: UInt16.self) {
+            let allowed = (1000...1003).contains(raw) || (1007...1011).contains(raw) || (3000...4999).contains(raw)
+            code = allowed ? WebSocketErrorCode(codeNumber: Int(raw)) : .protocolError
+        } else if data.readableBytes == 1 {
+            code = .protocolError
+        }
         var answer = context.channel.allocator.buffer(capacity: 2)
         answer.write(webSocketErrorCode: code)
         let channel = context.channel
@@ -256,15 +317,22 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
     /// The connection is gone: the session ends (offline at once) and the shutdown stops counting it.
     private func ended() {
         guard phase != .closed else { return }
-        phase = .closed
         handshakeTimer?.cancel()
         handshakeTimer = nil
         early = []
+        let wasConnecting = phase == .connecting
+        phase = .closed
         if let session {
             session.close()
             core.sessionEnded(session)
             core.logger.debug("session closed", metadata: ["user": "\(session.userId)", "session": "\(session.id)"])
         }
+        // A CONNECT still being checked is counted until its check ends (`opened` or `refused`):
+        // the shutdown must not close the store under it.
+        if !wasConnecting { endCounting() }
+    }
+
+    private func endCounting() {
         if counted {
             counted = false
             core.shutdown.endSession()
@@ -346,6 +414,8 @@ final class GatewayRequests: Sendable {
 
     private func run(_ frame: Im_Frame) async {
         let core = gateway.core
+        // Kicked, disconnected or closed meanwhile: nothing more of this session runs.
+        guard !session.isClosed else { return }
         // Once a graceful shutdown has begun, requests are answered without being run (but a
         // client may still say goodbye).
         let alwaysAnswered = frame.op == .disconnect
