@@ -54,7 +54,6 @@ let package = Package(
             dependencies: [
                 "IMCore", "IMPush", "IMWire", "IMStore", "IMProcess",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 // PBKDF2 for the console operator's password.

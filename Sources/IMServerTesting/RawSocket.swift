@@ -9,11 +9,14 @@ import IMWire
 
 /// A plain TCP connection to the test server, for the tests that play a misbehaving peer: one that
 /// sends half a request, never answers a close, or never reads. Blocking reads, each bounded by a
-/// timeout, run on dispatch threads: blocking the cooperative pool would starve the in-process
-/// server that runs on it.
+/// timeout, run on a serial dispatch queue of the socket's own: blocking the cooperative pool would
+/// starve the in-process server that runs on it, and the global queue has a thread per core, so a
+/// few long reads of other tests would hold up this one's.
 public final class RawSocket: @unchecked Sendable {
     // @unchecked: the descriptor is used by one test task at a time; `close` is idempotent.
     private var fd: Int32
+    /// Where this socket's blocking reads wait (a serial queue gets a thread of its own).
+    private let reads = DispatchQueue(label: "RawSocket.reads")
 
     /// Connects to `port` on 127.0.0.1; `receiveBuffer` shrinks the socket's receive buffer (a peer
     /// that never reads then fills up quickly).
@@ -58,7 +61,7 @@ public final class RawSocket: @unchecked Sendable {
     public func receive(timeout: Duration) async -> [UInt8]? {
         let fd = self.fd
         return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            reads.async {
                 var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 let millis = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
                 guard poll(&poller, 1, max(millis, 1)) > 0 else { return continuation.resume(returning: []) }

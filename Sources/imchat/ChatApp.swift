@@ -94,6 +94,12 @@ actor ChatApp {
         Task { [weak self] in
             for await notice in notifications { await self?.notified(notice) }
         }
+        // Each typing status that arrives, for the event log (a test knows it reached this device).
+        let typing = kit.client.typingStatusUpdates()
+        let log = self.log
+        Task {
+            for await status in typing { log.write("typing_received", ["userId": status.userId]) }
+        }
         return list.rows.count
     }
 

@@ -157,7 +157,10 @@ struct IMChatTerminalTests {
             try await tmux.waitFor("alice", contains: "> more")
             try await waitUntilCount { tmux.events("alice", "typing_sent").count == 2 }
             #expect(tmux.events("alice", "typing_sent").count == 2)
-            // Bob's "typing…" ends 6 s after the last status, on bob's clock.
+            // Bob's "typing…" ends 6 s after the last status, on bob's clock: once the second has
+            // reached him (it may still be on its way when alice has logged it sent).
+            try await waitUntilCount { tmux.events("bob", "typing_received").count >= 2 }
+            #expect(tmux.events("bob", "typing_received").count == 2)
             try await tmux.enter("bob", "/clock +7")
             try await tmux.waitFor("bob", "typing cleared") { $0.contains("clock +7s") && !$0.contains("[typing…]") }
         }
