@@ -132,10 +132,12 @@ public actor LocationShareSession {
 
     /// `startRealTimeLocation`: this user starts sharing (IDLE → OUTGOING). When the start message
     /// cannot be sent it is marked failed, `startFailed` is reported and the status returns to IDLE.
+    /// - Throws: `IMError` 33003 when somebody shares already (`startOrJoin` joins then).
     public func start(sendStart: (@Sendable (any MessageContent) async throws -> Message?)? = nil) async throws {
-        guard status == .idle else {
-            if status == .incoming { try await join() }
-            return
+        switch status {
+        case .idle: break
+        case .incoming: throw IMError(.invalidParameter, "the peer shares a location already: join instead")
+        case .outgoing, .connected: throw IMError(.invalidParameter, "you already share your location here")
         }
         enter()
         do {

@@ -122,9 +122,7 @@ struct IMChatFlowTests {
             }
             try await Terminal.start(tmux, server, "alice")
             try await Terminal.start(tmux, server, "carol")
-            try await tmux.press("alice", "o")
-            try await tmux.enter("alice", "bob")
-            try await tmux.waitFor("alice", contains: "« bob")
+            try await tmux.open("alice", "bob")
             for text in ["first line", "second line", "third line"] {
                 try await tmux.enter("alice", text)
                 try await tmux.waitFor("alice", contains: "me: \(text)")
@@ -196,9 +194,7 @@ struct IMChatFlowTests {
             try await Terminal.start(tmux, server, "alice")
             try await Terminal.start(tmux, server, "bob")
             for (session, peer) in [("alice", "bob"), ("bob", "alice")] {
-                try await tmux.press(session, "o")
-                try await tmux.enter(session, peer)
-                try await tmux.waitFor(session, contains: "« \(peer)")
+                try await tmux.open(session, peer)
             }
             try await tmux.enter("bob", "the original")
             try await tmux.waitFor("alice", contains: "bob: the original")
@@ -250,9 +246,7 @@ struct IMChatFlowTests {
     func localNotifications() async throws {
         try await Terminal.withSetup { server, tmux in
             try await Terminal.start(tmux, server, "alice")
-            try await tmux.press("alice", "o")
-            try await tmux.enter("alice", "carol")
-            try await tmux.waitFor("alice", contains: "« carol")
+            try await tmux.open("alice", "carol")
             try await Terminal.publish(server, "bob", "alice", "hello from y")
             try await tmux.waitFor("alice", contains: "[notice] bob: hello from y")
             let first = try #require(tmux.events("alice", "notification").first)
@@ -266,9 +260,7 @@ struct IMChatFlowTests {
             try await phone.setConversationNotificationLevel(.private, targetId: "bob", level: .blocked)
             try await tmux.press("alice", "Escape")
             try await Self.reloadUntil(tmux, "alice", "bob's row marked [dnd]") { Self.line($0, containing: " bob ")?.contains("[dnd]") == true }
-            try await tmux.press("alice", "o")
-            try await tmux.enter("alice", "carol")
-            try await tmux.waitFor("alice", contains: "« carol")
+            try await tmux.open("alice", "carol")
             try await Terminal.publish(server, "bob", "alice", "quiet please")
             // A later message from someone else is the fence: notifications are decided in order.
             try await Terminal.publish(server, "dave", "alice", "fence one")
@@ -353,12 +345,8 @@ struct IMChatFlowTests {
             try "22.5431,114.0579\n".write(to: positionFile, atomically: true, encoding: .utf8)
             try await Terminal.start(tmux, server, "alice")
             try await Terminal.start(tmux, server, "bob", ["--location-file", positionFile.path])
-            try await tmux.press("alice", "o")
-            try await tmux.enter("alice", "bob")
-            try await tmux.waitFor("alice", contains: "« bob")
-            try await tmux.press("bob", "o")
-            try await tmux.enter("bob", "alice")
-            try await tmux.waitFor("bob", contains: "« alice")
+            try await tmux.open("alice", "bob")
+            try await tmux.open("bob", "alice")
 
             // The location action: send a location, or share it in real time.
             try await tmux.enter("alice", "/location")

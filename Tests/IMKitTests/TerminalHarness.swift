@@ -69,6 +69,14 @@ final class TmuxHarness: Sendable {
         try await tmux(["send-keys", "-t", session] + keys)
     }
 
+    /// Opens a conversation from the list (`o`, the target as imchat takes it) and waits for its
+    /// screen titled `title` (the target by default).
+    func open(_ session: String, _ target: String, title: String? = nil) async throws {
+        try await press(session, "o")
+        try await enter(session, target)
+        try await waitFor(session, contains: "« \(title ?? target)")
+    }
+
     /// Types a line and presses Enter.
     func enter(_ session: String, _ text: String) async throws {
         try await type(session, text)

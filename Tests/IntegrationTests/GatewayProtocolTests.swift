@@ -83,6 +83,28 @@ struct GatewayProtocolTests {
         }
     }
 
+    @Test("100 requests in one write are all answered, in the order sent: reading pauses at 32 waiting and resumes")
+    func burstInOrder() async throws {
+        try await withTestServer(try await TestServer.start()) { server in
+            let socket = try await RawSocket.connected(port: try Self.port(server), appKey: server.app.appKey, token: try await server.token("alice"))
+            var burst: [UInt8] = []
+            for id in UInt32(2)...101 {
+                burst += RawSocket.maskedFrame(first: 0x82, try FrameCodec.request(id: id, op: .conversationStateSync, Im_ConversationStateSyncRequest()))
+            }
+            try socket.send(burst)
+            var bytes: [UInt8] = []
+            let deadline = ContinuousClock.now + .seconds(60)
+            while RawSocket.frames(in: bytes).count < 100, ContinuousClock.now < deadline {
+                guard let chunk = await socket.receive(timeout: deadline - .now) else { break }
+                bytes += chunk
+            }
+            let replies = try RawSocket.frames(in: bytes).filter { $0.opcode == 0x2 }.map { try FrameCodec.decode($0.payload) }
+            #expect(replies.map(\.id) == Array(UInt32(2)...101), "replies in the order of their requests")
+            #expect(replies.allSatisfy { $0.code == 0 }, "\(replies.first { $0.code != 0 }.map { "\($0.code) \($0.errorMessage)" } ?? "")")
+            #expect(Self.online(server, "alice") == 1)
+        }
+    }
+
     @Test("a send that arrives with the DISCONNECT before it, in one write, is not run")
     func nothingRunsAfterDisconnect() async throws {
         try await withTestServer(try await TestServer.start()) { server in

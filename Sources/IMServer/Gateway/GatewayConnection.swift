@@ -171,16 +171,15 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
     private func dispatch(_ frame: Im_Frame) {
         guard let session, let requests else { return }
         if frame.op == .ping {
-            session.touch(now: core.clock.nowMilliseconds())
-            var pong = Im_Pong()
-            pong.serverTime = core.clock.nowMilliseconds()
-            if let reply = try? FrameCodec.reply(to: frame, pong) { session.send(reply) }
+            let now = core.clock.nowMilliseconds()
+            session.touch(now: now)
+            if let reply = try? GatewayOps.pong(to: frame, now: now) { session.send(reply) }
             return
         }
         if requests.submit(frame) {
             // Enough requests wait: stop reading until they are run (TCP pushes back on the client).
             pausedForRequests = true
-            context?.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+            setReading(false)
         }
     }
 
@@ -191,7 +190,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         core.shutdown.beginSession()
         counted = true
         // Nothing more is read until the CONNECT is settled.
-        context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
+        setReading(false)
         let channel = context.channel
         let me = NIOLoopBound(self, eventLoop: context.eventLoop)
         let gateway = self.gateway
@@ -219,7 +218,6 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         core.metrics.connect(code: 0)
         core.logger.debug("session opened", metadata: ["user": "\(session.userId)", "session": "\(session.id)", "platform": "\(session.platform)"])
         let me = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let channel = context.channel
         requests = GatewayRequests(gateway: gateway, session: session, resumeReading: {
             me.eventLoop.execute { me.value.resumeReading() }
         })
@@ -232,13 +230,18 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         early = []
         // Reading resumes unless the early requests filled the queue (their drain resumes it) or
         // the connection is already gone.
-        if phase != .closed, !pausedForRequests { channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in } }
+        if !pausedForRequests { setReading(true) }
     }
 
     private func resumeReading() {
         pausedForRequests = false
+        setReading(true)
+    }
+
+    /// Turns reading from the socket on or off (nothing to do once the connection is gone).
+    private func setReading(_ on: Bool) {
         guard phase != .closed else { return }
-        context?.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+        context?.channel.setOption(ChannelOptions.autoRead, value: on).whenFailure { _ in }
     }
 
     private func refused(_ frame: Im_Frame, _ error: IMError) {
@@ -251,7 +254,8 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         buffer.writeBytes(FrameCodec.errorReply(to: frame, error))
         context.write(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .binary, data: buffer)), promise: nil)
         close(core.shutdown.isStopping ? .goingAway : .normalClosure, reason: "connect refused: \(error.code.rawValue)")
-        context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+        // Reading again, for the peer's answer to the close.
+        setReading(true)
     }
 
     private func sessionFinished() {

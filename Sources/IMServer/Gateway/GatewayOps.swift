@@ -50,12 +50,16 @@ struct GatewayOp: Sendable {
 
 /// The gateway's op table: every request a signed-in client may send, and the service that answers it.
 enum GatewayOps {
+    /// The answer to a PING: the server's time. (The gateway answers pings on the event loop
+    /// itself; the table's entry is for callers that run ops directly.)
+    static func pong(to frame: Im_Frame, now: Int64) throws -> [UInt8] {
+        var pong = Im_Pong()
+        pong.serverTime = now
+        return try FrameCodec.reply(to: frame, pong)
+    }
+
     static let table: [Im_Op: GatewayOp] = [
-        .ping: GatewayOp { core, frame, _ in
-            var pong = Im_Pong()
-            pong.serverTime = core.clock.nowMilliseconds()
-            return try FrameCodec.reply(to: frame, pong)
-        },
+        .ping: GatewayOp { core, frame, _ in try pong(to: frame, now: core.clock.nowMilliseconds()) },
         .disconnect: GatewayOp { core, frame, session in
             // disconnect(receivePush: false) and logout: the device gets no pushes any more.
             if let request = try? frame.body(Im_DisconnectRequest.self), !request.receivePush {
