@@ -42,7 +42,14 @@ set -e
 if [ "$status" -ne 0 ]; then
   echo
   echo "== the tests failed (exit $status); what failed, from the log above =="
-  grep -E "✘|recorded an issue|error: |Fatal error|Expectation failed|signal [0-9]+|Exited with" "$test_log" | grep -v "^✔" | head -80
+  # Each failure with the lines that explain it (an issue's comments follow it, as "↳" lines).
+  awk '
+    /^(◇|✔|✘)|^[0-9]{4}-[0-9]{2}-[0-9]{2}T/ { detail = 0 }
+    detail > 0 && detail <= 40 { print; detail++; next }
+    /✘|recorded an issue|error: |Fatal error|Expectation failed|signal [0-9]+|Exited with/ && !/^✔/ {
+      print; if (/recorded an issue/) detail = 1
+    }
+  ' "$test_log" | head -200
   exit "$status"
 fi
 # Smoke check: every imbench scenario, small, end to end (counts are checked, timings are not).

@@ -11,7 +11,7 @@ public enum MessageContentRule {
     /// What is wrong with the content, or nil when it meets the rule.
     public static func violation(of content: Data) -> Violation? {
         guard content.count <= MessageLimits.maxContentBytes else { return .tooLarge(bytes: content.count) }
-        guard (try? JSONSerialization.jsonObject(with: content)) is [String: Any] else { return .notAnObject }
+        guard JSONSyntax.isObject(content) else { return .notAnObject }
         return nil
     }
 

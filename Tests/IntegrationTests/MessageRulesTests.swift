@@ -116,9 +116,13 @@ struct MessageRulesTests {
             badName.objectName = String(repeating: "N", count: 33)
             var badBody = Self.text(to: "bob", "x")
             badBody.content = Data("not json".utf8)
+            var trailingComma = Self.text(to: "bob", "x")
+            trailingComma.content = Data(#"{"content":"x",}"#.utf8)
+            var badUTF8 = Self.text(to: "bob", "x")
+            badUTF8.content = Data(#"{"content":""#.utf8) + Data([0xC0, 0xAF]) + Data(#""}"#.utf8)
             var badType = Self.text(to: "bob", "x")
             badType.conversationType = 99
-            for request in [badTarget, badName, badBody, badType] {
+            for request in [badTarget, badName, badBody, trailingComma, badUTF8, badType] {
                 do {
                     _ = try await Self.send(connection, request)
                     Issue.record("bad input was accepted")

@@ -39,7 +39,7 @@ struct PythonSDKTests {
         let status = await process.exit().status
         let text = String(decoding: try Data(contentsOf: output), as: UTF8.self)
         if status != 0 {
-            Issue.record("python exited with \(status): \(String(decoding: try Data(contentsOf: errors), as: UTF8.self).suffix(2000))")
+            Issue.record("python exited with \(status): \(String(decoding: try Data(contentsOf: errors), as: UTF8.self).suffix(4000))")
         }
         return (status, text)
     }

@@ -55,6 +55,8 @@ struct ServerAPIMessageTests {
                 (["fromUserId": "ann", "objectName": "RC:TxtMsg", "content": "{}"], 400, 1002),
                 (["fromUserId": "ann", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": "not json"], 400, 1002),
                 (["fromUserId": "ann", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": "[1,2]"], 400, 1002),
+                (["fromUserId": "ann", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": #"{"content":"x",}"#], 400, 1002),
+                (["fromUserId": "ann", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": #"{"n":1e999}"#], 400, 1002),
                 (["fromUserId": "ann", "toUserId": "bob", "objectName": String(repeating: "X", count: 33), "content": "{}"], 400, 1005),
                 (["fromUserId": "ann", "toUserId": "bob", "objectName": "RC:TxtMsg", "content": "{}", "isPersisted": "maybe"], 400, 1002),
                 (["fromUserId": "ann", "toUserId": "bad id", "objectName": "RC:TxtMsg", "content": "{}"], 400, 1002),

@@ -557,7 +557,17 @@ enum ConsoleAssets {
     const PAGES = { overview: overviewPage, apps: appsPage, settings: settingsPage, users: usersPage, groups: groupsPage, chatrooms: chatroomsPage,
       ultragroups: ultraGroupsPage, history: historyPage, words: wordsPage, statistics: statisticsPage, account: accountPage };
 
-    async function show() {
+    // Pages are drawn one at a time, in the order asked, and only the newest of those waiting is
+    // drawn: a slow page (its data still loading) can never be drawn over the one asked for after it.
+    let drawing = Promise.resolve();
+    let asked = 0;
+    function show() {
+      const ticket = ++asked;
+      drawing = drawing.then(() => ticket === asked ? draw() : undefined);
+      return drawing;
+    }
+
+    async function draw() {
       clearTimeout(refreshTimer);
       const name = (location.hash || "#overview").slice(1);
       if (document.body.dataset.page !== name) status("", true);

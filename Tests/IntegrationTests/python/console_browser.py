@@ -6,7 +6,8 @@ The server (started by ConsoleBrowserTests) has user ann online and a conversati
 bob. The script signs in (after a wrong password), creates an app, changes a setting, finds ann and
 blocks her, reads the conversation, views statistics and the overview (also at a phone's size),
 signs out, and checks that a page without a session goes to the login. Every page is saved as a
-screenshot. It prints one JSON line of what it did; a failed check raises (exit status 1).
+screenshot. It prints one JSON line of what it did; a failed check raises (exit status 1). Each
+step is logged on stderr with the seconds since the start, so a failure says where and how slow.
 """
 import json
 import os
@@ -15,7 +16,7 @@ import time
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import SessionNotCreatedException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -28,13 +29,28 @@ options.binary_location = os.environ.get("IMSERVER_TEST_CHROMIUM", "/usr/bin/chr
 for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900",
                  "--disable-extensions", "--no-first-run"]:
     options.add_argument(argument)
-driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+started = time.monotonic()
+
+
+def log(text):
+    sys.stderr.write("%7.2f s  %s\n" % (time.monotonic() - started, text))
+    sys.stderr.flush()
+
+
+# Chromium's start can outlast chromedriver's own limit on a loaded machine: one more try then.
+try:
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+except SessionNotCreatedException as error:
+    log("chromium did not start (%s); trying once more" % str(error).splitlines()[0])
+    driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+log("chromium started")
 # Pages are redrawn after each action: an element found a moment ago may be gone, so a wait looks again.
 wait = WebDriverWait(driver, 60, ignored_exceptions=[StaleElementReferenceException])
 done = {}
 
 
 def shot(name):
+    log("page " + name)
     driver.save_screenshot(os.path.join(shots, name + ".png"))
 
 
@@ -170,7 +186,7 @@ try:
     done["signedOut"] = True
 except Exception:
     shot("failure")
-    sys.stderr.write("page at failure: " + driver.current_url + "\n" + driver.page_source[:4000] + "\n")
+    sys.stderr.write("page at failure: " + driver.current_url + "\n" + driver.page_source[:1500] + "\n")
     raise
 finally:
     driver.quit()
