@@ -36,6 +36,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // Micro-benchmarks (Benchmarks/): allocations per operation, checked against Thresholds/.
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
         .target(name: "IMCore", swiftSettings: strict),
@@ -69,6 +71,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "SwiftProtobuf", package: "swift-protobuf"),
             ],
             swiftSettings: strict
         ),
@@ -165,6 +168,19 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
+        ),
+        // Micro-benchmarks of the per-message paths: `swift package benchmark` (scripts/benchmarks.sh).
+        .executableTarget(
+            name: "IMBenchmarks",
+            dependencies: [
+                "IMCore", "IMWire", "IMServer", "IMStore",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ],
+            path: "Benchmarks/IMBenchmarks",
+            swiftSettings: [.swiftLanguageMode(.v5)],
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(
             name: "imbench",

@@ -55,3 +55,6 @@ fi
 # Smoke check: every imbench scenario, small, end to end (counts are checked, timings are not).
 bin="$(swift build --show-bin-path)"
 "$bin/imbench" --quick --output "$bin/imbench-quick.json"
+# The micro-benchmarks (a release build): allocations per operation must not grow past
+# Benchmarks/Thresholds.
+scripts/benchmarks.sh

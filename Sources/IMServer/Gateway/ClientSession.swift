@@ -68,7 +68,7 @@ public final class ClientSession: Sendable {
         return outbound.wasSlowReader ? "slow_reader" : "client"
     }
 
-    init(id: String, appId: Int64, userId: String, platform: Platform, deviceId: String, now: Int64,
+    package init(id: String, appId: Int64, userId: String, platform: Platform, deviceId: String, now: Int64,
          outbound: SessionOutbound, maxHeldBytes: Int, clientAddress: String = "", historyAfterSeq: UInt64 = 0,
          severalPerClass: Bool = false) {
         self.id = id
@@ -123,7 +123,7 @@ public final class ClientSession: Sendable {
 
     /// Delivers a push frame, holding it back while the client is still syncing. `seq` is the
     /// message's position in the log, or 0 for one no sync returns.
-    func deliver(seq: UInt64, frame: OutboundFrame) {
+    package func deliver(seq: UInt64, frame: OutboundFrame) {
         enum Action { case send, none, overflow }
         let action = state.withLock { state -> Action in
             guard state.syncing else {
@@ -172,7 +172,7 @@ public final class ClientSession: Sendable {
     /// held live messages newer than the watermark are released. Held messages let go after the
     /// last page was sent would be missed, so then the session is closed instead and its client
     /// syncs them on reconnecting (this needs a flood of messages between two lines of code).
-    func syncProgressed(watermark: UInt64, complete: Bool) {
+    package func syncProgressed(watermark: UInt64, complete: Bool) {
         let (release, lost) = state.withLock { state -> ([OutboundFrame], Bool) in
             state.syncedThrough = max(state.syncedThrough, watermark)
             guard complete, state.syncing else { return ([], false) }

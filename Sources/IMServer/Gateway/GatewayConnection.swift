@@ -143,7 +143,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
     // MARK: frames
 
     private func received(_ bytes: ByteBuffer) {
-        guard let frame = try? FrameCodec.decode(bytes.readableBytesView) else {
+        guard let frame = try? FrameCodec.decode(bytes) else {
             if phase == .awaitingConnect { refuseFirstFrame() }
             return
         }

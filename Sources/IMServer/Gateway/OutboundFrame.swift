@@ -7,7 +7,7 @@ public struct OutboundFrame: Sendable {
     let bytes: ByteBuffer
 
     /// A server-to-client binary message (RFC 6455 §5.2: FIN, opcode 2, unmasked) carrying `payload`.
-    init(_ payload: [UInt8]) {
+    package init(_ payload: [UInt8]) {
         var buffer = ByteBuffer()
         buffer.reserveCapacity(payload.count + 10)
         buffer.writeInteger(UInt8(0x82))

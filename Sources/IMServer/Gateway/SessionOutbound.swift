@@ -22,7 +22,7 @@ import IMStore
 /// A session connected to another node of a cluster, which a chatroom's owner node stands in for
 /// (`ChatroomRouting`), has no socket here: its frames are relayed to its node at once
 /// (`relayed(to:)`), which writes them to the real session's queue.
-final class SessionOutbound: Sendable {
+package final class SessionOutbound: Sendable {
     /// Where the frames go.
     private enum Sink: Sendable {
         /// A connection of this node: its channel's event loop (kept to group sessions by loop,
@@ -69,13 +69,17 @@ final class SessionOutbound: Sendable {
 
     /// Puts the session's write handler first in the channel's pipeline.
     static func attach(to channel: any Channel, maxQueuedBytes: Int) async throws -> SessionOutbound {
-        try await channel.eventLoop.submit {
-            let handler = SessionWriteHandler()
-            let outbound = SessionOutbound(writer: NIOLoopBound(handler, eventLoop: channel.eventLoop), maxQueuedBytes: maxQueuedBytes)
-            handler.outbound = outbound
-            try channel.pipeline.syncOperations.addHandler(handler, position: .first)
-            return outbound
-        }.get()
+        try await channel.eventLoop.submit { try attached(to: channel, maxQueuedBytes: maxQueuedBytes) }.get()
+    }
+
+    /// `attach`, on the channel's event loop.
+    package static func attached(to channel: any Channel, maxQueuedBytes: Int) throws -> SessionOutbound {
+        channel.eventLoop.preconditionInEventLoop()
+        let handler = SessionWriteHandler()
+        let outbound = SessionOutbound(writer: NIOLoopBound(handler, eventLoop: channel.eventLoop), maxQueuedBytes: maxQueuedBytes)
+        handler.outbound = outbound
+        try channel.pipeline.syncOperations.addHandler(handler, position: .first)
+        return outbound
     }
 
     private init(writer: NIOLoopBound<SessionWriteHandler>, maxQueuedBytes: Int) {

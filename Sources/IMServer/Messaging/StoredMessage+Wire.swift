@@ -30,7 +30,7 @@ extension StoredMessage {
     }
 
     /// The push frame that carries the message to a live session.
-    func pushFrame() -> [UInt8] {
+    package func pushFrame() -> [UInt8] {
         (try? FrameCodec.push(op: .message, wire)) ?? []
     }
 }
