@@ -60,8 +60,8 @@ public enum JSONSyntax {
         mutating func value(depth: Int) -> Bool {
             guard let byte = peek else { return false }
             switch byte {
-            case UInt8(ascii: "{"): return object(depth: depth + 1)
-            case UInt8(ascii: "["): return array(depth: depth + 1)
+            case UInt8(ascii: "{"): return container(depth: depth + 1, isObject: true)
+            case UInt8(ascii: "["): return container(depth: depth + 1, isObject: false)
             case UInt8(ascii: "\""): return string()
             case UInt8(ascii: "t"): return literal("true")
             case UInt8(ascii: "f"): return literal("false")
@@ -71,56 +71,34 @@ public enum JSONSyntax {
             }
         }
 
-        mutating func object(depth: Int) -> Bool {
+        /// An object (`isObject`: members are `"name": value`) or an array, its brackets included.
+        mutating func container(depth: Int, isObject: Bool) -> Bool {
             guard depth <= JSONSyntax.maxDepth else { return false }
-            index += 1  // {
+            let close = isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")
+            index += 1  // { or [
             skipWhitespace()
-            if peek == UInt8(ascii: "}") {
+            if peek == close {
                 index += 1
                 return true
             }
             while true {
-                guard peek == UInt8(ascii: "\""), string() else { return false }
-                skipWhitespace()
-                guard peek == UInt8(ascii: ":") else { return false }
-                index += 1
-                skipWhitespace()
-                guard value(depth: depth) else { return false }
-                skipWhitespace()
-                switch peek {
-                case UInt8(ascii: ","):
+                if isObject {
+                    guard peek == UInt8(ascii: "\""), string() else { return false }
+                    skipWhitespace()
+                    guard peek == UInt8(ascii: ":") else { return false }
                     index += 1
                     skipWhitespace()
-                case UInt8(ascii: "}"):
-                    index += 1
-                    return true
-                default:
-                    return false
                 }
-            }
-        }
-
-        mutating func array(depth: Int) -> Bool {
-            guard depth <= JSONSyntax.maxDepth else { return false }
-            index += 1  // [
-            skipWhitespace()
-            if peek == UInt8(ascii: "]") {
-                index += 1
-                return true
-            }
-            while true {
                 guard value(depth: depth) else { return false }
                 skipWhitespace()
-                switch peek {
-                case UInt8(ascii: ","):
-                    index += 1
-                    skipWhitespace()
-                case UInt8(ascii: "]"):
+                if peek == close {
                     index += 1
                     return true
-                default:
-                    return false
                 }
+                // A comma must be followed by another member: a trailing comma is refused.
+                guard peek == UInt8(ascii: ",") else { return false }
+                index += 1
+                skipWhitespace()
             }
         }
 

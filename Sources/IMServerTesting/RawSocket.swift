@@ -152,9 +152,8 @@ public final class RawSocket: @unchecked Sendable {
             bytes += chunk
             if let close = Self.frames(in: bytes).first(where: { $0.opcode == 0x8 }) {
                 // Answered, as a client does: the server need not wait out its close timeout.
-                let mask: [UInt8] = [1, 2, 3, 4]
                 let payload = Array(close.payload.prefix(2))
-                try? send([0x88, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] })
+                try? send(Self.maskedFrame(first: 0x88, payload))
                 guard payload.count == 2 else { return (1005, "") }
                 return (UInt16(payload[0]) << 8 | UInt16(payload[1]), String(decoding: close.payload.dropFirst(2), as: UTF8.self))
             }
@@ -178,7 +177,8 @@ public final class RawSocket: @unchecked Sendable {
                 length = bytes[(index + 2)..<(index + 10)].reduce(0) { $0 << 8 | Int($1) }
                 header = 10
             }
-            guard index + header + length <= bytes.count else { break }
+            // (A length past what arrived, however large, waits for more bytes.)
+            guard length >= 0, length <= bytes.count - index - header else { break }
             result.append((bytes[index] & 0x0F, Array(bytes[(index + header)..<(index + header + length)])))
             index += header + length
         }
