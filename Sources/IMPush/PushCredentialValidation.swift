@@ -77,7 +77,8 @@ extension APNsCredentials: CustomStringConvertible, CustomDebugStringConvertible
         guard !bundleId.contains("*") else {
             throw PushCredentialError("bundleId \"\(bundleId)\" has a wildcard: APNs pushes only to an explicit bundle id", code: 75)
         }
-        guard bundleId.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) && $0.isASCII || $0 == "." || $0 == "-" }) else {
+        // ASCII letters and digits, '.' and '-' (checked per byte: this runs for every push).
+        guard bundleId.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2E || $0 == 0x2D }) else {
             throw PushCredentialError("bundleId \"\(bundleId)\" may contain only letters, digits, '.' and '-'")
         }
     }

@@ -152,9 +152,21 @@ public final class ProviderPushTransport: PushTransport {
         var bytes = Array(SHA256.hash(data: Data(notificationId.utf8)).prefix(16))
         bytes[6] = (bytes[6] & 0x0F) | 0x80
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = hexString(bytes)
-        let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
-        return parts.joined(separator: "-")
+        // 8-4-4-4-12 hex digits, written in one pass (this runs for every push).
+        let digits: StaticString = "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: 36) { text in
+            var at = 0
+            for (index, byte) in bytes.enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    text[at] = UInt8(ascii: "-")
+                    at += 1
+                }
+                text[at] = digits.utf8Start[Int(byte >> 4)]
+                text[at + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                at += 2
+            }
+            return at
+        }
     }
 
     private func sendAPNs(_ notification: PushNotification, token: String, environment: PushEnvironment, voip: Bool,

@@ -68,11 +68,7 @@ public final class TestHTTPServer: Sendable {
             HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 16384),
         ]
-        h2.targetWindowSize = 16 << 20
         let connectionConfiguration = h2
-        var stream = NIOHTTP2Handler.StreamConfiguration()
-        stream.targetWindowSize = 1 << 20
-        let streamConfiguration = stream
 
         channel = try await ServerBootstrap(group: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 512)
@@ -95,14 +91,8 @@ public final class TestHTTPServer: Sendable {
                 guard let sslContext else { return http1(channel) }
                 let http2: NIOChannelInitializer = { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                            mode: .server, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration
-                        ) { stream in
-                            stream.eventLoop.makeCompletedFuture {
-                                try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                                try stream.pipeline.syncOperations.addHandler(RequestHandler(connection: connection, version: "HTTP/2", respond: respond))
-                            }
-                        }
+                        try channel.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server, connectionConfiguration: connectionConfiguration))
+                        try channel.pipeline.syncOperations.addHandler(TestHTTP2FrameHandler(connection: connection, respond: respond))
                     }
                 }
                 return channel.eventLoop.makeCompletedFuture {
@@ -137,7 +127,7 @@ public final class TestHTTPServer: Sendable {
 
 /// What the request handlers of one connection share: its number, and its client certificate
 /// (read once, from the connection's TLS handler).
-private final class ConnectionInfo: Sendable {
+final class ConnectionInfo: Sendable {
     let id: Int
     /// The accepted TCP connection (the parent of its HTTP/2 streams).
     private let connection: any Channel
@@ -166,8 +156,7 @@ private final class ConnectionInfo: Sendable {
     }
 }
 
-/// Gathers one request (HTTP/1.1, or one HTTP/2 stream through HTTP2FramePayloadToHTTP1ServerCodec)
-/// and writes the answer.
+/// Gathers one HTTP/1.1 request and writes the answer (HTTP/2: `TestHTTP2FrameHandler`).
 private final class RequestHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart

@@ -22,6 +22,14 @@ public final class SQLiteStore: IMStore {
         var configuration = Configuration()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // The one writer keeps its page cache between transactions (nothing else changes the
+            // file), so a large one keeps the index pages that writes land on all over a table
+            // (push records by user, unread counts) in memory instead of reading them again with
+            // pread per transaction. Readers start over whenever the writer commits: theirs stays
+            // at SQLite's 2 MiB default.
+            if !db.configuration.readonly {
+                try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
+            }
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -30,6 +38,9 @@ public final class SQLiteStore: IMStore {
             throw IMError(.databaseError, "cannot open the database \(path): \(error)")
         }
     }
+
+    /// The writer's page cache (filled only as pages are used).
+    static let writerCacheKiB = 65_536
 
     /// Closes the database once nothing uses it any more (the server's services have stopped):
     /// every later access fails.

@@ -119,6 +119,9 @@ struct APNsProviderTests {
             #expect(uuid.uuidString.lowercased() == first)
         }
         #expect(ProviderPushTransport.apnsId(for: "resent") == ProviderPushTransport.apnsId(for: "resent"))
+        // SHA-256("resent")'s first 16 bytes with the version (8) and variant bits set, as Python's
+        // uuid module prints them.
+        #expect(ProviderPushTransport.apnsId(for: "resent") == "bddddaec-b8f7-8b52-b214-206fe0d6595d")
     }
 
     @Test("VoIP: topic <bundle>.voip, push type voip, priority 10")

@@ -20,6 +20,8 @@ struct PushCredentialTests {
     func goodP8() throws {
         let validated = try Self.tokenCredentials(keyId: " KEY1234567\n", bundleId: " com.example.chat ").validated()
         #expect(validated.bundleId == "com.example.chat")
+        // Every character a bundle id may have: both letter ranges' ends, digits, '.' and '-'.
+        #expect(try Self.tokenCredentials(bundleId: "AZaz09.com-example").validated().bundleId == "AZaz09.com-example")
         #expect(validated.authentication == .token(p8: Self.p8, keyId: "KEY1234567", teamId: "TEAM123456"))
         let bare = Self.p8.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
         guard case .token(let p8, _, _) = try Self.tokenCredentials(p8: bare).validated().authentication else {
@@ -41,6 +43,13 @@ struct PushCredentialTests {
             (Self.tokenCredentials(bundleId: "*"), "wildcard", 75),
             (Self.tokenCredentials(bundleId: "  "), "bundleId is empty", nil),
             (Self.tokenCredentials(bundleId: "com.example/chat"), "may contain only", nil),
+            // The characters just outside the letters' ranges, and a letter that is not ASCII.
+            (Self.tokenCredentials(bundleId: "com.example@chat"), "may contain only", nil),
+            (Self.tokenCredentials(bundleId: "com.example[chat"), "may contain only", nil),
+            (Self.tokenCredentials(bundleId: "com.example_chat"), "may contain only", nil),
+            (Self.tokenCredentials(bundleId: "com.example`chat"), "may contain only", nil),
+            (Self.tokenCredentials(bundleId: "com.example{chat"), "may contain only", nil),
+            (Self.tokenCredentials(bundleId: "com.exämple.chat"), "may contain only", nil),
             (APNsCredentials(bundleId: "com.example.chat", authentication: .certificate(p12: Data(), password: "x")), "p12 is empty", 53),
             (APNsCredentials(bundleId: "com.example.chat", authentication: .certificate(p12: Data("junk".utf8), password: "x")), "could not be opened", 67),
         ]
