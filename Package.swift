@@ -287,7 +287,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire"], swiftSettings: strict),
+        .testTarget(name: "IMCoreTests", dependencies: ["IMCore", "IMWire", "IMServerTesting"], swiftSettings: strict),
         // IMKit's models against a real server, and imchat driven in tmux.
         .testTarget(
             name: "IMKitTests",
@@ -312,6 +312,7 @@ let package = Package(
             name: "StoreConformanceTests",
             dependencies: [
                 "IMCore", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreConformance", "IMStoreMigration", "IMServerTesting",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],

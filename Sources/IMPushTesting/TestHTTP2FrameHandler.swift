@@ -99,38 +99,31 @@ final class TestHTTP2FrameHandler: ChannelInboundHandler {
 
     private func finish(_ id: HTTP2StreamID, context: ChannelHandlerContext) {
         guard let stream = streams.removeValue(forKey: id) else { return }
-        let certificate = connection.clientCertificate()
-        let request = TestHTTPRequest(method: stream.method, path: stream.path, headers: stream.headers,
-                                      body: Data(stream.body.readableBytesView), httpVersion: "HTTP/2", connectionId: connection.id,
-                                      clientCertificateSubject: certificate.subject, clientCertificateUID: certificate.uid)
-        answer(respond(request), on: id, context: context)
+        let request = connection.request(method: stream.method, path: stream.path, headers: stream.headers, body: stream.body,
+                                         version: "HTTP/2")
+        respond(request).carryOut(on: context.eventLoop) { status, headers, body in
+            self.write(status: status, headers: headers, body: body, on: id, context: context)
+        }
     }
 
-    private func answer(_ answer: TestHTTPAnswer, on id: HTTP2StreamID, context: ChannelHandlerContext) {
-        switch answer {
-        case .hang:
-            return
-        case .later(let milliseconds, let then):
-            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
-                guard context.channel.isActive else { return }
-                self.answer(then, on: id, context: context)
-            }
-        case .respond(let status, let extraHeaders, let body):
-            var headers = HPACKHeaders()
-            headers.add(name: ":status", value: String(status))
-            for (name, value) in extraHeaders where name.lowercased() != "content-length" {
-                headers.add(name: name.lowercased(), value: value)
-            }
-            headers.add(name: "content-length", value: String(body.count))
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body.isEmpty)))),
-                          promise: nil)
-            if !body.isEmpty {
-                let bytes = context.channel.allocator.buffer(bytes: body)
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(bytes), endStream: true)))),
-                              promise: nil)
-            }
-            scheduleFlush(context)
+    /// The answer as HEADERS, and DATA when it has a body. (To a stream the client has reset
+    /// meanwhile the write fails as an outbound stream error: `errorCaught`.)
+    private func write(status: Int, headers extraHeaders: [(String, String)], body: Data, on id: HTTP2StreamID,
+                       context: ChannelHandlerContext) {
+        var headers = HPACKHeaders()
+        headers.add(name: ":status", value: String(status))
+        for (name, value) in extraHeaders where name.lowercased() != "content-length" {
+            headers.add(name: name.lowercased(), value: value)
         }
+        headers.add(name: "content-length", value: String(body.count))
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: body.isEmpty)))),
+                      promise: nil)
+        if !body.isEmpty {
+            let bytes = context.channel.allocator.buffer(bytes: body)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(bytes), endStream: true)))),
+                          promise: nil)
+        }
+        scheduleFlush(context)
     }
 
     /// One flush at the end of the event loop tick for every answer written in it.

@@ -35,6 +35,19 @@ public enum TestHTTPAnswer: Sendable {
     /// Answer after a while (a slow server), from the connection's event loop.
     indirect case later(milliseconds: Int64, TestHTTPAnswer)
 
+    /// Carries the answer out on `eventLoop` (the connection's, where the request was read):
+    /// nothing for `.hang`, `write` after the delay for `.later`, `write` now for `.respond`.
+    func carryOut(on eventLoop: any EventLoop, _ write: @escaping (_ status: Int, _ headers: [(String, String)], _ body: Data) -> Void) {
+        switch self {
+        case .hang:
+            return
+        case .later(let milliseconds, let then):
+            eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) { then.carryOut(on: eventLoop, write) }
+        case .respond(let status, let headers, let body):
+            write(status, headers, body)
+        }
+    }
+
     public static func json(_ status: Int, _ object: Any, headers: [(String, String)] = []) -> TestHTTPAnswer {
         let body = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
         return .respond(status: status, headers: [("content-type", "application/json")] + headers, body: body)
@@ -139,7 +152,14 @@ final class ConnectionInfo: Sendable {
     }
 
     /// Called on the connection's event loop (HTTP/2 streams share their connection's loop).
-    func clientCertificate() -> (subject: String?, uid: String?) {
+    /// A request that arrived on this connection, with its client certificate.
+    func request(method: String, path: String, headers: [String: String], body: ByteBuffer, version: String) -> TestHTTPRequest {
+        let certificate = clientCertificate()
+        return TestHTTPRequest(method: method, path: path, headers: headers, body: Data(body.readableBytesView), httpVersion: version,
+                               connectionId: id, clientCertificateSubject: certificate.subject, clientCertificateUID: certificate.uid)
+    }
+
+    private func clientCertificate() -> (subject: String?, uid: String?) {
         if let known = certificate.withLock({ $0 }) { return known }
         var found: (subject: String?, uid: String?) = (nil, nil)
         if let peer = try? connection.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate,
@@ -185,32 +205,23 @@ private final class RequestHandler: ChannelInboundHandler {
             self.head = nil
             var headers: [String: String] = [:]
             for (name, value) in head.headers { headers[name.lowercased()] = value }
-            let certificate = connection.clientCertificate()
-            let request = TestHTTPRequest(method: head.method.rawValue, path: head.uri, headers: headers,
-                                          body: Data(body.readableBytesView), httpVersion: version, connectionId: connection.id,
-                                          clientCertificateSubject: certificate.subject, clientCertificateUID: certificate.uid)
-            answer(respond(request), to: head, context: context)
+            let request = connection.request(method: head.method.rawValue, path: head.uri, headers: headers, body: body, version: version)
+            respond(request).carryOut(on: context.eventLoop) { status, extraHeaders, responseBody in
+                self.write(status: status, headers: extraHeaders, body: responseBody, to: head, context: context)
+            }
         }
     }
 
-    private func answer(_ answer: TestHTTPAnswer, to head: HTTPRequestHead, context: ChannelHandlerContext) {
-        switch answer {
-        case .hang:
-            return
-        case .later(let milliseconds, let then):
-            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) {
-                self.answer(then, to: head, context: context)
-            }
-        case .respond(let status, let extraHeaders, let responseBody):
-            var responseHeaders = HTTPHeaders(extraHeaders)
-            responseHeaders.replaceOrAdd(name: "content-length", value: String(responseBody.count))
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status),
-                                                                 headers: responseHeaders))), promise: nil)
-            if !responseBody.isEmpty {
-                context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: responseBody)))), promise: nil)
-            }
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+    private func write(status: Int, headers extraHeaders: [(String, String)], body responseBody: Data, to head: HTTPRequestHead,
+                       context: ChannelHandlerContext) {
+        var responseHeaders = HTTPHeaders(extraHeaders)
+        responseHeaders.replaceOrAdd(name: "content-length", value: String(responseBody.count))
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: HTTPResponseStatus(statusCode: status),
+                                                             headers: responseHeaders))), promise: nil)
+        if !responseBody.isEmpty {
+            context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: responseBody)))), promise: nil)
         }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

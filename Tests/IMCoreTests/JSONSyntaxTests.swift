@@ -1,5 +1,6 @@
 import Foundation
 import IMCore
+import IMServerTesting
 import Testing
 
 /// `JSONSyntax` replaces `JSONSerialization` in the content check: it must give the same answer on
@@ -97,7 +98,7 @@ struct JSONSyntaxTests {
             #"{"imageUri":"https://h/i.jpg","content":"/9j/4AAQ","latitude":39.9,"longitude":116.3,"poi":"北京"}"#,
         ]
         let alphabet = Array("{}[]\":,\\/ u0123456789abcdefABCDEF.eE+-tnlrsx\u{00e9}中\n\t".utf8) + [0x00, 0x80, 0xC3, 0xE4, 0xFF]
-        var generator = SplitMix(seed: 0x1A2B_3C4D)
+        var generator = SplitMix64(seed: 0x1A2B_3C4D)
         var disagreements: [String] = []
         var validSeen = 0
         for round in 0..<10_000 {
@@ -120,18 +121,5 @@ struct JSONSyntaxTests {
         #expect(disagreements.isEmpty, "\(disagreements.joined(separator: "\n"))")
         // The mutations must exercise both answers, or the comparison proves little.
         #expect(validSeen > 1_000 && validSeen < 9_000, "\(validSeen) of 10,000 mutations were valid")
-    }
-}
-
-/// A small deterministic generator, so a disagreement reproduces.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -14,18 +14,11 @@ import Testing
 /// exist (so requests reach deep into the services). Drawn from a seed, so a failing case is
 /// reproduced from the seed the property check prints.
 struct FuzzValues: RandomNumberGenerator {
-    private var state: UInt64
+    private var generator: SplitMix64
 
-    init(seed: UInt64) { state = seed }
+    init(seed: UInt64) { generator = SplitMix64(seed: seed) }
 
-    /// SplitMix64.
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    mutating func next() -> UInt64 { generator.next() }
 
     /// Ids, uids and names the fixture created.
     var known: [String] = []

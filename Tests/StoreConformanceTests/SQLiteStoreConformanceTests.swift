@@ -1,7 +1,8 @@
 import Foundation
+import GRDB
 import IMStore
 import IMStoreConformance
-import IMStoreSQLite
+@testable import IMStoreSQLite
 import Synchronization
 import Testing
 
@@ -25,6 +26,20 @@ struct SQLiteStoreConformanceTests {
     @Test func conversationKeys() async throws { try await withSQLiteStores { try await $0.conversationKeys() } }
     @Test func tenantIsolation() async throws { try await withSQLiteStores { try await $0.tenantIsolation() } }
     @Test func concurrency() async throws { try await withSQLiteStores { try await $0.concurrency() } }
+
+    @Test("the writer's page cache is 64 MiB and stays so across transactions; readers keep SQLite's 2 MiB")
+    func writerCache() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path)
+        defer { try? store.close() }
+        // A negative cache_size is in KiB; SQLite's default is -2000.
+        for _ in 0..<2 {
+            #expect(try await store.pool.write { try Int.fetchOne($0, sql: "PRAGMA cache_size") } == -SQLiteStore.writerCacheKiB)
+        }
+        #expect(SQLiteStore.writerCacheKiB == 65_536)
+        #expect(try await store.pool.read { try Int.fetchOne($0, sql: "PRAGMA cache_size") } == -2000)
+    }
 }
 
 /// Runs `body` with a suite whose stores are SQLite databases in fresh temporary directories,
