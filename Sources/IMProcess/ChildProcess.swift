@@ -56,8 +56,11 @@ public final class ChildProcess: @unchecked Sendable {
     public let standardOutput: Int32?
     public let standardError: Int32?
 
+    /// When `posix_spawn` returned.
+    public let startedAt: ContinuousClock.Instant
     private let condition = NSCondition()
     private var ended: Termination?
+    private var endedAt: ContinuousClock.Instant?
     private var waiters: [CheckedContinuation<Termination, Never>] = []
 
     /// Starts `executable` (a path) with `arguments`. `environment` nil passes this process's own.
@@ -150,6 +153,7 @@ public final class ChildProcess: @unchecked Sendable {
             throw ChildProcessError("cannot start \(executable): \(String(cString: strerror(result)))")
         }
         self.pid = pid
+        self.startedAt = .now
         self.standardInput = parentEnds[0]
         self.standardOutput = parentEnds[1]
         self.standardError = parentEnds[2]
@@ -165,8 +169,10 @@ public final class ChildProcess: @unchecked Sendable {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let termination: Termination = status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signalled(status & 0x7f)
+        let now = ContinuousClock.now
         condition.lock()
         ended = termination
+        endedAt = now
         let resumed = waiters
         waiters = []
         condition.broadcast()
@@ -182,6 +188,15 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     public var isRunning: Bool { termination == nil }
+
+    /// How long the child ran, from `posix_spawn` until its own thread saw it end; nil while it
+    /// runs. Unlike a clock read by the caller after awaiting `exit()`, this does not include the
+    /// time the caller's task waited to be scheduled.
+    public var lifetime: Duration? {
+        condition.lock()
+        defer { condition.unlock() }
+        return endedAt.map { $0 - startedAt }
+    }
 
     /// Sends `signal` to the child if it still runs.
     public func signal(_ signal: Int32) {
@@ -242,6 +257,37 @@ public final class ChildProcess: @unchecked Sendable {
         var bytes: [UInt8] = []
         while let chunk = readChunk(descriptor), !chunk.isEmpty { bytes += chunk }
         return bytes
+    }
+
+    /// `readChunk`, waited for on a thread of its own. A read from a child's pipe blocks until the
+    /// child writes, which may take seconds (a server starting): on a cooperative thread that would
+    /// hold up every task of the process meanwhile, and there are as many of those as cores.
+    public static func nextChunk(_ descriptor: Int32) async -> [UInt8]? {
+        await BlockingWait.run { readChunk(descriptor) }
+    }
+
+    /// `readAll`, waited for on a thread of its own (see `nextChunk`).
+    public static func readToEnd(_ descriptor: Int32) async -> [UInt8] {
+        await BlockingWait.run { readAll(descriptor) }
+    }
+}
+
+/// Blocking calls (a read that waits for a peer, `poll`) made from async code, each on a thread
+/// started for it.
+///
+/// Not on Swift's cooperative pool: it has a thread per core, and one blocked call would stop every
+/// task of the process. Not on Dispatch either: its worker threads on Linux are shared with
+/// everything else that uses Dispatch (SQLite through GRDB, every in-process server's and
+/// client's database), and when those are busy or blocked in `fsync` it adds threads slowly, so a
+/// read queued there may not even start for many seconds. A thread costs tens of microseconds to
+/// start, which these callers (tests, tools, child processes) can pay.
+public enum BlockingWait {
+    public static func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: body()) }
+            thread.stackSize = 256 * 1024
+            thread.start()
+        }
     }
 }
 

@@ -5,18 +5,17 @@ import Darwin
 #endif
 import Foundation
 import IMCore
+import IMProcess
 import IMWire
 
 /// A plain TCP connection to the test server, for the tests that play a misbehaving peer: one that
 /// sends half a request, never answers a close, or never reads. Blocking reads, each bounded by a
-/// timeout, run on a serial dispatch queue of the socket's own: blocking the cooperative pool would
-/// starve the in-process server that runs on it, and the global queue has a thread per core, so a
-/// few long reads of other tests would hold up this one's.
+/// timeout, wait on a thread of their own (`BlockingWait`): on the cooperative pool they would
+/// starve the in-process server that runs on it, and on Dispatch's threads they queued behind the
+/// databases of every server and client of the run and timed out before they started.
 public final class RawSocket: @unchecked Sendable {
     // @unchecked: the descriptor is used by one test task at a time; `close` is idempotent.
     private var fd: Int32
-    /// Where this socket's blocking reads wait (a serial queue gets a thread of its own).
-    private let reads = DispatchQueue(label: "RawSocket.reads")
 
     /// Connects to `port` on 127.0.0.1; `receiveBuffer` shrinks the socket's receive buffer (a peer
     /// that never reads then fills up quickly).
@@ -60,15 +59,13 @@ public final class RawSocket: @unchecked Sendable {
     /// Returns an empty array when nothing arrived in time.
     public func receive(timeout: Duration) async -> [UInt8]? {
         let fd = self.fd
-        return await withCheckedContinuation { continuation in
-            reads.async {
-                var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let millis = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-                guard poll(&poller, 1, max(millis, 1)) > 0 else { return continuation.resume(returning: []) }
-                var buffer = [UInt8](repeating: 0, count: 65_536)
-                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                continuation.resume(returning: count > 0 ? Array(buffer[..<count]) : nil)
-            }
+        return await BlockingWait.run {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let millis = Int32(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+            guard poll(&poller, 1, max(millis, 1)) > 0 else { return [] }
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            return count > 0 ? Array(buffer[..<count]) : nil
         }
     }
 

@@ -24,7 +24,7 @@ struct ProcessCluster {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-cluster-\(UUID().uuidString)")
         var nodes: [ChildServer] = []
         for index in 0..<count {
-            nodes.append(try ChildServer(dataDir: dataDir.appendingPathComponent("node\(index)"), appKey: app.appKey, appSecret: app.appSecret,
+            nodes.append(try await ChildServer(dataDir: dataDir.appendingPathComponent("node\(index)"), appKey: app.appKey, appSecret: app.appSecret,
                                          environment: ["IMSERVER_DATABASE_URL": databaseURL, "IMSERVER_NODE_ID": "node\(index)",
                                                        "IMSERVER_CLUSTER_NODE_TIMEOUT_SECONDS": "\(nodeTimeoutSeconds)",
                                                        "IMSERVER_API_CALLS_PER_SECOND": "0"]))

@@ -164,7 +164,7 @@ struct ConnectionTests {
                                        standardOutput: .null, standardError: .pipe)
         let status = await process.exit().status
         let elapsed = ContinuousClock.now - started
-        let text = String(decoding: ChildProcess.readAll(process.standardError!), as: UTF8.self)
+        let text = String(decoding: await ChildProcess.readToEnd(process.standardError!), as: UTF8.self)
         #expect(status != 0)
         #expect(text.contains("34006"), "\(text)")
         #expect(elapsed >= .milliseconds(900), "the process gave up after \(elapsed), before the limit")

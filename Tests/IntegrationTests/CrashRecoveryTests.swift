@@ -18,7 +18,7 @@ struct CrashRecoveryTests {
         defer { try? FileManager.default.removeItem(at: dataDir) }
         let app = AppRecord(id: 0, appKey: "crashkey", appSecret: "crashsecret", name: "", createdAt: 0)
 
-        let first = try ChildServer(dataDir: dataDir, appKey: app.appKey, appSecret: app.appSecret)
+        let first = try await ChildServer(dataDir: dataDir, appKey: app.appKey, appSecret: app.appSecret)
         defer { first.kill() }
         let api = ServerAPIClient(baseURL: first.baseURL, app: app)
         func token(_ user: String, _ api: ServerAPIClient) async throws -> String {
@@ -64,7 +64,7 @@ struct CrashRecoveryTests {
         let ackedUIDs = acked.value
         #expect(ackedUIDs.count >= 400)
 
-        let second = try ChildServer(dataDir: dataDir, appKey: app.appKey, appSecret: app.appSecret)
+        let second = try await ChildServer(dataDir: dataDir, appKey: app.appKey, appSecret: app.appSecret)
         defer { second.kill() }
         var options = IMClientOptions()
         options.databaseDirectory = dataDir.appendingPathComponent("clients/receiver")
@@ -103,7 +103,7 @@ final class ChildServer: Sendable {
     ///   - logFile: where its log (stderr) goes, at `logLevel`; nowhere when nil.
     ///   - environment: `IMSERVER_*` settings added to this process's environment.
     init(dataDir: URL, appKey: String, appSecret: String, logLevel: String = "error", logFile: URL? = nil,
-         environment: [String: String] = [:]) throws {
+         environment: [String: String] = [:]) async throws {
         let binary = ChildServer.binaryURL()
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw IMError(.serverUnavailable, "imserver binary not found at \(binary.path): run `swift build` before the tests")
@@ -114,11 +114,12 @@ final class ChildServer: Sendable {
                                        environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
                                        standardOutput: .pipe, standardError: logFile.map { .file($0.path) } ?? .null)
         self.process = process
-        // Read stdout until the server says where it listens.
+        // Read stdout until the server says where it listens (waiting off the cooperative pool: a
+        // debug build on a busy machine takes seconds to start).
         var text = ""
         let descriptor = process.standardOutput!
         while !text.contains("\n") {
-            guard let chunk = ChildProcess.readChunk(descriptor), !chunk.isEmpty else { break }
+            guard let chunk = await ChildProcess.nextChunk(descriptor), !chunk.isEmpty else { break }
             text += String(decoding: chunk, as: UTF8.self)
         }
         guard let range = text.range(of: #"http://127\.0\.0\.1:\d+"#, options: .regularExpression) else {

@@ -432,7 +432,7 @@ extension MediaMessageTests {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-media-rss-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dataDir) }
         let app = AppRecord(id: 0, appKey: "mediakey", appSecret: "mediasecret", name: "", createdAt: 0)
-        let server = try ChildServer(dataDir: dataDir, appKey: app.appKey, appSecret: app.appSecret)
+        let server = try await ChildServer(dataDir: dataDir, appKey: app.appKey, appSecret: app.appSecret)
         defer { server.kill() }
         let api = ServerAPIClient(baseURL: server.baseURL, app: app)
         var options = IMClientOptions()

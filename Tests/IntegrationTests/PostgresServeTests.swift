@@ -26,7 +26,7 @@ struct PostgresServeTests {
         let dataDir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-pg-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dataDir) }
         do {
-            let created = try ServerConfigTests.run(["app", "create", "--database", url, "--data-dir", dataDir.path,
+            let created = try await ServerConfigTests.run(["app", "create", "--database", url, "--data-dir", dataDir.path,
                                                      "--app-key", "pgkey", "--app-secret", "pgsecret", "--name", "On PG"])
             #expect(created.status == 0 && created.output.contains("app key: pgkey\napp secret: pgsecret"), "\(created.output)")
 
@@ -40,21 +40,21 @@ struct PostgresServeTests {
             var text = ""
             let descriptor = process.standardOutput!
             while !text.contains("app secret:") {
-                guard let chunk = ChildProcess.readChunk(descriptor), !chunk.isEmpty else { break }
+                guard let chunk = await ChildProcess.nextChunk(descriptor), !chunk.isEmpty else { break }
                 text += String(decoding: chunk, as: UTF8.self)
             }
             process.terminate()
-            let ended = process.waitUntilExit()
+            let ended = await process.exit()
             #expect(text.contains("database: \(database)  (cluster node "), "\(text)")
             #expect(text.contains("app key: devkey"), "\(text)")
             #expect(ended == .exited(0), "a graceful shutdown closes the pool and exits 0")
             #expect(!FileManager.default.fileExists(atPath: dataDir.appendingPathComponent("imserver.sqlite").path),
                     "no embedded database beside PostgreSQL")
 
-            let listed = try ServerConfigTests.run(["app", "list", "--database", url])
+            let listed = try await ServerConfigTests.run(["app", "list", "--database", url])
             #expect(listed.status == 0 && listed.output.contains("pgkey\tpgsecret\tOn PG") && listed.output.contains("devkey\tdevsecret"),
                     "the apps of both commands are in PostgreSQL: \(listed.output)")
-            let embedded = try ServerConfigTests.run(["app", "list", "--data-dir", dataDir.path])
+            let embedded = try await ServerConfigTests.run(["app", "list", "--data-dir", dataDir.path])
             #expect(embedded.status == 0 && !embedded.output.contains("pgkey"), "without --database, the embedded database: \(embedded.output)")
         } catch {
             try? await Self.admin(server, "DROP DATABASE IF EXISTS \(name) WITH (FORCE)")

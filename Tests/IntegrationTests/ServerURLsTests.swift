@@ -78,7 +78,9 @@ struct ServerURLsTests {
                 try await withTestServer(try await TestServer.start(sharing: store)) { a in
                     let alice = try await b.connectedClient("alice")
                     let aliceInbox = EventRecorder(alice.receivedMessages())
-                    let bob = a.client(serverURLs: [a.baseURL, b.baseURL]) { $0.reconnectDelay = Self.oneRoundOnly }
+                    // Bob's local database lives under B's directory: A's is removed when A stops,
+                    // and the client opens new readers of its database after the move.
+                    let bob = b.client(serverURLs: [a.baseURL, b.baseURL]) { $0.reconnectDelay = Self.oneRoundOnly }
                     let inbox = EventRecorder(bob.receivedMessages())
                     let synced = EventRecorder(bob.offlineMessageSyncCompleted())
                     let statuses = EventRecorder(bob.connectionStatusUpdates())

@@ -30,7 +30,7 @@ struct ShutdownTests {
         // The raw session's CONNECT may wait long on a busy machine (the whole suite runs at once),
         // and the raw watcher never pings: with the default 30 s heartbeat it would be dropped as
         // silent (1000) after 90 s, which a loaded suite can take before the SIGTERM.
-        let first = try ChildServer(dataDir: dataDir.appendingPathComponent("data"), appKey: app.appKey, appSecret: app.appSecret,
+        let first = try await ChildServer(dataDir: dataDir.appendingPathComponent("data"), appKey: app.appKey, appSecret: app.appSecret,
                                     logLevel: "notice", logFile: logFile,
                                     environment: ["IMSERVER_HANDSHAKE_TIMEOUT_SECONDS": "120", "IMSERVER_HEARTBEAT_INTERVAL_SECONDS": "600"])
         defer { first.kill() }
@@ -128,7 +128,7 @@ struct ShutdownTests {
         }
 
         // Restarted on the same data: everything acknowledged is there.
-        let second = try ChildServer(dataDir: dataDir.appendingPathComponent("data"), appKey: app.appKey, appSecret: app.appSecret)
+        let second = try await ChildServer(dataDir: dataDir.appendingPathComponent("data"), appKey: app.appKey, appSecret: app.appSecret)
         defer { second.kill() }
         var options = IMClientOptions()
         options.databaseDirectory = dataDir.appendingPathComponent("clients/receiver")
