@@ -80,6 +80,7 @@ let package = Package(
             dependencies: [
                 "IMCore", "IMStore",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
@@ -108,7 +109,7 @@ let package = Package(
         .target(
             name: "IMStoreMigration",
             dependencies: [
-                "IMCore", "IMStoreSQLite", "IMStorePostgres",
+                "IMCore", "IMStore", "IMStoreSQLite", "IMStorePostgres",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -173,7 +174,7 @@ let package = Package(
         .executableTarget(
             name: "IMBenchmarks",
             dependencies: [
-                "IMCore", "IMWire", "IMServer", "IMStore",
+                "IMCore", "IMWire", "IMServer", "IMServerTesting", "IMStore",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -219,7 +220,6 @@ let package = Package(
                 "IMPush",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -328,6 +328,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ],
             // Run by the tests from the source tree (the official Python SDK against the server).
             exclude: ["python"],

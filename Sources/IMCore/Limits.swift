@@ -186,6 +186,9 @@ public enum ConnectionLimits {
     public static let defaultMaxConnectionsPerAddress = 1000
     public static let defaultHTTPIdleTimeoutSeconds = 60
     public static let defaultHTTPRequestTimeoutSeconds = 30
+    /// A request's body earns one more second to arrive for every this many bytes it brings: a
+    /// 100 MB file at 64 KiB/s (a poor mobile link) still arrives, a trickle earns nothing.
+    public static let requestBodyBytesPerSecondOwed = 64 * 1024
     public static let defaultCloseTimeoutSeconds = 5
 }
 

@@ -176,8 +176,14 @@ extension IMClient {
                              thumbnail: (answer["thumbnail"] as? String).flatMap { Data(base64Encoded: $0) })
     }
 
-    /// A transfer's time limit: a minute, and a second more per megabyte.
-    private static func transferTimeout(_ size: Int64) -> TimeAmount { .seconds(60 + size / 1_048_576) }
+    /// An upload's time limit: a minute, and a second more for each 64 KiB of body, the pace a
+    /// server's request timeout allows (`ConnectionLimits.requestBodyBytesPerSecondOwed`), so a slow
+    /// but steady upload is not given up by the client while the server would still take it
+    /// (with the server's default base of 30 s). A size past any upload limit (a sparse file's
+    /// claimed terabytes) is counted as 1 TiB, so the nanoseconds stay within Int64.
+    static func transferTimeout(_ size: Int64) -> TimeAmount {
+        .seconds(60 + min(max(size, 0), 1 << 40) / Int64(ConnectionLimits.requestBodyBytesPerSecondOwed))
+    }
 
     static func fileSize(_ path: String) throws -> Int64 {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),

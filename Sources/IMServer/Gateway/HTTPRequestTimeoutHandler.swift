@@ -6,10 +6,12 @@ import IMStore
 import NIOCore
 import NIOHTTPTypes
 
-/// Bounds the time a request may take to arrive: from its head to the end of its body, at most
-/// `timeout`. A request past it is answered 408 (when no response has started) and its connection
-/// closed, whatever route it was for, so a body trickled a byte at a time holds nothing for long.
-/// (Hummingbird's idle timeout restarts on every body chunk; this one does not.)
+/// Bounds the time a request may take to arrive: from its head to the end of its body, `timeout`
+/// plus one second for every `bytesPerSecondOwed` bytes of body that arrived. A large upload on a
+/// slow link goes on as long as it keeps that pace; a body trickled a byte at a time earns
+/// microseconds and holds nothing for long. A request past its time is answered 408 (when no
+/// response has started) and its connection closed, whatever route it was for. (Hummingbird's idle
+/// timeout restarts on every body chunk, whatever its size; this one does not.)
 final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -17,13 +19,18 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
     typealias OutboundOut = HTTPResponsePart
 
     private let timeout: TimeAmount
+    private let bytesPerSecondOwed: Int64
     private var deadline: Scheduled<Void>?
+    /// When the request is due, moved later by the body that arrives; the timer, set for an
+    /// earlier time, looks again when it fires rather than being set anew for every chunk.
+    private var due = NIODeadline.distantFuture
     private var responded = false
     /// The request ran out of time: the rest of it is never read, so its handler never runs.
     private var expired = false
 
-    init(timeout: TimeAmount) {
+    init(timeout: TimeAmount, bytesPerSecondOwed: Int = ConnectionLimits.requestBodyBytesPerSecondOwed) {
         self.timeout = timeout
+        self.bytesPerSecondOwed = Int64(max(bytesPerSecondOwed, 1))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -32,19 +39,27 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
         case .head:
             responded = false
             deadline?.cancel()
-            let loop = context.eventLoop.assumeIsolated()
-            let timeout = self.timeout
-            deadline = loop.scheduleTask(in: timeout) { [self] in
-                deadline = nil
-                expire(context, after: timeout)
-            }
-        case .body:
-            break
+            due = context.eventLoop.now + timeout
+            wait(context, until: due)
+        case .body(let chunk):
+            due = due + .nanoseconds(Int64(chunk.readableBytes) * 1_000_000_000 / bytesPerSecondOwed)
         case .end:
             deadline?.cancel()
             deadline = nil
+            due = .distantFuture
         }
         context.fireChannelRead(data)
+    }
+
+    private func wait(_ context: ChannelHandlerContext, until time: NIODeadline) {
+        deadline = context.eventLoop.assumeIsolated().scheduleTask(deadline: time) { [self] in
+            deadline = nil
+            if context.eventLoop.now < due {
+                wait(context, until: due)
+            } else {
+                expire(context)
+            }
+        }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -57,7 +72,7 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
         deadline = nil
     }
 
-    private func expire(_ context: ChannelHandlerContext, after timeout: TimeAmount) {
+    private func expire(_ context: ChannelHandlerContext) {
         expired = true
         guard !responded else {
             context.close(promise: nil)
@@ -67,7 +82,7 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
         let seconds = timeout.nanoseconds / 1_000_000_000
         let body = (try? JSONSerialization.data(withJSONObject: [
             "code": ErrorCode.apiNoPostData.rawValue,
-            "errorMessage": "the request did not arrive within \(seconds) s: send the whole body at once",
+            "errorMessage": "the request did not arrive in time (\(seconds) s after its head, and 1 s more for each \(bytesPerSecondOwed / 1024) KiB of body): send the whole body at a steady pace",
         ], options: [.sortedKeys])) ?? Data()
         let head = HTTPResponse(status: .requestTimeout, headerFields: [
             .contentType: "application/json; charset=utf-8", .connection: "close", .contentLength: "\(body.count)",

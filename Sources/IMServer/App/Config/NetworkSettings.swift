@@ -28,7 +28,7 @@ extension ServerConfig {
         public var httpIdleTimeoutSeconds = ConnectionLimits.defaultHTTPIdleTimeoutSeconds
 
         @Setting(key: "httpRequestTimeoutSeconds", allowed: .range(1...3600),
-                 doc: "Seconds a Server API request's body may take to arrive after its head; later, it gets HTTP 408 (1003) and the connection is closed.")
+                 doc: "Seconds a request's body may take to arrive after its head, and one more for each 64 KiB of body that arrives (a large upload goes on while it keeps that pace); later, it gets HTTP 408 (1003) and the connection is closed.")
         public var httpRequestTimeoutSeconds = ConnectionLimits.defaultHTTPRequestTimeoutSeconds
 
         @Setting(key: "closeTimeoutSeconds", allowed: .range(0...300),
