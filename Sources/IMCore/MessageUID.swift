@@ -30,12 +30,18 @@ public final class MessageUIDGenerator: Sendable {
             }
             return Int(value & 31)
         }
-        var chars: [UInt8] = []
-        chars.reserveCapacity(19)
-        for position in 0..<16 {
-            if position > 0 && position % 4 == 0 { chars.append(UInt8(ascii: "-")) }
-            chars.append(Self.alphabet[digit(at: 75 - 5 * position)])
+        // Written straight into the string's storage: one allocation per uid (one is made per message).
+        return String(unsafeUninitializedCapacity: 19) { chars in
+            var written = 0
+            for position in 0..<16 {
+                if position > 0 && position % 4 == 0 {
+                    chars[written] = UInt8(ascii: "-")
+                    written += 1
+                }
+                chars[written] = Self.alphabet[digit(at: 75 - 5 * position)]
+                written += 1
+            }
+            return written
         }
-        return String(decoding: chars, as: UTF8.self)
     }
 }

@@ -21,8 +21,27 @@ public enum ConversationKey {
         return escaped
     }
 
+    /// Built in one string (a key is made for every message sent).
     static func key(_ kind: String, _ parts: String...) -> String {
-        ([kind] + parts.map(escape)).joined(separator: "|")
+        var key = kind
+        key.reserveCapacity(parts.reduce(kind.utf8.count) { $0 + 1 + $1.utf8.count })
+        for part in parts {
+            key += "|"
+            key += escape(part)
+        }
+        return key
+    }
+}
+
+/// A conversation's log key within its app: what per-conversation notes (the newest sentTime the
+/// message log stamped, the one a commit stored) are kept by.
+public struct AppConversation: Hashable, Sendable {
+    public var appId: Int64
+    public var key: String
+
+    public init(appId: Int64, key: String) {
+        self.appId = appId
+        self.key = key
     }
 }
 

@@ -111,17 +111,6 @@ struct Gateway: Sendable {
 
     /// Handles one request of an open session through the op table and queues its reply.
     func handle(_ frame: Im_Frame, session: ClientSession) async {
-        session.touch(now: core.clock.nowMilliseconds())
-        do {
-            guard let op = GatewayOps.table[frame.op] else {
-                throw IMError(.invalidParameter, "unknown request op \(frame.op.rawValue)")
-            }
-            if let reply = try await op.run(core, frame, session) { session.send(reply) }
-        } catch let error as IMError {
-            session.send(FrameCodec.errorReply(to: frame, error))
-        } catch {
-            core.logger.error("request failed", metadata: ["op": "\(frame.op)", "error": "\(error)"])
-            session.send(FrameCodec.errorReply(to: frame, IMError(.serverUnavailable, "the server failed to handle the request: retry later")))
-        }
+        if let reply = await core.answer(frame, from: session) { session.send(reply) }
     }
 }

@@ -208,3 +208,24 @@ struct ChatroomOp: Sendable {
         run = { chatrooms, frame, session in try await call(chatrooms, try GatewayOp.body(Request.self, of: frame), frame, session) }
     }
 }
+
+extension ServerCore {
+    /// Runs one request of a signed-in session through the op table, as the gateway does for each
+    /// frame it reads, and returns the reply to write: the op's answer, or an error reply with
+    /// RongCloud's code and what to do. Nil when the op queued its own replies (a sync page, a
+    /// chatroom join) or ended the session.
+    package func answer(_ frame: Im_Frame, from session: ClientSession) async -> [UInt8]? {
+        session.touch(now: clock.nowMilliseconds())
+        do {
+            guard let op = GatewayOps.table[frame.op] else {
+                throw IMError(.invalidParameter, "unknown request op \(frame.op.rawValue)")
+            }
+            return try await op.run(self, frame, session)
+        } catch let error as IMError {
+            return FrameCodec.errorReply(to: frame, error)
+        } catch {
+            logger.error("request failed", metadata: ["op": "\(frame.op)", "error": "\(error)"])
+            return FrameCodec.errorReply(to: frame, IMError(.serverUnavailable, "the server failed to handle the request: retry later"))
+        }
+    }
+}

@@ -47,11 +47,7 @@ public actor MessageLog {
     /// senders were told).
     private var drained = (committed: 0, failed: 0)
     /// Latest sentTime per conversation of each app; bounded, refilled from what the store stored.
-    private var lastSentTime: [ConversationOfApp: Int64] = [:]
-    private struct ConversationOfApp: Hashable {
-        let appId: Int64
-        let key: String
-    }
+    private var lastSentTime: [AppConversation: Int64] = [:]
     private static let lastSentTimeCacheLimit = 100_000
 
     /// - Parameters:
@@ -159,7 +155,7 @@ public actor MessageLog {
                 // The store may have moved a sentTime past one another node committed meanwhile
                 // (a cluster): the next stamp starts from what was stored.
                 for case .stored(let stored) in outcomes {
-                    let key = ConversationOfApp(appId: stored.appId, key: stored.conversationKey)
+                    let key = AppConversation(appId: stored.appId, key: stored.conversationKey)
                     if stored.sentTime > lastSentTime[key] ?? Int64.min { lastSentTime[key] = stored.sentTime }
                 }
                 handOn.yield((zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) }, batch.map(\.reply)))
@@ -179,7 +175,7 @@ public actor MessageLog {
     /// newest past it (a port rule both stores pass), and what it stored refills the cache.
     private func stamp(_ message: StoredMessage) -> StoredMessage {
         var message = message
-        let key = ConversationOfApp(appId: message.appId, key: message.conversationKey)
+        let key = AppConversation(appId: message.appId, key: message.conversationKey)
         let now = clock.nowMilliseconds()
         message.sentTime = max(now, (lastSentTime[key] ?? Int64.min) &+ 1)
         // A uid given already (the message callback told the app's server this one) is kept.
