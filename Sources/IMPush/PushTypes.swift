@@ -175,11 +175,40 @@ public enum PushOutcome: Sendable, Hashable, Codable {
     case failed(code: String)
 }
 
+/// One push of a batch: the notification, where it goes, and its app's credentials.
+public struct PushSend: Sendable {
+    public var notification: PushNotification
+    public var target: PushTarget
+    public var credentials: PushCredentials
+
+    public init(_ notification: PushNotification, to target: PushTarget, credentials: PushCredentials) {
+        self.notification = notification
+        self.target = target
+        self.credentials = credentials
+    }
+}
+
 /// Talks to the providers. One instance per server: its HTTP/2 connections are shared by every app.
 public protocol PushTransport: Sendable {
     /// Sends `notification` to `target` with the app's `credentials`. Never throws: every failure
     /// is an outcome. A target whose provider has no credentials gives `.failed`.
     func send(_ notification: PushNotification, to target: PushTarget, credentials: PushCredentials) async -> PushOutcome
+    /// Sends every push of `batch` at once; the outcomes in the batch's order, each as `send`
+    /// would give it. The default sends each concurrently.
+    func send(batch: [PushSend]) async -> [PushOutcome]
     /// Closes the connections.
     func shutdown() async
+}
+
+extension PushTransport {
+    public func send(batch: [PushSend]) async -> [PushOutcome] {
+        await withTaskGroup(of: (Int, PushOutcome).self) { group in
+            for (index, push) in batch.enumerated() {
+                group.addTask { (index, await send(push.notification, to: push.target, credentials: push.credentials)) }
+            }
+            var outcomes = [PushOutcome](repeating: .failed(code: "NOT_SENT"), count: batch.count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+    }
 }

@@ -1,19 +1,31 @@
 import Foundation
 import NIOCore
 import NIOHPACK
-import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
 import Synchronization
 
-/// An HTTP/2 client for APNs without a channel per stream: one TLS connection per host and TLS
-/// identity, requests written as HEADERS and DATA frames straight onto it, and the writes of one
-/// event loop tick flushed together (one TLS record run and one `write` for many pushes). A push
-/// through async-http-client cost a stream channel with its pipeline and three flushes; this costs
-/// two frames. Responses are matched by stream id. A request not answered by its deadline fails
-/// with `APNsClientError.timeout`; a connection that closes fails its open requests, and the next
-/// request opens a new one.
+/// An HTTP/2 client for APNs that speaks the protocol's frames itself: one TLS connection per host
+/// and TLS identity, requests written as HEADERS and DATA frames into one buffer per event loop
+/// tick (one TLS record run and one `write` for many pushes), answers matched by stream id in a
+/// dictionary.
+///
+/// Why not NIOHTTP2Handler: with a thousand streams open, each answer cost it a search and a
+/// removal from the middle of sorted stream lists (two of them, each shifting the rest with a
+/// retain per entry), a stream state machine per request and an HPACK encoder that indexes every
+/// field; that was more than a third of the server's CPU per push. APNs needs little of HTTP/2:
+/// POSTs with small bodies, one answer each. So a request's header block is written by whoever
+/// prepares it, as literals without indexing (`HPACKLiteralBlock`: it changes no table, so it
+/// depends on no connection state), and the connection keeps only what RFC 9113 requires of a
+/// client: the peer's SETTINGS (concurrency, initial window, frame size) acknowledged and obeyed,
+/// the connection's send window (a request waits until its whole body fits), the receive window
+/// given back, PING answered, GOAWAY and RST_STREAM honoured, answers' header blocks decoded by
+/// NIOHPACK's decoder (the peer's table must be followed even for answers nobody waits for).
+///
+/// A request not answered by its deadline fails with `APNsClientError.timeout` (its stream is
+/// reset); a connection that closes fails its open and waiting requests, and the next request
+/// opens a new one.
 final class APNsHTTP2Client: Sendable {
     struct Response: Sendable {
         var status: Int
@@ -21,16 +33,24 @@ final class APNsHTTP2Client: Sendable {
         var body: ByteBuffer
     }
 
+    /// One POST: its header block (`HPACKLiteralBlock`, pseudo-headers first), body and deadline.
+    struct Post: Sendable {
+        var headerBlock: ByteBuffer
+        var body: ByteBuffer
+        var deadline: NIODeadline
+    }
+
     private let host: String
     private let port: Int
-    private let authority: String
+    /// The `:authority` of requests to this endpoint.
+    let authority: String
     private let tls: NIOSSLContext
     private let eventLoop: any EventLoop
     private let connectTimeout: TimeAmount
     private let state = Mutex<State>(State())
 
     private struct State {
-        var channel: EventLoopFuture<APNsStreamHandler>?
+        var channel: EventLoopFuture<APNsConnectionHandler>?
         var closed = false
     }
 
@@ -48,30 +68,31 @@ final class APNsHTTP2Client: Sendable {
         self.connectTimeout = connectTimeout
     }
 
-    /// POSTs `body` to `path` with `headers` (lowercase names), answered by `deadline`.
-    func post(path: String, headers: [(String, String)], body: ByteBuffer, deadline: NIODeadline) async throws -> Response {
-        let handler = try await connection().get()
-        let promise = eventLoop.makePromise(of: Response.self)
-        var fields = HPACKHeaders()
-        fields.reserveCapacity(headers.count + 5)
-        fields.add(name: ":method", value: "POST")
-        fields.add(name: ":scheme", value: "https")
-        fields.add(name: ":path", value: path)
-        fields.add(name: ":authority", value: authority)
-        for (name, value) in headers { fields.add(name: name, value: value) }
-        fields.add(name: "content-length", value: String(body.readableBytes))
-        let request = APNsStreamHandler.Request(headers: fields, body: body, deadline: deadline, promise: promise)
-        if eventLoop.inEventLoop {
-            handler.submit(request)
-        } else {
-            eventLoop.execute { handler.submit(request) }
+    /// Sends every POST on the connection (in one turn of its event loop, as far as the peer's
+    /// concurrency and window allow; the rest as streams end) and waits for all the answers at
+    /// once; each gets its response or the error that ended it, in `posts`' order.
+    func post(_ posts: [Post]) async -> [Result<Response, any Error>] {
+        guard !posts.isEmpty else { return [] }
+        let handler: APNsConnectionHandler
+        do {
+            handler = try await connection().get()
+        } catch {
+            return posts.map { _ in .failure(error) }
         }
-        return try await promise.futureResult.get()
+        let eventLoop = self.eventLoop
+        return await withCheckedContinuation { continuation in
+            let batch = APNsBatch(count: posts.count) { continuation.resume(returning: $0) }
+            if eventLoop.inEventLoop {
+                handler.submit(posts, batch)
+            } else {
+                eventLoop.execute { handler.submit(posts, batch) }
+            }
+        }
     }
 
     /// Closes the connection; later requests fail.
     func close() async {
-        let channel = state.withLock { state -> EventLoopFuture<APNsStreamHandler>? in
+        let channel = state.withLock { state -> EventLoopFuture<APNsConnectionHandler>? in
             state.closed = true
             defer { state.channel = nil }
             return state.channel
@@ -81,7 +102,7 @@ final class APNsHTTP2Client: Sendable {
     }
 
     /// The open connection, or a new one when there is none (or it closed, or ran out of stream ids).
-    private func connection() -> EventLoopFuture<APNsStreamHandler> {
+    private func connection() -> EventLoopFuture<APNsConnectionHandler> {
         state.withLock { state in
             if state.closed { return eventLoop.makeFailedFuture(APNsClientError.closed) }
             if let channel = state.channel { return channel }
@@ -97,25 +118,16 @@ final class APNsHTTP2Client: Sendable {
         }
     }
 
-    private func forget(_ channel: EventLoopFuture<APNsStreamHandler>) {
+    private func forget(_ channel: EventLoopFuture<APNsConnectionHandler>) {
         state.withLock { state in
             if state.channel === channel { state.channel = nil }
         }
     }
 
-    private func connect() -> EventLoopFuture<APNsStreamHandler> {
+    private func connect() -> EventLoopFuture<APNsConnectionHandler> {
         let tls = self.tls
         let host = self.host
         let handshakeTimeout = connectTimeout
-        var configuration = NIOHTTP2Handler.ConnectionConfiguration()
-        configuration.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-            HTTP2Setting(parameter: .enablePush, value: 0),
-        ]
-        // A stream this side reset (its deadline passed) may still be answered: remember enough
-        // of them that such answers are dropped rather than taken for a protocol error.
-        configuration.maximumRecentlyResetStreams = 4_096
         return ClientBootstrap(group: eventLoop)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -124,14 +136,13 @@ final class APNsHTTP2Client: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: host.first?.isNumber == true ? nil : host))
-                    try sync.addHandler(NIOHTTP2Handler(mode: .client, connectionConfiguration: configuration))
-                    try sync.addHandler(APNsStreamHandler(handshakeTimeout: handshakeTimeout))
+                    try sync.addHandler(APNsConnectionHandler(handshakeTimeout: handshakeTimeout))
                 }
             }
             .connect(host: host, port: port)
             .flatMap { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.handler(type: APNsStreamHandler.self)
+                    try channel.pipeline.syncOperations.handler(type: APNsConnectionHandler.self)
                 }.flatMap { $0.ready }
             }
     }
@@ -143,42 +154,96 @@ enum APNsClientError: Error, Equatable {
     case connectionClosed
     case streamReset
     case closed
+    /// The server did not agree to HTTP/2 (ALPN), so it is no APNs.
+    case notHTTP2
 }
 
-/// The connection's end: writes requests as frames, flushes once per event loop tick, and matches
-/// answers to requests by stream id. Confined to its channel's event loop.
-final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundIn = Never
-    typealias OutboundOut = HTTP2Frame
+/// The answers of one `post` call, filled in on the connection's event loop as they come; the
+/// last one hands them all over.
+final class APNsBatch: @unchecked Sendable {
+    // @unchecked: used on the connection's event loop only.
+    private var results: [Result<APNsHTTP2Client.Response, any Error>?]
+    private var remaining: Int
+    private let done: ([Result<APNsHTTP2Client.Response, any Error>]) -> Void
 
-    struct Request {
-        var headers: HPACKHeaders
-        var body: ByteBuffer
-        var deadline: NIODeadline
-        var promise: EventLoopPromise<APNsHTTP2Client.Response>
+    init(count: Int, done: @escaping ([Result<APNsHTTP2Client.Response, any Error>]) -> Void) {
+        results = Array(repeating: nil, count: count)
+        remaining = count
+        self.done = done
+    }
+
+    func complete(_ index: Int, _ result: Result<APNsHTTP2Client.Response, any Error>) {
+        guard results[index] == nil else { return }
+        results[index] = result
+        remaining -= 1
+        if remaining == 0 { done(results.map { $0! }) }
+    }
+}
+
+/// One connection's HTTP/2, between NIOSSL and the client: writes requests as frames, flushes once
+/// per event loop tick, reads answers' frames and matches them to requests by stream id.
+/// Confined to its channel's event loop.
+final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundIn = Never
+    typealias OutboundOut = ByteBuffer
+
+    private struct Waiting {
+        var post: APNsHTTP2Client.Post
+        var batch: APNsBatch
+        var index: Int
     }
 
     private struct Open {
-        var promise: EventLoopPromise<APNsHTTP2Client.Response>
+        var batch: APNsBatch
+        var index: Int
         var deadline: NIODeadline
         var status: Int?
         var headers = HPACKHeaders()
         var body: ByteBuffer?
     }
 
-    /// Stream ids left before the connection is retired (HTTP/2 allows 2^31 - 1).
-    private static let lastStreamId: Int32 = Int32.max - 2
+    /// A header block whose CONTINUATION frames are still to come.
+    private struct PartialHeaders {
+        var stream: UInt32
+        var block: ByteBuffer
+        var endStream: Bool
+    }
+
+    /// The last client stream id HTTP/2 allows (2^31 - 1); the connection retires before it.
+    private static let lastStreamId: UInt32 = UInt32(Int32.max) - 2
+    /// What this side asks of the peer: no server push, room for answers' bodies.
+    private static let localSettings: [(HTTP2Wire.Setting, UInt32)] = [
+        (.enablePush, 0), (.maxConcurrentStreams, 100), (.initialWindowSize, 1 << 20),
+    ]
+    /// Receive window given back to the peer once this much DATA has arrived unacknowledged.
+    private static let windowRefill = 32_768
+
     private var context: ChannelHandlerContext?
-    private var nextStreamId: Int32 = 1
-    private var open: [Int32: Open] = [:]
+    private var inbound: ByteBuffer?
+    private var outbound: ByteBuffer?
     private var flushPending = false
+    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    private var partial: PartialHeaders?
+
+    // What the peer's SETTINGS said (RFC 9113 §6.5.2 initial values until then).
+    private var peerMaxConcurrentStreams = 100
+    private var peerInitialWindow = HTTP2Wire.defaultWindow
+    private var peerMaxFrameSize = HTTP2Wire.defaultMaxFrameSize
+    private var peerSettingsSeen = false
+
+    private var connectionSendWindow = HTTP2Wire.defaultWindow
+    private var unacknowledgedBytes = 0
+    private var nextStreamId: UInt32 = 1
+    private var open: [UInt32: Open] = [:]
+    private var waiting = CircularBuffer<Waiting>()
     private var goingAway = false
     private var sweep: RepeatedTask?
+
     /// The handshake's promise until it is kept or broken, and its future.
-    private let readyPromise = Mutex<EventLoopPromise<APNsStreamHandler>?>(nil)
-    private let readyFuture = Mutex<EventLoopFuture<APNsStreamHandler>?>(nil)
-    /// Told once when the connection closes (the client then opens a new one for later requests).
+    private let readyPromise = Mutex<EventLoopPromise<APNsConnectionHandler>?>(nil)
+    private let readyFuture = Mutex<EventLoopFuture<APNsConnectionHandler>?>(nil)
+    /// Told once when the connection stops taking requests (the client then opens a new one).
     var onClose: (@Sendable () -> Void)? {
         get { closeCallback.withLock { $0 } }
         set { closeCallback.withLock { $0 = newValue } }
@@ -187,8 +252,6 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
     private let usable = Atomic<Bool>(true)
     private let handshakeTimeout: TimeAmount
     private var handshakeDeadline: Scheduled<Void>?
-    /// DATA bytes received since the connection's window was last given back.
-    private var unacknowledgedBytes = 0
 
     init(handshakeTimeout: TimeAmount) {
         self.handshakeTimeout = handshakeTimeout
@@ -197,21 +260,24 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// Whether new requests may go on this connection.
     var isUsable: Bool { usable.load(ordering: .relaxed) }
 
-    /// Succeeds when the handler is in a pipeline whose TLS handshake is done.
-    var ready: EventLoopFuture<APNsStreamHandler> {
+    /// Succeeds when the TLS handshake agreed on HTTP/2 and the peer's first SETTINGS arrived.
+    var ready: EventLoopFuture<APNsConnectionHandler> {
         readyFuture.withLock { $0 } ?? MultiThreadedEventLoopGroup.singleton.any().makeFailedFuture(APNsClientError.connectionClosed)
     }
 
-    private func takeReadyPromise() -> EventLoopPromise<APNsStreamHandler>? {
+    private func takeReadyPromise() -> EventLoopPromise<APNsConnectionHandler>? {
         readyPromise.withLock { promise in
             defer { promise = nil }
             return promise
         }
     }
 
+    // MARK: the channel
+
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        let promise = context.eventLoop.makePromise(of: APNsStreamHandler.self)
+        outbound = context.channel.allocator.buffer(capacity: 16_384)
+        let promise = context.eventLoop.makePromise(of: APNsConnectionHandler.self)
         readyPromise.withLock { $0 = promise }
         readyFuture.withLock { $0 = promise.futureResult }
         sweep = context.eventLoop.scheduleRepeatedTask(initialDelay: .milliseconds(100), delay: .milliseconds(100)) { [weak self] _ in
@@ -226,84 +292,40 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? TLSUserEvent, case .handshakeCompleted = event {
-            handshakeDeadline?.cancel()
-            takeReadyPromise()?.succeed(self)
+        if let event = event as? TLSUserEvent, case .handshakeCompleted(let negotiated) = event {
+            guard negotiated == "h2" else {
+                handshakeDeadline?.cancel()
+                takeReadyPromise()?.fail(APNsClientError.notHTTP2)
+                failAll(APNsClientError.notHTTP2)
+                context.close(promise: nil)
+                return
+            }
+            // The connection preface, then this side's SETTINGS; ready once the peer's arrive.
+            outbound?.writeBytes(HTTP2Wire.preface)
+            write { HTTP2Wire.writeSettings(&$0, Self.localSettings) }
         }
         context.fireUserInboundEventTriggered(event)
     }
 
-    func submit(_ request: Request) {
-        guard let context, isUsable, !goingAway else {
-            request.promise.fail(APNsClientError.connectionClosed)
-            return
-        }
-        let id = nextStreamId
-        nextStreamId += 2
-        if nextStreamId >= Self.lastStreamId { retire() }
-        let streamId = HTTP2StreamID(id)
-        open[id] = Open(promise: request.promise, deadline: request.deadline)
-        let hasBody = request.body.readableBytes > 0
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamId, payload: .headers(.init(headers: request.headers, endStream: !hasBody)))),
-                      promise: nil)
-        if hasBody {
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamId, payload: .data(.init(data: .byteBuffer(request.body), endStream: true)))),
-                          promise: nil)
-        }
-        scheduleFlush(context)
-    }
-
-    /// Flushes once at the end of this event loop tick, whatever was written in it.
-    private func scheduleFlush(_ context: ChannelHandlerContext) {
-        guard !flushPending else { return }
-        flushPending = true
-        context.eventLoop.execute { [self] in
-            flushPending = false
-            self.context?.flush()
-        }
-    }
-
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
-        let id = Int32(frame.streamID)
-        switch frame.payload {
-        case .headers(let headers):
-            guard var stream = open[id] else { return }
-            if let status = headers.headers.first(name: ":status").flatMap(Int.init) {
-                stream.status = status
-                for (name, value, _) in headers.headers where !name.hasPrefix(":") { stream.headers.add(name: name, value: value) }
+        var bytes = unwrapInboundIn(data)
+        if var held = inbound, held.readableBytes > 0 {
+            held.writeBuffer(&bytes)
+            inbound = nil
+            bytes = held
+        }
+        while let header = HTTP2Wire.peekFrameHeader(bytes) {
+            guard header.length <= HTTP2Wire.defaultMaxFrameSize else {
+                return connectionError(.frameSizeError)
             }
-            open[id] = stream
-            if headers.endStream { finish(id) }
-        case .data(let data):
-            // Without a stream multiplexer nothing gives the connection's receive window back:
-            // this side does, or after 64 KB of answers the peer could send no more.
-            unacknowledgedBytes += data.data.readableBytes + (data.paddingBytes ?? 0)
-            if unacknowledgedBytes >= 32_768 {
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledgedBytes))),
-                              promise: nil)
-                unacknowledgedBytes = 0
-                scheduleFlush(context)
-            }
-            guard var stream = open[id] else { return }
-            if case .byteBuffer(var bytes) = data.data {
-                if stream.body == nil { stream.body = bytes } else { stream.body!.writeBuffer(&bytes) }
-            }
-            open[id] = stream
-            if data.endStream { finish(id) }
-        case .rstStream:
-            open.removeValue(forKey: id)?.promise.fail(APNsClientError.streamReset)
-            closeIfDrained()
-        case .goAway(let lastStreamID, _, _):
-            goingAway = true
-            retire()
-            let last = Int32(lastStreamID)
-            for streamId in open.keys where streamId > last {
-                open.removeValue(forKey: streamId)?.promise.fail(APNsClientError.connectionClosed)
-            }
-            closeIfDrained()
-        default:
-            break
+            guard bytes.readableBytes >= HTTP2Wire.frameHeaderLength + header.length else { break }
+            bytes.moveReaderIndex(forwardBy: HTTP2Wire.frameHeaderLength)
+            var payload = bytes.readSlice(length: header.length)!
+            guard frame(header, &payload) else { return }
+        }
+        if bytes.readableBytes > 0 {
+            bytes.discardReadBytes()
+            inbound = bytes
         }
     }
 
@@ -313,12 +335,6 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // One stream's error ends that stream, not the connection.
-        if let streamError = error as? NIOHTTP2Errors.StreamError {
-            open.removeValue(forKey: Int32(streamError.streamID))?.promise.fail(APNsClientError.streamReset)
-            closeIfDrained()
-            return
-        }
         // The handshake's own error says what went wrong with it (e.g. an untrusted certificate);
         // requests already on an established connection failed because it dropped.
         handshakeDeadline?.cancel()
@@ -344,32 +360,288 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
         return promise.futureResult
     }
 
-    private func finish(_ id: Int32) {
+    // MARK: requests
+
+    func submit(_ posts: [APNsHTTP2Client.Post], _ batch: APNsBatch) {
+        guard context != nil, isUsable, !goingAway else {
+            for index in posts.indices { batch.complete(index, .failure(APNsClientError.connectionClosed)) }
+            return
+        }
+        for (index, post) in posts.enumerated() { waiting.append(Waiting(post: post, batch: batch, index: index)) }
+        startWaiting()
+    }
+
+    /// Opens streams for waiting requests while the peer's concurrency and the connection's send
+    /// window allow: a request's HEADERS and whole body go out together.
+    private func startWaiting() {
+        while let next = waiting.first, open.count < peerMaxConcurrentStreams, !goingAway, isUsable {
+            let length = next.post.body.readableBytes
+            guard length <= connectionSendWindow, length <= peerInitialWindow else { return }
+            waiting.removeFirst()
+            let id = nextStreamId
+            nextStreamId += 2
+            write { buffer in
+                self.writeHeaders(&buffer, stream: id, block: next.post.headerBlock, endStream: length == 0)
+                if length > 0 { self.writeData(&buffer, stream: id, body: next.post.body) }
+            }
+            connectionSendWindow -= length
+            open[id] = Open(batch: next.batch, index: next.index, deadline: next.post.deadline)
+            if nextStreamId >= Self.lastStreamId {
+                retire()
+                failWaiting(APNsClientError.connectionClosed)
+            }
+        }
+    }
+
+    /// HEADERS, and CONTINUATION frames when the block is larger than the peer takes in one frame.
+    private func writeHeaders(_ buffer: inout ByteBuffer, stream: UInt32, block: ByteBuffer, endStream: Bool) {
+        var block = block
+        var first = true
+        repeat {
+            let length = min(block.readableBytes, peerMaxFrameSize)
+            var slice = block.readSlice(length: length)!
+            let last = block.readableBytes == 0
+            let flags = (last ? HTTP2Wire.Flag.endHeaders : 0) | (first && endStream ? HTTP2Wire.Flag.endStream : 0)
+            HTTP2Wire.writeFrameHeader(&buffer, length: length, type: first ? .headers : .continuation, flags: flags, stream: stream)
+            buffer.writeBuffer(&slice)
+            first = false
+        } while block.readableBytes > 0
+    }
+
+    private func writeData(_ buffer: inout ByteBuffer, stream: UInt32, body: ByteBuffer) {
+        var body = body
+        while body.readableBytes > 0 {
+            let length = min(body.readableBytes, peerMaxFrameSize)
+            var slice = body.readSlice(length: length)!
+            HTTP2Wire.writeFrameHeader(&buffer, length: length, type: .data,
+                                       flags: body.readableBytes == 0 ? HTTP2Wire.Flag.endStream : 0, stream: stream)
+            buffer.writeBuffer(&slice)
+        }
+    }
+
+    /// Writes into this tick's outbound buffer and has it flushed at the tick's end.
+    private func write(_ body: (inout ByteBuffer) -> Void) {
+        guard var buffer = outbound else { return }
+        outbound = nil
+        body(&buffer)
+        outbound = buffer
+        guard !flushPending, let context else { return }
+        flushPending = true
+        context.eventLoop.execute { [self] in
+            flushPending = false
+            guard let context = self.context, let buffer = outbound, buffer.readableBytes > 0 else { return }
+            outbound = context.channel.allocator.buffer(capacity: max(16_384, buffer.readableBytes))
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        }
+    }
+
+    // MARK: frames
+
+    /// Handles one frame; false when it ended the connection.
+    private func frame(_ header: HTTP2Wire.FrameHeader, _ payload: inout ByteBuffer) -> Bool {
+        if let partial, header.type != HTTP2Wire.FrameType.continuation.rawValue || header.stream != partial.stream {
+            connectionError(.protocolError)
+            return false
+        }
+        switch HTTP2Wire.FrameType(rawValue: header.type) {
+        case .data:
+            guard header.stream != 0 else { connectionError(.protocolError); return false }
+            // Padding counts against the window too.
+            unacknowledgedBytes += header.length
+            if unacknowledgedBytes >= Self.windowRefill {
+                let increment = unacknowledgedBytes
+                unacknowledgedBytes = 0
+                write { HTTP2Wire.writeWindowUpdate(&$0, stream: 0, increment: increment) }
+            }
+            guard var body = unpadded(header, &payload) else { connectionError(.protocolError); return false }
+            if var stream = open[header.stream] {
+                if stream.body == nil { stream.body = body } else { stream.body!.writeBuffer(&body) }
+                open[header.stream] = stream
+            }
+            if header.flags & HTTP2Wire.Flag.endStream != 0 { finish(header.stream) }
+        case .headers:
+            guard header.stream != 0, var fragment = unpadded(header, &payload) else { connectionError(.protocolError); return false }
+            if header.flags & HTTP2Wire.Flag.priority != 0 {
+                guard fragment.readableBytes >= 5 else { connectionError(.protocolError); return false }
+                fragment.moveReaderIndex(forwardBy: 5)
+            }
+            let endStream = header.flags & HTTP2Wire.Flag.endStream != 0
+            if header.flags & HTTP2Wire.Flag.endHeaders != 0 {
+                return headerBlock(&fragment, stream: header.stream, endStream: endStream)
+            }
+            partial = PartialHeaders(stream: header.stream, block: fragment, endStream: endStream)
+        case .continuation:
+            guard var pending = partial else { connectionError(.protocolError); return false }
+            pending.block.writeBuffer(&payload)
+            guard pending.block.readableBytes <= 262_144 else { connectionError(.protocolError); return false }
+            if header.flags & HTTP2Wire.Flag.endHeaders != 0 {
+                partial = nil
+                return headerBlock(&pending.block, stream: pending.stream, endStream: pending.endStream)
+            }
+            partial = pending
+        case .rstStream:
+            guard header.stream != 0, header.length == 4 else { connectionError(.protocolError); return false }
+            if let stream = open.removeValue(forKey: header.stream) {
+                stream.batch.complete(stream.index, .failure(APNsClientError.streamReset))
+                startWaiting()
+                closeIfDrained()
+            }
+        case .settings:
+            guard header.stream == 0 else { connectionError(.protocolError); return false }
+            if header.flags & HTTP2Wire.Flag.ack != 0 { return true }
+            guard header.length % 6 == 0 else { connectionError(.frameSizeError); return false }
+            return settings(&payload)
+        case .pushPromise:
+            // This side disabled server push.
+            connectionError(.protocolError)
+            return false
+        case .ping:
+            guard header.stream == 0, header.length == 8 else { connectionError(.protocolError); return false }
+            if header.flags & HTTP2Wire.Flag.ack == 0 {
+                write { buffer in
+                    HTTP2Wire.writeFrameHeader(&buffer, length: 8, type: .ping, flags: HTTP2Wire.Flag.ack, stream: 0)
+                    buffer.writeBuffer(&payload)
+                }
+            }
+        case .goAway:
+            guard header.stream == 0, header.length >= 8, let last = payload.readInteger(as: UInt32.self) else {
+                connectionError(.protocolError)
+                return false
+            }
+            goAway(lastStream: last & 0x7FFF_FFFF)
+        case .windowUpdate:
+            guard header.length == 4, let value = payload.readInteger(as: UInt32.self) else { connectionError(.frameSizeError); return false }
+            let increment = Int(value & 0x7FFF_FFFF)
+            // Streams send their whole body when they open, so only the connection's window matters here.
+            guard header.stream == 0 else { return true }
+            guard increment > 0, connectionSendWindow + increment <= HTTP2Wire.maxWindow else {
+                connectionError(increment == 0 ? .protocolError : .flowControlError)
+                return false
+            }
+            connectionSendWindow += increment
+            startWaiting()
+        case .priority, nil:
+            break   // PRIORITY is advice; unknown frame types are ignored (RFC 9113 §4.1)
+        }
+        return true
+    }
+
+    /// The frame's payload without its padding; nil when the padding claims more than there is.
+    private func unpadded(_ header: HTTP2Wire.FrameHeader, _ payload: inout ByteBuffer) -> ByteBuffer? {
+        guard header.flags & HTTP2Wire.Flag.padded != 0 else { return payload }
+        guard let padding = payload.readInteger(as: UInt8.self), Int(padding) <= payload.readableBytes else { return nil }
+        return payload.readSlice(length: payload.readableBytes - Int(padding))
+    }
+
+    /// A whole header block of an answer (or trailers): decoded whatever stream it is for, since
+    /// the peer's HPACK table goes on from it.
+    private func headerBlock(_ block: inout ByteBuffer, stream id: UInt32, endStream: Bool) -> Bool {
+        let headers: HPACKHeaders
+        do {
+            headers = try decoder.decodeHeaders(from: &block)
+        } catch {
+            connectionError(.compressionError)
+            return false
+        }
+        if var stream = open[id], stream.status == nil {
+            stream.status = headers.first(name: ":status").flatMap { Int($0) }
+            for (name, value, _) in headers where !name.hasPrefix(":") { stream.headers.add(name: name, value: value) }
+            open[id] = stream
+        }
+        if endStream { finish(id) }
+        return true
+    }
+
+    private func settings(_ payload: inout ByteBuffer) -> Bool {
+        while let key = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+            switch HTTP2Wire.Setting(rawValue: key) {
+            case .maxConcurrentStreams:
+                peerMaxConcurrentStreams = Int(value)
+            case .initialWindowSize:
+                guard value <= UInt32(HTTP2Wire.maxWindow) else { connectionError(.flowControlError); return false }
+                peerInitialWindow = Int(value)
+            case .maxFrameSize:
+                guard value >= 16_384, value <= 16_777_215 else { connectionError(.protocolError); return false }
+                peerMaxFrameSize = Int(value)
+            case .enablePush where value > 1:
+                connectionError(.protocolError)
+                return false
+            default:
+                break   // the header table size does not matter to literals without indexing
+            }
+        }
+        write { HTTP2Wire.writeFrameHeader(&$0, length: 0, type: .settings, flags: HTTP2Wire.Flag.ack, stream: 0) }
+        if !peerSettingsSeen {
+            peerSettingsSeen = true
+            handshakeDeadline?.cancel()
+            takeReadyPromise()?.succeed(self)
+        }
+        startWaiting()
+        return true
+    }
+
+    /// GOAWAY: no new streams here; those past `lastStream` were not processed and fail, and so do
+    /// the waiting ones (the client opens a new connection for what comes next).
+    private func goAway(lastStream: UInt32) {
+        goingAway = true
+        retire()
+        for id in open.keys where id > lastStream {
+            if let stream = open.removeValue(forKey: id) { stream.batch.complete(stream.index, .failure(APNsClientError.connectionClosed)) }
+        }
+        failWaiting(APNsClientError.connectionClosed)
+        closeIfDrained()
+    }
+
+    private func finish(_ id: UInt32) {
         guard let stream = open.removeValue(forKey: id) else { return }
-        stream.promise.succeed(APNsHTTP2Client.Response(status: stream.status ?? 0, headers: stream.headers,
-                                                       body: stream.body ?? ByteBuffer()))
+        stream.batch.complete(stream.index, .success(APNsHTTP2Client.Response(status: stream.status ?? 0, headers: stream.headers,
+                                                                               body: stream.body ?? ByteBuffer())))
+        startWaiting()
         closeIfDrained()
     }
 
     /// A retired connection (GOAWAY, or out of stream ids) closes once its last request ends.
     private func closeIfDrained() {
-        if !isUsable && open.isEmpty { context?.close(promise: nil) }
+        if !isUsable && open.isEmpty && waiting.isEmpty { context?.close(promise: nil) }
     }
 
-    /// Fails the requests past their deadline and resets their streams.
+    /// Fails the requests past their deadline; open ones have their streams reset.
     private func expire() {
         let now = NIODeadline.now()
         var reset = false
         for (id, stream) in open where stream.deadline <= now {
             open.removeValue(forKey: id)
-            stream.promise.fail(APNsClientError.timeout)
-            context?.write(wrapOutboundOut(HTTP2Frame(streamID: HTTP2StreamID(id), payload: .rstStream(.cancel))), promise: nil)
+            stream.batch.complete(stream.index, .failure(APNsClientError.timeout))
+            write { HTTP2Wire.writeRstStream(&$0, stream: id, code: .cancel) }
             reset = true
         }
+        if waiting.contains(where: { $0.post.deadline <= now }) {
+            var kept = CircularBuffer<Waiting>(initialCapacity: waiting.count)
+            for request in waiting {
+                if request.post.deadline <= now {
+                    request.batch.complete(request.index, .failure(APNsClientError.timeout))
+                } else {
+                    kept.append(request)
+                }
+            }
+            waiting = kept
+        }
         if reset {
-            context?.flush()
+            startWaiting()
             closeIfDrained()
         }
+    }
+
+    /// A connection error (RFC 9113 §5.4.1): GOAWAY with its code, then the connection closes.
+    private func connectionError(_ code: HTTP2Wire.ErrorCode) {
+        guard let context else { return }
+        write { HTTP2Wire.writeGoAway(&$0, lastStream: 0, code: code) }
+        if let buffer = outbound, buffer.readableBytes > 0 {
+            outbound = nil
+            context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        }
+        failAll(APNsClientError.connectionClosed)
+        context.close(promise: nil)
     }
 
     private func retire() {
@@ -377,10 +649,17 @@ final class APNsStreamHandler: ChannelDuplexHandler, @unchecked Sendable {
         onClose?()
     }
 
+    private func failWaiting(_ error: any Error) {
+        let requests = waiting
+        waiting.removeAll()
+        for request in requests { request.batch.complete(request.index, .failure(error)) }
+    }
+
     private func failAll(_ error: any Error) {
         retire()
         let streams = open
         open = [:]
-        for stream in streams.values { stream.promise.fail(error) }
+        for stream in streams.values { stream.batch.complete(stream.index, .failure(error)) }
+        failWaiting(error)
     }
 }

@@ -149,74 +149,194 @@ public final class ProviderPushTransport: PushTransport {
     /// The `apns-id` for a notification id: the first 16 bytes of its SHA-256 as a UUID (version
     /// 8, RFC 9562), lowercase. The same notification id always gives the same apns-id.
     public static func apnsId(for notificationId: String) -> String {
-        var bytes = Array(SHA256.hash(data: Data(notificationId.utf8)).prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x80
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        // 8-4-4-4-12 hex digits, written in one pass (this runs for every push).
+        String(decoding: apnsIdBytes(for: notificationId), as: UTF8.self)
+    }
+
+    /// The apns-id as its 36 ASCII bytes (the header block takes them as they are).
+    static func apnsIdBytes(for notificationId: String) -> [UInt8] {
+        var hasher = SHA256()
+        var id = notificationId
+        id.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        let digest = hasher.finalize()
         let digits: StaticString = "0123456789abcdef"
-        return String(unsafeUninitializedCapacity: 36) { text in
-            var at = 0
-            for (index, byte) in bytes.enumerated() {
-                if index == 4 || index == 6 || index == 8 || index == 10 {
-                    text[at] = UInt8(ascii: "-")
-                    at += 1
-                }
-                text[at] = digits.utf8Start[Int(byte >> 4)]
-                text[at + 1] = digits.utf8Start[Int(byte & 0x0F)]
-                at += 2
-            }
-            return at
+        var text = [UInt8](repeating: UInt8(ascii: "-"), count: 36)
+        var at = 0
+        for (index, var byte) in digest.prefix(16).enumerated() {
+            if index == 6 { byte = (byte & 0x0F) | 0x80 }
+            if index == 8 { byte = (byte & 0x3F) | 0x80 }
+            if index == 4 || index == 6 || index == 8 || index == 10 { at += 1 }
+            text[at] = digits.utf8Start[Int(byte >> 4)]
+            text[at + 1] = digits.utf8Start[Int(byte & 0x0F)]
+            at += 2
         }
+        return text
+    }
+
+    /// Sends every push of `batch`: the APNs ones are written onto their connection together and
+    /// awaited together; FCM and webhook ones are sent concurrently, each as `send` does.
+    public func send(batch: [PushSend]) async -> [PushOutcome] {
+        var outcomes = [PushOutcome?](repeating: nil, count: batch.count)
+        // The APNs requests by connection, with where their outcomes go.
+        var byClient: [ObjectIdentifier: (client: APNsHTTP2Client, requests: [(index: Int, request: APNsRequest)])] = [:]
+        var others: [Int] = []
+        // What the pushes of one app, environment and push type share (their connection, the
+        // provider token, the header block's constant fields), made once per batch.
+        var contexts: [APNsContextKey: Result<APNsContext, OutcomeFailure>] = [:]
+        var lastContext: (key: APNsContextKey, context: Result<APNsContext, OutcomeFailure>)?
+        for (index, push) in batch.enumerated() {
+            guard case .apns(let token, let environment, let voip) = push.target else {
+                others.append(index)
+                continue
+            }
+            guard let apns = push.credentials.apns else {
+                outcomes[index] = .failed(code: "PUSH_I9")
+                continue
+            }
+            let key = APNsContextKey(credentials: apns, environment: environment, voip: voip)
+            let context: Result<APNsContext, OutcomeFailure>
+            // Pushes of one app come together and share their credentials' storage, so comparing
+            // with the last key is quick; hashing the key (the p8 with it) is the slower way.
+            if let last = lastContext, last.key == key {
+                context = last.context
+            } else if let made = contexts[key] {
+                context = made
+            } else {
+                context = apnsContext(credentials: apns, environment: environment, voip: voip)
+                contexts[key] = context
+            }
+            lastContext = (key, context)
+            switch context.flatMap({ prepareAPNs(push.notification, token: token, context: $0) }) {
+            case .success(let request):
+                byClient[ObjectIdentifier(request.client), default: (request.client, [])].requests.append((index, request))
+            case .failure(let failure):
+                outcomes[index] = failure.outcome
+            }
+        }
+        await withTaskGroup(of: [(Int, PushOutcome)].self) { group in
+            for (client, requests) in byClient.values {
+                group.addTask {
+                    let responses = await client.post(requests.map(\.request.post))
+                    return zip(requests, responses).map { ($0.index, self.apnsOutcome($0.request, $1)) }
+                }
+            }
+            for index in others {
+                let push = batch[index]
+                group.addTask { [(index, await self.send(push.notification, to: push.target, credentials: push.credentials))] }
+            }
+            for await done in group {
+                for (index, outcome) in done { outcomes[index] = outcome }
+            }
+        }
+        return outcomes.map { $0 ?? .failed(code: "NOT_SENT") }
+    }
+
+    /// An APNs request ready to go: its connection, the POST, and what judging the answer needs.
+    private struct APNsRequest: Sendable {
+        var client: APNsHTTP2Client
+        var post: APNsHTTP2Client.Post
+        var notificationId: String
+        var providerToken: (key: String, token: String)?
     }
 
     private func sendAPNs(_ notification: PushNotification, token: String, environment: PushEnvironment, voip: Bool,
                           credentials: APNsCredentials) async -> PushOutcome {
-        guard Self.isAPNsDeviceToken(token) else { return .invalidToken(code: "Rong_DeviceToken_Invalid") }
-        guard (try? APNsCredentials.checkBundleId(credentials.bundleId)) != nil else { return .failed(code: "PUSH_I9") }
+        let prepared = apnsContext(credentials: credentials, environment: environment, voip: voip)
+            .flatMap { prepareAPNs(notification, token: token, context: $0) }
+        switch prepared {
+        case .success(let request):
+            return apnsOutcome(request, await request.client.post([request.post])[0])
+        case .failure(let failure):
+            return failure.outcome
+        }
+    }
+
+    /// Pushes that share an APNs context: the same credentials, environment and push type.
+    private struct APNsContextKey: Hashable {
+        var credentials: APNsCredentials
+        var environment: PushEnvironment
+        var voip: Bool
+    }
+
+    /// What every push of one context shares: the connection, the provider token, and the header
+    /// block's constant fields before and after `:path`.
+    private struct APNsContext {
+        var client: APNsHTTP2Client
+        var providerToken: (key: String, token: String)?
+        /// `:method`, `:scheme`, `:authority`.
+        var head: ByteBuffer
+        /// `authorization`, `apns-topic`, `apns-push-type`, `apns-priority`, `content-type`.
+        var fields: ByteBuffer
+    }
+
+    /// The context of pushes with these credentials, or the outcome that makes sending them pointless.
+    private func apnsContext(credentials: APNsCredentials, environment: PushEnvironment, voip: Bool) -> Result<APNsContext, OutcomeFailure> {
+        guard (try? APNsCredentials.checkBundleId(credentials.bundleId)) != nil else { return .failure(OutcomeFailure(outcome: .failed(code: "PUSH_I9"))) }
         let base = Self.trimmed(environment == .production ? endpoints.apnsProduction : endpoints.apnsSandbox)
-        var headers: [(String, String)] = []
-        headers.reserveCapacity(9)
         let client: APNsHTTP2Client
+        var authorization: String?
         var providerToken: (key: String, token: String)?
         switch credentials.authentication {
         case .token(let p8, let keyId, let teamId):
-            guard let token = apnsProviderToken(p8: p8, keyId: keyId, teamId: teamId) else { return .failed(code: "PUSH_I9") }
+            guard let token = apnsProviderToken(p8: p8, keyId: keyId, teamId: teamId) else { return .failure(OutcomeFailure(outcome: .failed(code: "PUSH_I9"))) }
             providerToken = token
-            headers.append(("authorization", "bearer \(token.token)"))
+            authorization = "bearer " + token.token
             switch apnsClient(base: base, identity: nil) {
             case .success(let tokenClient): client = tokenClient
-            case .failure(let failure): return failure.outcome
+            case .failure(let failure): return .failure(failure)
             }
         case .certificate(let p12, let password):
             switch apnsClient(base: base, identity: (p12, password)) {
             case .success(let certificateClient): client = certificateClient
-            case .failure(let failure): return failure.outcome
+            case .failure(let failure): return .failure(failure)
             }
         }
-        headers.append(("apns-topic", voip ? credentials.bundleId + ".voip" : credentials.bundleId))
-        headers.append(("apns-push-type", voip ? "voip" : "alert"))
-        headers.append(("apns-priority", "10"))
-        headers.append(("apns-id", Self.apnsId(for: notification.id)))
-        if let collapseId = notification.collapseId { headers.append(("apns-collapse-id", collapseId)) }
+        var head = HPACKLiteralBlock(capacity: 64)
+        head.indexed(HPACKLiteralBlock.Static.methodPost)
+        head.indexed(HPACKLiteralBlock.Static.schemeHTTPS)
+        head.literal(nameIndex: HPACKLiteralBlock.Static.authority, value: client.authority)
+        var fields = HPACKLiteralBlock(capacity: 160 + (authorization?.utf8.count ?? 0))
+        if let authorization { fields.literal(nameIndex: HPACKLiteralBlock.Static.authorization, value: authorization) }
+        fields.literal(name: "apns-topic", value: voip ? credentials.bundleId + ".voip" : credentials.bundleId)
+        fields.literal(name: "apns-push-type", value: voip ? "voip" : "alert")
+        fields.literal(name: "apns-priority", value: "10")
+        fields.literal(nameIndex: HPACKLiteralBlock.Static.contentType, value: "application/json")
+        return .success(APNsContext(client: client, providerToken: providerToken, head: head.bytes, fields: fields.bytes))
+    }
+
+    /// The request for one APNs push, or the outcome that makes sending it pointless.
+    private func prepareAPNs(_ notification: PushNotification, token: String, context: APNsContext) -> Result<APNsRequest, OutcomeFailure> {
+        guard Self.isAPNsDeviceToken(token) else { return .failure(OutcomeFailure(outcome: .invalidToken(code: "Rong_DeviceToken_Invalid"))) }
+        guard let body = try? APNsPayload(notification).encoded() else { return .failure(OutcomeFailure(outcome: .failed(code: "APNs_PAYLOAD"))) }
+        // The header block, written here rather than on the connection's event loop: literals
+        // without indexing depend on no connection state.
+        var block = HPACKLiteralBlock(capacity: context.head.readableBytes + context.fields.readableBytes + 160 + token.utf8.count)
+        block.append(context.head)
+        block.literal(nameIndex: HPACKLiteralBlock.Static.path, value: "/3/device/" + token)
+        block.append(context.fields)
+        block.literal(name: "apns-id", bytes: Self.apnsIdBytes(for: notification.id))
+        if let collapseId = notification.collapseId { block.literal(name: "apns-collapse-id", value: collapseId) }
         if let ttl = notification.timeToLiveSeconds {
             let expiration = ttl <= 0 ? 0 : Int(now().timeIntervalSince1970) + ttl
-            headers.append(("apns-expiration", String(expiration)))
+            block.literal(name: "apns-expiration", value: String(expiration))
         }
-        headers.append(("content-type", "application/json"))
-        guard let body = try? APNsPayload(notification).encoded() else { return .failed(code: "APNs_PAYLOAD") }
-        let timeout = TimeAmount(endpoints.requestTimeout)
+        block.literal(nameIndex: HPACKLiteralBlock.Static.contentLength, value: String(body.count))
+        let post = APNsHTTP2Client.Post(headerBlock: block.bytes, body: ByteBuffer(bytes: body),
+                                        deadline: .now() + TimeAmount(endpoints.requestTimeout))
+        return .success(APNsRequest(client: context.client, post: post, notificationId: notification.id, providerToken: context.providerToken))
+    }
+
+    /// What APNs' answer (or the failure to get one) to `request` means.
+    private func apnsOutcome(_ request: APNsRequest, _ result: Result<APNsHTTP2Client.Response, any Error>) -> PushOutcome {
         let response: APNsHTTP2Client.Response
-        do {
-            response = try await client.post(path: "/3/device/" + token, headers: headers, body: ByteBuffer(bytes: body),
-                                             deadline: .now() + timeout)
-        } catch {
-            return Self.apnsTransportOutcome(error)
+        switch result {
+        case .success(let answer): response = answer
+        case .failure(let error): return Self.apnsTransportOutcome(error)
         }
         if response.status == 200 {
-            return .delivered(providerId: response.headers.first(name: "apns-id") ?? Self.apnsId(for: notification.id))
+            return .delivered(providerId: response.headers.first(name: "apns-id") ?? Self.apnsId(for: request.notificationId))
         }
         let reason = Self.jsonObject(response.body)?["reason"] as? String
-        if response.status == 403, reason == "ExpiredProviderToken", let providerToken {
+        if response.status == 403, reason == "ExpiredProviderToken", let providerToken = request.providerToken {
             apnsTokens.withLock { tokens in
                 if tokens[providerToken.key]?.token == providerToken.token { tokens[providerToken.key] = nil }
             }
@@ -266,6 +386,8 @@ public final class ProviderPushTransport: PushTransport {
             return .retry(code: "APNs_timeout", afterSeconds: nil)
         case APNsClientError.badURL:
             return .failed(code: "APNs_URL")
+        case APNsClientError.notHTTP2:
+            return .failed(code: "APNs_TLS")
         case is NIOSSLError, is BoringSSLError, is NIOSSLExtraError:
             return .failed(code: "APNs_TLS")
         default:
@@ -487,7 +609,7 @@ public final class ProviderPushTransport: PushTransport {
         signed.append(UInt8(ascii: "."))
         signed.append(body)
         let code = HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: Data(secret.utf8)))
-        return hexString(code)
+        return hexString(Array(code))
     }
 
     // MARK: HTTP

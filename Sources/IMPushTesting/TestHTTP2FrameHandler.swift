@@ -67,9 +67,9 @@ final class TestHTTP2FrameHandler: ChannelInboundHandler {
             }
             if payload.endStream { finish(id, context: context) }
         case .data(let payload):
-            guard var stream = streams[id] else { return }
-            if case .byteBuffer(var bytes) = payload.data { stream.body.writeBuffer(&bytes) }
-            streams[id] = stream
+            guard streams[id] != nil else { return }
+            // Appended in place: a copy of the stream would copy its body so far for every frame.
+            if case .byteBuffer(var bytes) = payload.data { streams[id]?.body.writeBuffer(&bytes) }
             if payload.endStream { finish(id, context: context) }
         case .rstStream:
             streams[id] = nil

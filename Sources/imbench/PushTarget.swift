@@ -6,15 +6,16 @@ import IMPushTesting
 import IMServer
 import IMStore
 
-/// The push scenario's APNs: a local HTTP/2 + TLS server speaking APNs' protocol (JWT checked,
-/// 200 for every token, requests counted, not kept), its CA in a PEM file the server trusts, and
-/// the seeding of the app's credentials and the offline members' device tokens.
+/// The push scenario's APNs: a local HTTP/2 + TLS server speaking APNs' protocol
+/// (`BenchAPNsServer`: JWT checked, 200 for every token, requests counted, not kept), its CA in a
+/// PEM file the server trusts, and the seeding of the app's credentials and the offline members'
+/// device tokens.
 final class PushTarget: Sendable {
     static let bundleId = "com.example.imbench"
     static let teamId = "TEAM123456"
     static let keyId = "KEY1234567"
 
-    let apns: TestAPNsServer
+    let apns: BenchAPNsServer
     let p8: String
     let trustRootsFile: String
 
@@ -23,13 +24,13 @@ final class PushTarget: Sendable {
             throw BenchError("the push scenario seeds device tokens and points the server at a local APNs: it needs a server imbench starts (no --url)")
         }
         let key = P256.Signing.PrivateKey()
-        let apns = try await TestAPNsServer(bundleId: bundleId, teamId: teamId, keys: [keyId: key.publicKey], recordRequests: false)
+        let apns = try await BenchAPNsServer(bundleId: bundleId, teamId: teamId, keys: [keyId: key.publicKey])
         let file = (NSTemporaryDirectory() as NSString).appendingPathComponent("imbench-push-ca-\(UUID().uuidString).pem")
         try TestCertificateAuthority.shared.rootCertificatePEM.write(toFile: file, atomically: true, encoding: .utf8)
         return PushTarget(apns: apns, p8: key.pemRepresentation, trustRootsFile: file)
     }
 
-    private init(apns: TestAPNsServer, p8: String, trustRootsFile: String) {
+    private init(apns: BenchAPNsServer, p8: String, trustRootsFile: String) {
         self.apns = apns
         self.p8 = p8
         self.trustRootsFile = trustRootsFile

@@ -545,7 +545,7 @@ enum Scenarios {
             }
             result.server = harness.serverFigures(baseline: baseline, windowStart: start, windowEnd: end)
             result.generator = generatorFigures(stats, harness: harness, pool: pool, seconds: p.duration)
-            if pushTarget != nil {
+            if let pushTarget {
                 // The server's cost per push: its CPU in the window over the pushes APNs took in it
                 // (the online deliveries' cost is in the same CPU; `imbench group` with the same
                 // parameters and no push gives it alone).
@@ -559,6 +559,9 @@ enum Scenarios {
                 if pushesDrained < expectedPushes {
                     result.problems.append("\(pushesDrained) pushes reached APNs of \(expectedPushes) expected (\(expectedPushes / max(1, offlineUsers.count)) messages, warm-up included, × \(offlineUsers.count) offline members) within 60 s of the load's end")
                 }
+                let refused = pushTarget.apns.refusedCount
+                result.figures["pushesRefusedByAPNs"] = Double(refused)
+                if refused > 0 { result.problems.append("the local APNs refused \(refused) pushes (provider token, topic or path)") }
                 result.notes.append("SEEDED: \(offlineUsers.count) offline members' APNs device tokens and the app's APNs credentials (p8) were written into the store before the server started; the local APNs server (HTTP/2, TLS, JWT checked) runs in imbench's process, so its CPU is the generator's")
             }
             perUnitOfWork(&result, units: stats[.pushesArrivingInWindow], unit: "Delivery", connections: connected)

@@ -244,6 +244,54 @@ struct APNsProviderTests {
         }
     }
 
+    @Test("a batch gives each push the outcome a send of its own gives, in its place; only the APNs pushes worth sending make requests")
+    func batchOutcomesInPlace() async throws {
+        try await Self.withAPNs { server, transport, credentials in
+            let answers: [(TestAPNsServer.Answer, PushOutcome)] = [
+                (.badDeviceToken, .invalidToken(code: "APNS_A2_2400{\"reason\":\"BadDeviceToken\"}")),
+                (.unregistered, .invalidToken(code: "APNs_410{\"reason\":\"Unregistered\"}")),
+                (.tooManyRequests(retryAfter: 30), .retry(code: "APNs_429{\"reason\":\"TooManyRequests\"}", afterSeconds: 30)),
+                (.internalServerError, .retry(code: "APNs_500{\"reason\":\"InternalServerError\"}", afterSeconds: nil)),
+                (.status(413, reason: "PayloadTooLarge"), .failed(code: "APNs_413{\"reason\":\"PayloadTooLarge\"}")),
+            ]
+            var batch: [PushSend] = []
+            // nil: delivered.
+            var expected: [PushOutcome?] = []
+            for (index, (answer, outcome)) in answers.enumerated() {
+                let token = deviceToken(200 + index)
+                server.answer(answer, forToken: token)
+                batch.append(PushSend(Self.alert("answer-\(index)"), to: .apns(token: token, environment: .production, voip: false),
+                                      credentials: credentials))
+                expected.append(outcome)
+                batch.append(PushSend(Self.alert("ok-\(index)"), to: .apns(token: deviceToken(300 + index), environment: index % 2 == 0 ? .production : .sandbox,
+                                                                           voip: index == 3), credentials: credentials))
+                expected.append(nil)
+            }
+            let none = PushCredentials()
+            batch.insert(PushSend(Self.alert(), to: .apns(token: "not-hex", environment: .production, voip: false), credentials: credentials), at: 3)
+            expected.insert(.invalidToken(code: "Rong_DeviceToken_Invalid"), at: 3)
+            batch.append(PushSend(Self.alert(), to: .apns(token: deviceToken(400), environment: .production, voip: false), credentials: none))
+            expected.append(.failed(code: "PUSH_I9"))
+            batch.append(PushSend(Self.alert(), to: .fcm(token: "fcm-token"), credentials: none))
+            expected.append(.failed(code: "FCM_NO_CREDENTIALS"))
+            batch.insert(PushSend(Self.alert(), to: .webhook(url: "http://127.0.0.1:1/x"), credentials: none), at: 0)
+            expected.insert(.failed(code: "WEBHOOK_NO_SECRET"), at: 0)
+
+            let outcomes = await transport.send(batch: batch)
+            #expect(outcomes.count == batch.count)
+            for (index, (outcome, wanted)) in zip(outcomes, expected).enumerated() {
+                if let wanted {
+                    #expect(outcome == wanted, "push \(index)")
+                } else {
+                    #expect(outcome.isDelivered, "push \(index): \(outcome)")
+                }
+            }
+            #expect(server.requestCount == answers.count * 2)
+            #expect(Set(server.requests.compactMap { $0.header("apns-id") }).count == answers.count * 2)
+            #expect(await transport.send(batch: []) == [])
+        }
+    }
+
     @Test("a server that never answers: retry after requestTimeoutSeconds")
     func hangingServerTimesOut() async throws {
         // An event loop group of its own, as the server's push transport has.
