@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
+import IMStore
 import IMStorePostgres
 import IMStoreSQLite
 import Logging
@@ -11,7 +12,8 @@ import PostgresNIO
 ///
 /// The PostgreSQL schema names its tables and columns as the SQLite schema does after all its
 /// migrations (`PostgresMigrations`), so every table is copied column by column, whatever it holds:
-/// the tables and their columns are read off the PostgreSQL schema and looked up in SQLite. The
+/// the tables and their columns are read off the PostgreSQL schema and looked up in SQLite (the
+/// push records, which the embedded store packs per message, are unpacked into rows). The
 /// copy is one PostgreSQL transaction that first locks every table (a server started on the
 /// database meanwhile waits) and refuses a database that holds data; it reads one SQLite snapshot,
 /// in batches by primary key. Then the seq counters are set past the copied seqs, and the
@@ -36,10 +38,17 @@ public enum SQLiteToPostgres {
         }
         // Brings the SQLite schema to its latest version first: the copy reads its final tables.
         try SQLiteStore(directory: dataDirectory).close()
+        // The push bookkeeping's file is attached under the name `push`: its tables are found by
+        // their names as the main file's are (SQLite looks in the attached files too).
+        let pushPath = (dataDirectory as NSString).appendingPathComponent(SQLiteStore.pushFileName)
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "ATTACH DATABASE ? AS push", arguments: [pushPath])
+        }
         let source: DatabasePool
         let snapshot: DatabaseSnapshot
         do {
-            source = try DatabasePool(path: path)
+            source = try DatabasePool(path: path, configuration: configuration)
             snapshot = try source.makeSnapshot()
         } catch {
             throw IMError(.databaseError, "cannot read the database \(path): \(error)")
@@ -95,8 +104,9 @@ public enum SQLiteToPostgres {
     /// Copies one table in batches ordered by its SQLite primary key; returns how many rows.
     private static func copy(_ table: PostgresTable, from snapshot: DatabaseSnapshot, to connection: PostgresConnection,
                              logger: Logger) async throws -> Int {
+        if table.name == "push_records" { return try await copyPushRecords(table, from: snapshot, to: connection, logger: logger) }
         let key = try await snapshot.read { db in try primaryKey(of: table, db) }
-        let columns = table.columns.map(\.name).joined(separator: ", ")
+        let columns = table.columns.map { sourceExpression(table: table.name, column: $0.name) }.joined(separator: ", ")
         let order = key.joined(separator: ", ")
         // PostgreSQL takes at most 65,535 parameters per statement.
         let rowsPerInsert = max(1, min(batchRows, 65_535 / table.columns.count))
@@ -122,6 +132,60 @@ public enum SQLiteToPostgres {
             after = key.map { column in last[table.columns.firstIndex { $0.name == column }!] }
             if rows.count < batchRows { return total }
         }
+    }
+
+    /// Copies the push records, which the embedded store keeps packed per message
+    /// (`SQLiteStore.pushRecordsToCopy`), one row per record, ids kept.
+    private static func copyPushRecords(_ table: PostgresTable, from snapshot: DatabaseSnapshot, to connection: PostgresConnection,
+                                        logger: Logger) async throws -> Int {
+        let rowsPerInsert = max(1, min(batchRows, 65_535 / table.columns.count))
+        var after: Int64 = 0
+        var total = 0
+        while true {
+            let cursor = after
+            let (records, last) = try await snapshot.read { db in
+                try SQLiteStore.pushRecordsToCopy(db, schema: "push", afterBatch: cursor, batches: 20)
+            }
+            guard let last else { return total }
+            let rows = try records.map { record in try table.columns.map { try pushRecordValue(record, column: $0.name) } }
+            for start in stride(from: 0, to: rows.count, by: rowsPerInsert) {
+                try await insert(rows[start..<min(start + rowsPerInsert, rows.count)], into: table, on: connection, logger: logger)
+            }
+            total += rows.count
+            after = last
+        }
+    }
+
+    /// A push record's value for a column of PostgreSQL's push_records.
+    static func pushRecordValue(_ record: PushRecord, column: String) throws -> DatabaseValue {
+        switch column {
+        case "id": record.id.databaseValue
+        case "app_id": record.appId.databaseValue
+        case "message_uid": record.messageUid.databaseValue
+        case "user_id": record.userId.databaseValue
+        case "device_id": record.deviceId.databaseValue
+        case "kind": record.kind?.rawValue.databaseValue ?? .null
+        case "token": record.token.databaseValue
+        case "environment": record.environment.databaseValue
+        case "notification": record.notification.databaseValue
+        case "status": record.status.rawValue.databaseValue
+        case "code": record.code.databaseValue
+        case "attempts": record.attempts.databaseValue
+        case "next_attempt_at": record.nextAttemptAt.databaseValue
+        case "created_at": record.createdAt.databaseValue
+        case "updated_at": record.updatedAt.databaseValue
+        default: throw IMError(.databaseError, "push_records.\(column) has no counterpart in the embedded store's push records")
+        }
+    }
+
+    /// What a column is read as: the column, except a device's badge, which the embedded store
+    /// keeps in the push file.
+    static func sourceExpression(table: String, column: String) -> String {
+        guard table == "push_devices", column == "badge" else { return column }
+        return """
+            COALESCE((SELECT b.badge FROM push.push_badges b WHERE b.app_id = push_devices.app_id
+                AND b.user_id = push_devices.user_id AND b.device_id = push_devices.device_id AND b.kind = push_devices.kind), 0)
+            """
     }
 
     /// The columns of the SQLite table's primary key (all of them in the PostgreSQL table too).
@@ -177,7 +241,12 @@ public enum SQLiteToPostgres {
         for table in tables {
             for column in table.columns where column.isIdentity {
                 let given = try await snapshot.read { db in
-                    try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table.name]) ?? 0
+                    let sequence = try Int64.fetchOne(db, sql: """
+                        SELECT MAX(seq) FROM (SELECT seq FROM main.sqlite_sequence WHERE name = ?
+                                              UNION ALL SELECT seq FROM push.sqlite_sequence WHERE name = ?)
+                        """, arguments: [table.name, table.name]) ?? 0
+                    // Push record ids are given per batch: past every id of the last batch begun.
+                    return table.name == "push_records" ? max(sequence, try SQLiteStore.highestPushRecordId(db, schema: "push")) : sequence
                 }
                 try await connection.query(PostgresQuery(unsafeSQL: """
                     SELECT setval(pg_get_serial_sequence('\(table.name)', '\(column.name)'), GREATEST(used, \(given), 1), GREATEST(used, \(given)) > 0)

@@ -61,6 +61,7 @@ extension SQLiteStore {
                     """, arguments: [now, now + 1, seq, appId, userId])
             }
         }
+        try await erasePushBadges(appId: appId, userIds: userIds)
     }
 
     public func deactivateUsers(appId: Int64, userIds: [String], now: Int64) async throws {
@@ -74,6 +75,7 @@ extension SQLiteStore {
             }
             try Self.erasePersonalData(appId: appId, userIds: userIds, db)
         }
+        try await erasePushBadges(appId: appId, userIds: userIds)
     }
 
     public func reactivateUsers(appId: Int64, userIds: [String], now: Int64) async throws {

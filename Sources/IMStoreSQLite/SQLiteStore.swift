@@ -1,15 +1,33 @@
 import Foundation
 import GRDB
+import Synchronization
 import IMCore
 import IMStore
 
-/// The embedded store: one SQLite database (WAL, `synchronous=FULL`) in the data directory.
+/// The embedded store: two SQLite databases (WAL, `synchronous=FULL`) in the data directory,
+/// `imserver.sqlite` for everything but the push bookkeeping, `imserver-push.sqlite` for that.
 ///
 /// Every write is one transaction that is on disk when the call returns, so a message acknowledged
 /// to its sender survives `kill -9` and power loss. Reads run concurrently with the writer (WAL).
+///
+/// SQLite has one writer per database. The push records (a row per message's batch of up to
+/// 65,535 records, rewritten when claimed and when answered), the decide cursors and the devices'
+/// badges are in a file of their own, so that a large group's pushes never queue the message log's
+/// commits behind them: a 2,700-device message is a row and 2,700 badge updates. Nothing in that
+/// file needs a transaction with the other: a crash between them re-decides from the cursor
+/// (docs/ARCHITECTURE.md, Decisions).
 public final class SQLiteStore: IMStore {
     let pool: DatabasePool
+    /// `imserver-push.sqlite`: the push records (push_batches, push_batch_users), push_cursors, push_badges.
+    let pushPool: DatabasePool
+    /// Read-only connections to the main file for the push decisions' reads (devices, do-not-disturb
+    /// levels, profiles, remarks of thousands of recipients per group message), at the push file's
+    /// low priority.
+    let pushReader: DatabasePool
     public let path: String
+    public let pushPath: String
+    /// When push_batch_users was last filled (SQLiteStore+PushRecords).
+    let pushUserIndex = Mutex(PushUserIndexState())
 
     /// Opens (and creates or migrates) the database in `directory`.
     public init(directory: String) throws {
@@ -19,13 +37,14 @@ public final class SQLiteStore: IMStore {
             throw IMError(.databaseError, "cannot create the data directory \(directory): \(error.localizedDescription)")
         }
         path = (directory as NSString).appendingPathComponent("imserver.sqlite")
+        pushPath = (directory as NSString).appendingPathComponent(Self.pushFileName)
         var configuration = Configuration()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
             // The one writer keeps its page cache between transactions (nothing else changes the
             // file), so a large one keeps the index pages that writes land on all over a table
-            // (push records by user, unread counts) in memory instead of reading them again with
-            // pread per transaction. Readers start over whenever the writer commits: theirs stays
+            // (unread counts; in the push file, push records by user) in memory instead of reading
+            // them again with pread per transaction. Readers start over whenever the writer commits: theirs stays
             // at SQLite's 2 MiB default.
             if !db.configuration.readonly {
                 try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
@@ -36,6 +55,24 @@ public final class SQLiteStore: IMStore {
             try Self.migrator.migrate(pool)
         } catch {
             throw IMError(.databaseError, "cannot open the database \(path): \(error)")
+        }
+        // The push file's work runs on Dispatch's background threads: on Linux Dispatch sets a
+        // worker's nice value by its QoS (GRDB's default, user-initiated, is nice -2, above the
+        // event loops; background is +4), so a large group's push bookkeeping yields the cores to
+        // delivery instead of preempting it.
+        var pushConfiguration = configuration
+        pushConfiguration.qos = .background
+        var readerConfiguration = pushConfiguration
+        readerConfiguration.readonly = true
+        readerConfiguration.maximumReaderCount = 2
+        do {
+            pushPool = try DatabasePool(path: pushPath, configuration: pushConfiguration)
+            try Self.pushMigrator.migrate(pushPool)
+            try Self.movePushBookkeeping(from: pool, at: path, to: pushPool)
+            pushReader = try DatabasePool(path: path, configuration: readerConfiguration)
+        } catch {
+            try? pool.close()
+            throw IMError(.databaseError, "cannot open the database \(pushPath): \(error)")
         }
     }
 
@@ -49,6 +86,12 @@ public final class SQLiteStore: IMStore {
             try pool.close()
         } catch {
             throw IMError(.databaseError, "cannot close the database \(path): \(error)")
+        }
+        do {
+            try pushReader.close()
+            try pushPool.close()
+        } catch {
+            throw IMError(.databaseError, "cannot close the database \(pushPath): \(error)")
         }
     }
 
@@ -265,6 +308,10 @@ public final class SQLiteStore: IMStore {
             }
             try db.execute(sql: "DELETE FROM apps WHERE id = ?", arguments: [appId])
         }
+        try await pushPool.write { db in
+            try Self.deletePushRecords(db, appId: appId)
+            try db.execute(sql: "DELETE FROM push_badges WHERE app_id = ?", arguments: [appId])
+        }
     }
 
     public func setAppBanned(appKey: String, banned: Bool) async throws -> AppRecord? {
@@ -307,22 +354,25 @@ public final class SQLiteStore: IMStore {
                     push_config)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
+            // Both run for every message: read through `firstInteger` (the seq of a duplicate; the
+            // row itself is read only when there is one).
             let existing = try db.cachedStatement(sql: """
-                SELECT \(Self.columns) FROM messages WHERE app_id = ? AND sender_id = ? AND client_msg_id = ?
+                SELECT seq FROM messages WHERE app_id = ? AND sender_id = ? AND client_msg_id = ? /* commit: duplicate */
                 """)
-            let newest = try db.cachedStatement(sql: "SELECT MAX(sent_time) FROM messages WHERE app_id = ? AND conv_key = ?")
-            var lastSentTime: [String: Int64] = [:]
+            let newest = try db.cachedStatement(sql: "SELECT MAX(sent_time) FROM messages WHERE app_id = ? AND conv_key = ? /* commit: newest */")
+            var lastSentTime: [AppConversation: Int64] = [:]
             var outcomes: [CommitOutcome] = []
             outcomes.reserveCapacity(messages.count)
             for var message in messages {
                 if !message.clientMessageId.isEmpty,
-                   let row = try Row.fetchOne(existing, arguments: [message.appId, message.senderId, message.clientMessageId]) {
+                   let seq = try existing.firstInteger(message.appId, message.senderId, message.clientMessageId),
+                   let row = try Row.fetchOne(db, sql: "SELECT \(Self.columns) FROM messages WHERE seq = ?", arguments: [seq]) {
                     outcomes.append(.duplicate(try Self.message(row)))
                     continue
                 }
-                let conversation = "\(message.appId)|\(message.conversationKey)"
-                if let last = try lastSentTime[conversation]
-                    ?? Int64.fetchOne(newest, arguments: [message.appId, message.conversationKey]), message.sentTime <= last {
+                let conversation = AppConversation(appId: message.appId, key: message.conversationKey)
+                if let last = try lastSentTime[conversation] ?? newest.firstInteger(message.appId, message.conversationKey),
+                   message.sentTime <= last {
                     message.sentTime = last + 1
                 }
                 lastSentTime[conversation] = message.sentTime

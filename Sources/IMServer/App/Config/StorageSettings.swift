@@ -5,7 +5,7 @@ extension ServerConfig {
         public static let summary = "Where the data is kept: the embedded database (SQLite) in a directory, or a PostgreSQL database."
 
         @Setting(key: "dataDir", allowed: .nonEmpty,
-                 doc: "Directory of the embedded database; made if missing.")
+                 doc: "Directory of the embedded database (imserver.sqlite, and imserver-push.sqlite for the push records: back up both); made if missing.")
         public var dataDir = "./data"
 
         /// The variable says what it holds (a URL, as other servers name theirs), so it is not the

@@ -1,0 +1,427 @@
+import Foundation
+import GRDB
+import IMCore
+import IMStore
+import Synchronization
+
+/// The push records, packed: a row of push_batches holds up to 65,535 records of one message
+/// (`PushBatchCoding`), so deciding a group message for 2,700 devices writes one row, and a claim or
+/// the answers to a send rewrite that row's states. A row per record wrote every record into four
+/// indexes; the one by user put each of a message's records on another page, so a message's
+/// decisions wrote thousands of pages to the WAL (Decisions).
+///
+/// The records of a user are found through push_batch_users (app, user, batch), filled for many
+/// batches at once (`indexUsers`): a user's entries for a second of messages land on one page
+/// instead of a page per message. Batches after the last one indexed are read whole by a query by
+/// user, so the answer is always complete.
+extension SQLiteStore {
+    /// The push file's tables for the packed records (migration v2 of the push file).
+    static let pushBatchTables = """
+        CREATE TABLE push_batches (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            app_id INTEGER NOT NULL, message_uid TEXT NOT NULL,
+            created_at INTEGER NOT NULL, next_attempt_at INTEGER,
+            records BLOB NOT NULL, states BLOB NOT NULL
+        );
+        CREATE INDEX push_batches_by_message ON push_batches (app_id, message_uid);
+        CREATE INDEX push_batches_pending ON push_batches (next_attempt_at, id) WHERE next_attempt_at IS NOT NULL;
+        CREATE INDEX push_batches_by_time ON push_batches (created_at);
+        CREATE INDEX push_batches_by_app ON push_batches (app_id, id);
+        CREATE TABLE push_batch_users (
+            app_id INTEGER NOT NULL, user_id TEXT NOT NULL, batch_id INTEGER NOT NULL,
+            PRIMARY KEY (app_id, user_id, batch_id)
+        ) WITHOUT ROWID;
+        CREATE INDEX push_batch_users_by_batch ON push_batch_users (batch_id);
+        CREATE TABLE push_batch_index (
+            id INTEGER PRIMARY KEY CHECK (id = 1), indexed_through INTEGER NOT NULL
+        );
+        INSERT INTO push_batch_index (id, indexed_through) VALUES (1, 0);
+        """
+
+    /// Batches written since push_batch_users was last filled, and when that was; the next write
+    /// fills it once either is reached.
+    static let userIndexBatches = 256
+    static let userIndexInterval: Duration = .seconds(2)
+
+    // MARK: writing decisions
+
+    public func recordPushDecisions(_ records: [PushRecord], badges: [PushBadge], node: String, cursor: UInt64?) async throws {
+        let indexDue = pushUserIndex.withLock { state in
+            state.pending >= Self.userIndexBatches || (state.pending > 0 && ContinuousClock.now - state.lastRun >= Self.userIndexInterval)
+        }
+        let written = try await pushPool.write { db -> Int in
+            let written = try Self.insertPushRecords(db, records)
+            try Self.setBadges(db, badges)
+            if let cursor {
+                try db.execute(sql: """
+                    INSERT INTO push_cursors (node, seq) VALUES (?, ?)
+                    ON CONFLICT (node) DO UPDATE SET seq = MAX(push_cursors.seq, excluded.seq)
+                    """, arguments: [node, Int64(clamping: cursor)])
+            }
+            if indexDue { try Self.indexUsers(db) }
+            return written
+        }
+        pushUserIndex.withLock { state in
+            if indexDue {
+                state.pending = 0
+                state.lastRun = .now
+            } else {
+                state.pending += written
+            }
+        }
+    }
+
+    /// Sets the badges of devices (every token of each), in one statement per app: a device named
+    /// twice gets its last badge, as when they are set one after another.
+    static func setBadges(_ db: Database, _ badges: [PushBadge]) throws {
+        guard !badges.isEmpty else { return }
+        var last: [Int64: [String: (userId: String, deviceId: String, badge: Int)]] = [:]
+        for entry in badges {
+            last[entry.appId, default: [:]][PushBatchCoding.key(userId: entry.userId, deviceId: entry.deviceId)] =
+                (entry.userId, entry.deviceId, entry.badge)
+        }
+        // The devices' rows found from the list (CROSS JOIN keeps the list the outer loop: an
+        // UPDATE ... FROM scanned every badge of the app for each entry), then set by the upsert.
+        let update = try db.cachedStatement(sql: """
+            INSERT INTO push_badges (app_id, user_id, device_id, kind, badge)
+            SELECT device.app_id, device.user_id, device.device_id, device.kind, wanted.badge
+            FROM (SELECT value ->> 0 AS user_id, value ->> 1 AS device_id, value ->> 2 AS badge FROM json_each(?)) AS wanted
+            CROSS JOIN push_badges AS device
+                ON device.app_id = ? AND device.user_id = wanted.user_id AND device.device_id = wanted.device_id
+            WHERE true
+            ON CONFLICT (app_id, user_id, device_id, kind) DO UPDATE SET badge = excluded.badge
+            """)
+        for (appId, devices) in last {
+            var list = "["
+            list.reserveCapacity(devices.count * 32)
+            for (index, device) in devices.values.enumerated() {
+                list.append(index == 0 ? "[" : ",[")
+                appendJSONString(device.userId, to: &list)
+                list.append(",")
+                appendJSONString(device.deviceId, to: &list)
+                list.append(",\(device.badge)]")
+            }
+            list.append("]")
+            try update.execute(arguments: [list, appId])
+        }
+    }
+
+    /// Inserts records as batches: a run of records of one message is one batch (a new one where
+    /// the message changes, so ids follow the order given). A record whose (app, message, user,
+    /// device) is stored already, or came earlier in `records`, is left out. Returns the batches
+    /// written.
+    static func insertPushRecords(_ db: Database, _ records: [PushRecord]) throws -> Int {
+        guard !records.isEmpty else { return 0 }
+        var known: [String: Set<String>] = [:]
+        var batches = 0
+        var run: [PushRecord] = []
+        func flush() throws {
+            guard let first = run.first else { return }
+            let states = run.map(PushBatchCoding.State.init)
+            try db.execute(sql: """
+                INSERT INTO push_batches (app_id, message_uid, created_at, next_attempt_at, records, states)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """, arguments: [first.appId, first.messageUid, run.map(\.createdAt).min() ?? first.createdAt,
+                                 PushBatchCoding.nextAttempt(states), PushBatchCoding.encodeRecords(run),
+                                 PushBatchCoding.encodeStates(states)])
+            batches += 1
+            run.removeAll(keepingCapacity: true)
+        }
+        for record in records {
+            let message = "\(record.appId)|\(record.messageUid)"
+            if known[message] == nil { known[message] = try storedKeys(db, appId: record.appId, messageUid: record.messageUid) }
+            guard known[message]!.insert(PushBatchCoding.key(userId: record.userId, deviceId: record.deviceId)).inserted else { continue }
+            if let last = run.last, last.appId != record.appId || last.messageUid != record.messageUid || run.count == PushBatchCoding.maxRecords {
+                try flush()
+            }
+            run.append(record)
+        }
+        try flush()
+        return batches
+    }
+
+    /// The (user, device) keys of a message's stored records.
+    private static func storedKeys(_ db: Database, appId: Int64, messageUid: String) throws -> Set<String> {
+        var keys: Set<String> = []
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT records, states FROM push_batches WHERE app_id = ? AND message_uid = ?"),
+                                       arguments: [appId, messageUid])
+        while let row = try rows.next() {
+            let records = try PushBatchCoding.Records(row[0])
+            let states = try PushBatchCoding.decodeStates(row[1])
+            for index in 0..<records.count where index < states.count && states[index].exists {
+                keys.insert(try records.key(index).key)
+            }
+        }
+        return keys
+    }
+
+    /// Adds the users of every batch written since the last time to push_batch_users.
+    static func indexUsers(_ db: Database) throws {
+        let through = try Int64.fetchOne(db, sql: "SELECT indexed_through FROM push_batch_index WHERE id = 1") ?? 0
+        let insert = try db.cachedStatement(sql: """
+            INSERT OR IGNORE INTO push_batch_users (app_id, user_id, batch_id) SELECT ?, value, ? FROM json_each(?)
+            """)
+        var last = through
+        let rows = try Row.fetchCursor(db, sql: "SELECT id, app_id, records FROM push_batches WHERE id > ? ORDER BY id", arguments: [through])
+        while let row = try rows.next() {
+            let id: Int64 = row[0], appId: Int64 = row[1]
+            let records = try PushBatchCoding.Records(row[2])
+            var users: Set<String> = []
+            for index in 0..<records.count { users.insert(try records.userId(index)) }
+            try insert.execute(arguments: [appId, id, jsonList(users)])
+            last = id
+        }
+        if last > through {
+            try db.execute(sql: "UPDATE push_batch_index SET indexed_through = ? WHERE id = 1", arguments: [last])
+        }
+    }
+
+    // MARK: sending
+
+    public func duePushes(now: Int64, limit: Int) async throws -> [PushRecord] {
+        guard limit > 0 else { return [] }
+        return try await pushPool.read { db in
+            var due: [PushRecord] = []
+            let rows = try Row.fetchCursor(db, sql: """
+                SELECT id, app_id, message_uid, next_attempt_at, records, states FROM push_batches
+                WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ? ORDER BY next_attempt_at, id
+                """, arguments: [now])
+            while let row = try rows.next() {
+                // Batches come by their earliest pending record: once `limit` records are due no
+                // later than this batch's earliest, no record of it or of later batches comes first.
+                let earliest: Int64 = row[3]
+                if due.count >= limit, let last = due.last, last.nextAttemptAt < earliest { break }
+                let batch: Int64 = row[0], appId: Int64 = row[1], messageUid: String = row[2]
+                let records = try PushBatchCoding.Records(row[4])
+                let states = try PushBatchCoding.decodeStates(row[5])
+                for (index, state) in states.enumerated() where state.isPending && state.nextAttemptAt <= now && index < records.count {
+                    due.append(try records.record(index, batch: batch, appId: appId, messageUid: messageUid, state: state))
+                }
+                if due.count >= limit {
+                    due.sort { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+                    due.removeLast(due.count - limit)
+                }
+            }
+            due.sort { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+            return due
+        }
+    }
+
+    public func claimPushes(ids: [Int64], now: Int64, leaseUntil: Int64) async throws -> [Int64] {
+        guard !ids.isEmpty else { return [] }
+        return try await pushPool.write { db in
+            var claimed: [Int64] = []
+            try Self.changeStates(db, ids: ids.uniqued()) { states, id in
+                let index = PushBatchCoding.index(ofRecord: id)
+                guard index < states.count, states[index].isPending, states[index].nextAttemptAt <= now else { return }
+                states[index].nextAttemptAt = leaseUntil
+                claimed.append(id)
+            }
+            return claimed
+        }
+    }
+
+    public func recordPushAttempts(_ attempts: [PushAttempt]) async throws {
+        guard !attempts.isEmpty else { return }
+        let byId = Dictionary(grouping: attempts, by: \.id)
+        try await pushPool.write { db in
+            // Each record's attempts in the order given; one that ended it is the last applied.
+            try Self.changeStates(db, ids: attempts.map(\.id).uniqued()) { states, id in
+                let index = PushBatchCoding.index(ofRecord: id)
+                guard index < states.count else { return }
+                for attempt in byId[id] ?? [] where states[index].isPending {
+                    states[index] = PushBatchCoding.State(status: UInt8(attempt.status.rawValue), attempts: attempt.attempts,
+                                                          nextAttemptAt: attempt.nextAttemptAt, updatedAt: attempt.now, code: attempt.code)
+                }
+            }
+        }
+    }
+
+    /// Reads the states of the batches of `ids`, lets `change` alter them record by record, and
+    /// writes back those it changed with their new next_attempt_at.
+    private static func changeStates(_ db: Database, ids: [Int64], _ change: (inout [PushBatchCoding.State], Int64) -> Void) throws {
+        var byBatch: [Int64: [Int64]] = [:]
+        var order: [Int64] = []
+        for id in ids {
+            let batch = PushBatchCoding.batch(ofRecord: id)
+            if byBatch[batch] == nil { order.append(batch) }
+            byBatch[batch, default: []].append(id)
+        }
+        let read = try db.cachedStatement(sql: "SELECT states FROM push_batches WHERE id = ?")
+        let write = try db.cachedStatement(sql: "UPDATE push_batches SET states = ?, next_attempt_at = ? WHERE id = ?")
+        for batch in order {
+            guard let data = try Data.fetchOne(read, arguments: [batch]) else { continue }
+            var states = try PushBatchCoding.decodeStates(data)
+            let before = states
+            for id in byBatch[batch] ?? [] { change(&states, id) }
+            guard states != before else { continue }
+            try write.execute(arguments: [PushBatchCoding.encodeStates(states), PushBatchCoding.nextAttempt(states), batch])
+        }
+    }
+
+    // MARK: the troubleshooting view
+
+    public func pushRecords(appId: Int64, messageUid: String?, userId: String?, limit: Int) async throws -> [PushRecord] {
+        guard limit > 0 else { return [] }
+        return try await pushPool.read { db in
+            var found: [PushRecord] = []
+            /// Adds a batch's records (of `userId` when given), newest first; false once `limit` are found.
+            func take(_ row: Row) throws -> Bool {
+                let batch: Int64 = row[0], message: String = row[1]
+                let records = try PushBatchCoding.Records(row[2])
+                let states = try PushBatchCoding.decodeStates(row[3])
+                for index in stride(from: min(records.count, states.count) - 1, through: 0, by: -1) where states[index].exists {
+                    if let userId, try records.userId(index) != userId { continue }
+                    found.append(try records.record(index, batch: batch, appId: appId, messageUid: message, state: states[index]))
+                    if found.count >= limit { return false }
+                }
+                return true
+            }
+            let columns = "id, message_uid, records, states"
+            if let messageUid {
+                let rows = try Row.fetchCursor(db, sql: """
+                    SELECT \(columns) FROM push_batches WHERE app_id = ? AND message_uid = ? ORDER BY id DESC
+                    """, arguments: [appId, messageUid])
+                while let row = try rows.next(), try take(row) {}
+            } else if let userId {
+                // The batches not indexed yet (the newest), then those push_batch_users names.
+                let through = try Int64.fetchOne(db, sql: "SELECT indexed_through FROM push_batch_index WHERE id = 1") ?? 0
+                let recent = try Row.fetchCursor(db, sql: """
+                    SELECT \(columns) FROM push_batches WHERE app_id = ? AND id > ? ORDER BY id DESC
+                    """, arguments: [appId, through])
+                var more = true
+                while more, let row = try recent.next() { more = try take(row) }
+                guard more else { return found }
+                let indexed = try Row.fetchCursor(db, sql: """
+                    SELECT \(columns) FROM push_batch_users u JOIN push_batches b ON b.id = u.batch_id
+                    WHERE u.app_id = ? AND u.user_id = ? AND u.batch_id <= ? ORDER BY u.batch_id DESC
+                    """, arguments: [appId, userId, through])
+                while let row = try indexed.next(), try take(row) {}
+            } else {
+                let rows = try Row.fetchCursor(db, sql: "SELECT \(columns) FROM push_batches WHERE app_id = ? ORDER BY id DESC",
+                                               arguments: [appId])
+                while let row = try rows.next(), try take(row) {}
+            }
+            return found
+        }
+    }
+
+    // MARK: copying into another store
+
+    /// The records of the batches after `afterBatch`, for `imserver migrate`: those of up to
+    /// `batches` batches in id order (a swept record left out), and the last batch read (nil once
+    /// there is none after `afterBatch`). `schema` names the push file as `db` has it attached.
+    public static func pushRecordsToCopy(_ db: Database, schema: String, afterBatch: Int64,
+                                         batches: Int) throws -> (records: [PushRecord], lastBatch: Int64?) {
+        var records: [PushRecord] = []
+        var last: Int64?
+        let rows = try Row.fetchCursor(db, sql: """
+            SELECT id, app_id, message_uid, records, states FROM \(schema).push_batches WHERE id > ? ORDER BY id LIMIT ?
+            """, arguments: [afterBatch, batches])
+        while let row = try rows.next() {
+            let batch: Int64 = row[0]
+            let packed = try PushBatchCoding.Records(row[3])
+            let states = try PushBatchCoding.decodeStates(row[4])
+            for index in 0..<min(packed.count, states.count) where states[index].exists {
+                records.append(try packed.record(index, batch: batch, appId: row[1], messageUid: row[2], state: states[index]))
+            }
+            last = batch
+        }
+        return (records, last)
+    }
+
+    /// The highest record id this store has given or may still give to a batch already begun:
+    /// the last batch's whole id range (a record id is its batch's id × 2^16 + its index).
+    public static func highestPushRecordId(_ db: Database, schema: String) throws -> Int64 {
+        let batch = max(try Int64.fetchOne(db, sql: "SELECT seq FROM \(schema).sqlite_sequence WHERE name = 'push_batches'") ?? 0,
+                        try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM \(schema).push_batches") ?? 0)
+        return batch == 0 ? 0 : PushBatchCoding.recordId(batch: batch, index: PushBatchCoding.maxRecords)
+    }
+
+    // MARK: the sweep
+
+    public func deletePushRecords(createdBefore before: Int64) async throws -> Int {
+        try await pushPool.write { db in
+            var deleted = 0
+            let read = try db.cachedStatement(sql: "SELECT records, states FROM push_batches WHERE id = ?")
+            for batch in try Int64.fetchAll(db, sql: "SELECT id FROM push_batches WHERE created_at < ?", arguments: [before]) {
+                guard let row = try Row.fetchOne(read, arguments: [batch]) else { continue }
+                let records = try PushBatchCoding.Records(row[0])
+                var states = try PushBatchCoding.decodeStates(row[1])
+                var oldestKept: Int64?
+                for index in states.indices where states[index].exists && index < records.count {
+                    let createdAt = try records.key(index).createdAt
+                    if !states[index].isPending && createdAt < before {
+                        states[index].status = PushBatchCoding.swept
+                        deleted += 1
+                    } else {
+                        oldestKept = min(oldestKept ?? createdAt, createdAt)
+                    }
+                }
+                if let oldestKept {
+                    try db.execute(sql: "UPDATE push_batches SET states = ?, created_at = ? WHERE id = ?",
+                                   arguments: [PushBatchCoding.encodeStates(states), oldestKept, batch])
+                } else {
+                    try db.execute(sql: "DELETE FROM push_batch_users WHERE batch_id = ?", arguments: [batch])
+                    try db.execute(sql: "DELETE FROM push_batches WHERE id = ?", arguments: [batch])
+                }
+            }
+            return deleted
+        }
+    }
+
+    /// Forgets every push record of an app (the app was deleted).
+    static func deletePushRecords(_ db: Database, appId: Int64) throws {
+        try db.execute(sql: "DELETE FROM push_batch_users WHERE app_id = ?", arguments: [appId])
+        try db.execute(sql: "DELETE FROM push_batches WHERE app_id = ?", arguments: [appId])
+    }
+
+    // MARK: records from before the batches
+
+    /// Moves the rows of a per-record push_records table (`table`: the push file's own from before
+    /// migration v2, or the main file's from before the push file) into batches, in id order, and
+    /// makes every later record's id larger than `idFloor` and those rows' ids. A record already in
+    /// a batch is kept, so moving again after a crash adds nothing twice.
+    static func moveRecordsIntoBatches(_ db: Database, from table: String, idFloor: Int64) throws {
+        let highest = max(idFloor, try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM \(table)") ?? 0)
+        let floor = PushBatchCoding.batch(ofRecord: highest)
+        let current = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'push_batches'")
+        if current == nil {
+            try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES ('push_batches', ?)", arguments: [floor])
+        } else if let current, current < floor {
+            try db.execute(sql: "UPDATE sqlite_sequence SET seq = ? WHERE name = 'push_batches'", arguments: [floor])
+        }
+        let rows = try Row.fetchCursor(db, sql: "SELECT \(pushRecordColumns) FROM \(table) ORDER BY id")
+        var chunk: [PushRecord] = []
+        while let row = try rows.next() {
+            chunk.append(pushRecord(row))
+            if chunk.count >= 10_000 {
+                _ = try insertPushRecords(db, chunk)
+                chunk.removeAll(keepingCapacity: true)
+            }
+        }
+        _ = try insertPushRecords(db, chunk)
+    }
+
+    static let pushRecordColumns = """
+        id, app_id, message_uid, user_id, device_id, kind, token, environment, notification, status, code, attempts,
+        next_attempt_at, created_at, updated_at
+        """
+
+    /// A row of a per-record push_records table.
+    static func pushRecord(_ row: Row) -> PushRecord {
+        let kind: String? = row[5]
+        let status: Int = row[9]
+        return PushRecord(id: row[0], appId: row[1], messageUid: row[2], userId: row[3], deviceId: row[4],
+                          kind: kind.flatMap(PushTokenKind.init(rawValue:)), token: row[6], environment: row[7],
+                          notification: row[8], status: PushStatus(rawValue: status) ?? .failed, code: row[10],
+                          attempts: row[11], nextAttemptAt: row[12], createdAt: row[13], updatedAt: row[14])
+    }
+}
+
+/// When push_batch_users was last filled, and the batches written since (counted in memory: a
+/// restart only makes the next fill come sooner).
+struct PushUserIndexState {
+    var pending = 0
+    var lastRun = ContinuousClock.now
+}
