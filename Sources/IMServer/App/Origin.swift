@@ -33,6 +33,6 @@ extension ClientSession {
 extension ClientSession {
     /// This session as the server's events name it.
     var presence: SessionPresence {
-        SessionPresence(appId: appId, userId: userId, sessionId: id, platform: "\(platform)")
+        SessionPresence(appId: appId, userId: userId, sessionId: id, platform: "\(platform)", deviceId: deviceId)
     }
 }

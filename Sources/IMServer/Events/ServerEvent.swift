@@ -65,6 +65,8 @@ public struct SessionPresence: Sendable, Equatable {
     public let userId: String
     public let sessionId: String
     public let platform: String
+    /// The device the session signed in from (empty when the client named none).
+    public let deviceId: String
 }
 
 /// A user's conversation state after an edit.

@@ -38,6 +38,45 @@ struct PushMessageContext {
     /// The group's (or its channel's) default do-not-disturb level (ultra groups).
     var groupDefaultLevel: PushNotificationLevel = .default
     var now: Int64
+    /// The built-in type's text by language, for the languages asked so far (the content is
+    /// parsed once per message and language, not once per recipient).
+    var defaultContents = LanguageTexts()
+    /// The rc fields every recipient's push shares (`rId` is added per recipient).
+    var rc: [String: String] = [:]
+
+    init(message: StoredMessage, pushConfig: MessagePushConfig?, mentions: MentionedInfo?, senderName: String, senderAlias: String? = nil,
+         conversationName: String?, templates: [String: PushTemplateRecord], settings: PushAppSettings,
+         groupDefaultLevel: PushNotificationLevel = .default, now: Int64) {
+        self.message = message
+        self.pushConfig = pushConfig
+        self.mentions = mentions
+        self.senderName = senderName
+        self.senderAlias = senderAlias
+        self.conversationName = conversationName
+        self.templates = templates
+        self.settings = settings
+        self.groupDefaultLevel = groupDefaultLevel
+        self.now = now
+        rc = ["cType": message.conversationType.pushCode, "fId": message.senderId, "oName": message.objectName,
+              "tId": message.targetId, "id": message.uid]
+        if message.conversationType == .ultraGroup { rc["bId"] = message.channelId }
+        if message.objectName == RecallCommandMessage.objectName,
+           let recalled = (try? JSONSerialization.jsonObject(with: message.content) as? [String: Any])?["messageUId"] as? String {
+            rc["rc-dlt-identifier"] = recalled
+        }
+    }
+}
+
+/// Texts per language, made the first time a language asks.
+final class LanguageTexts {
+    private var texts: [String: String?] = [:]
+
+    func text(_ language: String, _ make: () -> String?) -> String? {
+        if let made = texts[language] { return made }
+        let made = make()
+        texts[language] = made
+        return made
+    }
 }
 
 /// One recipient as the decision sees it.
@@ -105,7 +144,8 @@ enum PushDecision {
         let nonEmpty = { (text: String?) in text.flatMap { $0.isEmpty ? nil : $0 } }
         // A group push's default text names its sender ("Ann: hello"): the name the recipient gave
         // the sender, else the sender's alias in the group, else the sender's name.
-        let defaultContent = PushLanguage.defaultContent(objectName: message.objectName, content: message.content, language: language)
+        let defaultContent = context.defaultContents
+            .text(language) { PushLanguage.defaultContent(objectName: message.objectName, content: message.content, language: language) }
             .map { text in
                 guard message.conversationType == .group else { return text }
                 let sender = nonEmpty(recipient.remark) ?? nonEmpty(context.senderAlias) ?? context.senderName
@@ -131,13 +171,8 @@ enum PushDecision {
         let devices = recipient.devices.filter { ($0.kind == .apnsVoIP) == voip }
         guard !devices.isEmpty else { return suppressed(PushCode.noDevice) }
 
-        var rc = ["cType": message.conversationType.pushCode, "fId": message.senderId, "oName": message.objectName,
-                  "tId": message.targetId, "rId": recipient.userId, "id": message.uid]
-        if message.conversationType == .ultraGroup { rc["bId"] = message.channelId }
-        if message.objectName == RecallCommandMessage.objectName,
-           let recalled = (try? JSONSerialization.jsonObject(with: message.content) as? [String: Any])?["messageUId"] as? String {
-            rc["rc-dlt-identifier"] = recalled
-        }
+        var rc = context.rc
+        rc["rId"] = recipient.userId
         let appData = nonEmpty(config?.pushData) ?? nonEmpty(message.pushData)
         return devices.map { device in
             let notification = PushNotification(

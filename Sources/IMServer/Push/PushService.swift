@@ -50,6 +50,8 @@ public final class PushService: Sendable {
     }
     /// When the decide loop last wrote its cursor without a decision to go with it.
     let cursorWrittenAt = Mutex<Int64>(0)
+    /// Badges decided and not yet written (the decide loop runs ahead of its writes).
+    let badgeLedger = PushBadgeLedger()
     let options: Options
     /// Where decisions and the providers' answers are counted.
     let metrics: ServerMetrics?
@@ -141,31 +143,72 @@ public final class PushService: Sendable {
         } catch {
             logger.error("push: the messages committed before this start could not be decided", metadata: ["error": "\(error)"])
         }
-        for await event in events {
-            switch event {
-            case .messageCommitted(let committed):
-                await decideLogged(committed.message)
-            case .sessionOnline(let presence):
-                // A session whose end was seen first (its events raced) stays out.
-                if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }),
-                   endedSessions.withLock({ $0.remove(presence.sessionId) == nil }) {
-                    self.presence.withLock { $0[UserKey(appId: presence.appId, userId: presence.userId), default: [:]][presence.sessionId] = platform }
+        // Decisions are written by a task of their own, in order, while the next are made.
+        let writes = PushDecisionWrites()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.writeDecisions(writes) }
+            for await event in events {
+                switch event {
+                case .messageCommitted(let committed):
+                    await decideLogged(committed.message, into: writes)
+                case .sessionOnline(let presence):
+                    // A session whose end was seen first (its events raced) stays out.
+                    if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }),
+                       endedSessions.withLock({ $0.remove(presence.sessionId) == nil }) {
+                        self.presence.withLock { $0[UserKey(appId: presence.appId, userId: presence.userId), default: [:]][presence.sessionId] = platform }
+                    }
+                    reconcilePresence()
+                    // The device came online: its badge starts again (also when the session has
+                    // ended by the time this event is read), after the decisions made before it.
+                    if !presence.deviceId.isEmpty {
+                        let seq = writes.reserve()
+                        badgeLedger.set([PushBadge(appId: presence.appId, userId: presence.userId, deviceId: presence.deviceId, badge: 0)],
+                                        seq: seq)
+                        await writes.enqueue(.init(seq: seq, work: .resetBadge(appId: presence.appId, userId: presence.userId,
+                                                                                 deviceId: presence.deviceId)))
+                    }
+                case .sessionOffline(let presence):
+                    let known = self.presence.withLock { table -> Bool in
+                        let key = UserKey(appId: presence.appId, userId: presence.userId)
+                        defer { if table[key]?.isEmpty == true { table[key] = nil } }
+                        return table[key]?.removeValue(forKey: presence.sessionId) != nil
+                    }
+                    if !known { endedSessions.withLock { _ = $0.insert(presence.sessionId) } }
+                default:
+                    break
                 }
-                reconcilePresence()
-                if let session = registry.sessions(appId: presence.appId, userId: presence.userId).first(where: { $0.id == presence.sessionId }),
-                   !session.deviceId.isEmpty {
-                    try? await store.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: session.deviceId)
-                }
-            case .sessionOffline(let presence):
-                let known = self.presence.withLock { table -> Bool in
-                    let key = UserKey(appId: presence.appId, userId: presence.userId)
-                    defer { if table[key]?.isEmpty == true { table[key] = nil } }
-                    return table[key]?.removeValue(forKey: presence.sessionId) != nil
-                }
-                if !known { endedSessions.withLock { _ = $0.insert(presence.sessionId) } }
-            default:
-                break
             }
+            writes.finish()
+        }
+    }
+
+    /// Carries out the decide loop's writes in order. A decision that cannot be written is tried
+    /// again (and holds up the later ones) until it is: the writes are idempotent, and a later
+    /// cursor must not pass it.
+    private func writeDecisions(_ writes: PushDecisionWrites) async {
+        while let item = await writes.next() {
+            var delay = 100
+            retrying: while true {
+                do {
+                    switch item.work {
+                    case .decisions(let records, let badges, let cursor):
+                        try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
+                        if records.contains(where: { $0.status == .pending }) { wake.signal() }
+                    case .resetBadge(let appId, let userId, let deviceId):
+                        try await store.resetPushBadge(appId: appId, userId: userId, deviceId: deviceId)
+                    }
+                    break retrying
+                } catch {
+                    // A badge that cannot be reset is left as it was.
+                    if case .resetBadge = item.work { break retrying }
+                    // Stopping: what was not written is decided again at the next start (the cursor stayed before it).
+                    if Task.isCancelled { return }
+                    logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)"])
+                    try? await Task.sleep(for: .milliseconds(delay))
+                    delay = min(delay * 2, 10_000)
+                }
+            }
+            badgeLedger.written(through: item.seq)
         }
     }
 
@@ -200,23 +243,25 @@ public final class PushService: Sendable {
         endedSessions.withLock { $0.removeAll() }
     }
 
-    /// Decides one message. The cursor goes with every recorded decision, and otherwise at most
-    /// once a second: a message that made no record costs no write, and a crash re-decides at
-    /// most a second of them (a decision already recorded is kept).
-    private func decideLogged(_ message: StoredMessage) async {
+    /// Decides one message and hands its writes on. The cursor goes with every recorded decision,
+    /// and otherwise at most once a second: a message that made no record costs no write, and a
+    /// crash re-decides at most a second of them (a decision already recorded is kept).
+    private func decideLogged(_ message: StoredMessage, into writes: PushDecisionWrites) async {
         let now = clock.nowMilliseconds()
         let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
-        // Tried until it is recorded: a later message's cursor must not pass one whose pushes were
-        // never written (the writes are idempotent, so a retry records nothing twice).
+        // Tried until it is decided (a read failed otherwise); its writes are the writer's to retry.
         var delay = 100
         while !Task.isCancelled {
             do {
-                if try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue) {
-                    cursorWrittenAt.withLock { $0 = now }
+                let wroteCursor = try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue) { records, badges, cursor in
+                    let seq = writes.reserve()
+                    self.badgeLedger.set(badges, seq: seq)
+                    await writes.enqueue(.init(seq: seq, work: .decisions(records, badges, cursor: cursor)))
                 }
+                if wroteCursor { cursorWrittenAt.withLock { $0 = now } }
                 return
             } catch {
-                logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
+                logger.error("push: a message could not be decided; trying again", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
                 try? await Task.sleep(for: .milliseconds(delay))
                 delay = min(delay * 2, 10_000)
             }
@@ -236,15 +281,20 @@ public final class PushService: Sendable {
         while true {
             let messages = try await store.committedMessages(afterSeq: after, limit: 200)
             guard let last = messages.last else { return }
-            try await decide(messages.filter { $0.sentTime >= oldest }, cursor: last.seq)
+            try await decide(messages.filter { $0.sentTime >= oldest }, cursor: last.seq) { records, badges, cursor in
+                try await self.store.recordPushDecisions(records, badges: badges, node: self.node, cursor: cursor)
+                if records.contains(where: { $0.status == .pending }) { self.wake.signal() }
+            }
             after = last.seq
         }
     }
 
-    /// Records the decisions for these messages with the cursor; without any decision, the cursor
-    /// alone only when `writeCursorAlone`. Returns whether the cursor was written.
+    /// Decides these messages and hands their records, with the cursor, to `record` (in
+    /// transactions of at most `writeChunk` records); without any decision, the cursor alone only
+    /// when `writeCursorAlone`. Returns whether the cursor was handed on.
     @discardableResult
-    func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool = true) async throws -> Bool {
+    func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool = true,
+                record: ([PushRecord], [PushBadge], UInt64?) async throws -> Void) async throws -> Bool {
         var records: [PushRecord] = []
         var badges: [PushBadge] = []
         for message in messages where PushDecision.isNotification(message) {
@@ -265,9 +315,8 @@ public final class PushService: Sendable {
                 records += decided
                 badges += newBadges
                 if records.count >= Self.writeChunk {
-                    try await store.recordPushDecisions(records, badges: badges, node: node, cursor: nil)
                     for record in records { metrics?.pushDecided(record.status) }
-                    wake.signal()
+                    try await record(records, badges, nil)
                     records = []
                     badges = []
                 }
@@ -275,27 +324,29 @@ public final class PushService: Sendable {
         }
         for record in records { metrics?.pushDecided(record.status) }
         guard !records.isEmpty || writeCursorAlone else { return false }
-        // In transactions of at most `writeChunk` records: the store's writer is the message log's
-        // too, and one long transaction for a large group's pushes would hold its commits up. The
-        // cursor goes with the last; a crash between them re-decides the message and keeps what
-        // was recorded.
+        // In transactions of at most `writeChunk` records. The cursor goes with the last; a crash
+        // between them re-decides the message and keeps what was recorded.
         var start = 0
         repeat {
             let end = min(records.count, start + Self.writeChunk)
             let last = end == records.count
             let chunk = Array(records[start..<end])
-            let chunkKeys = Set(chunk.map { "\($0.userId)|\($0.deviceId)" })
-            let chunkBadges = records.count <= Self.writeChunk ? badges
-                : badges.filter { chunkKeys.contains("\($0.userId)|\($0.deviceId)") }
-            try await store.recordPushDecisions(chunk, badges: chunkBadges, node: node, cursor: last ? cursor : nil)
-            if chunk.contains(where: { $0.status == .pending }) { wake.signal() }
+            let chunkBadges: [PushBadge]
+            if records.count <= Self.writeChunk {
+                chunkBadges = badges
+            } else {
+                let chunkKeys = Set(chunk.map { PushBadgeLedger.Key(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId) })
+                chunkBadges = badges.filter { chunkKeys.contains(PushBadgeLedger.Key(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId)) }
+            }
+            try await record(chunk, chunkBadges, last ? cursor : nil)
             start = end
         } while start < records.count
         return true
     }
 
-    /// Push records written per transaction.
-    static let writeChunk = 500
+    /// Push records written per transaction: a large group's message in one (on SQLite one row of
+    /// push_batches; the decisions have a file and a writer of their own there).
+    static let writeChunk = 10_000
 
     /// The users a message is for (its sender excluded); nil for a broadcast to every user.
     func audience(of message: StoredMessage) async throws -> [String]? {
@@ -349,35 +400,46 @@ public final class PushService: Sendable {
         // Only users with a device are decided: one without gets no push and no record (the
         // troubleshooting view reports P23 for a user with no device), so a message to users who
         // never registered a token costs one read and no write.
-        let devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
+        // Badges decided but not written yet count on from there, not from the store. Taken before
+        // the store is read: a write that finishes in between is in what the store answers.
+        let pendingBadges = badgeLedger.snapshot()
+        var devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
         let away = offline.filter { devices[$0] != nil }
         guard !away.isEmpty else { return ([], []) }
+        if !pendingBadges.isEmpty {
+            for user in away {
+                for index in devices[user]!.indices {
+                    let key = PushBadgeLedger.Key(appId: appId, userId: user, deviceId: devices[user]![index].deviceId)
+                    if let pending = pendingBadges[key] { devices[user]![index].badge = pending }
+                }
+            }
+        }
 
+        // What the rules read besides the devices, at once (each is a query of its own).
         let settings = try await settings(appId: appId)
         // A recipient's private or system conversation is named after the sender, and so is the push.
         let namedAfterSender = message.conversationType == .private || message.conversationType == .system
-        let preferences = try await store.pushPreferences(appId: appId, userIds: away, type: message.conversationType,
-                                                          targetId: namedAfterSender ? message.senderId : message.targetId,
-                                                          channelId: message.channelId)
-        let profiles = settings.userSettingsEnabled ? try await store.pushProfiles(appId: appId, userIds: away) : [:]
         // Private and system pushes are titled with the sender, group pushes name the sender in
         // their default text: with the name the recipient gave the sender, if any.
         let namesSender = namedAfterSender || message.conversationType == .group
-        let remarks = namesSender ? try await store.remarks(appId: appId, owners: away, for: message.senderId) : [:]
         let config = (try? MessagePushConfig.decode(message.pushConfig)) ?? nil
-        let templates: [String: PushTemplateRecord]
-        if config?.templateId != nil {
-            templates = Dictionary(uniqueKeysWithValues: try await store.pushTemplates(appId: appId).map { ($0.templateId, $0) })
-        } else {
-            templates = [:]
-        }
+        let store = self.store
+        async let preferencesRead = store.pushPreferences(appId: appId, userIds: away, type: message.conversationType,
+                                                          targetId: namedAfterSender ? message.senderId : message.targetId,
+                                                          channelId: message.channelId)
+        async let profilesRead = settings.userSettingsEnabled ? store.pushProfiles(appId: appId, userIds: away) : [:]
+        async let remarksRead = namesSender ? store.remarks(appId: appId, owners: away, for: message.senderId) : [:]
+        async let templatesRead = config?.templateId != nil ? store.pushTemplates(appId: appId) : []
+        async let senderRead = store.user(appId: appId, userId: message.senderId)
         var conversationName: String?
         var senderAlias: String?
         var groupDefault = PushNotificationLevel.default
         switch message.conversationType {
         case .group:
-            conversationName = try await store.group(appId: appId, groupId: message.targetId)?.name
-            senderAlias = try await store.groupRemark(appId: appId, groupId: message.targetId, userId: message.senderId)
+            async let group = store.group(appId: appId, groupId: message.targetId)
+            async let alias = store.groupRemark(appId: appId, groupId: message.targetId, userId: message.senderId)
+            conversationName = try await group?.name
+            senderAlias = try await alias
         case .ultraGroup:
             conversationName = try await ultraGroups.roster(appId: appId, groupId: message.targetId)?.name
             let channelDefault = message.channelId.isEmpty ? 0
@@ -388,8 +450,11 @@ public final class PushService: Sendable {
         default:
             break
         }
-        let senderName = try await store.user(appId: appId, userId: message.senderId)
-            .flatMap { $0.name.isEmpty ? nil : $0.name } ?? message.senderId
+        let preferences = try await preferencesRead
+        let profiles = try await profilesRead
+        let remarks = try await remarksRead
+        let templates = Dictionary(try await templatesRead.map { ($0.templateId, $0) }, uniquingKeysWith: { first, _ in first })
+        let senderName = try await senderRead.flatMap { $0.name.isEmpty ? nil : $0.name } ?? message.senderId
         let now = clock.nowMilliseconds()
         let context = PushMessageContext(message: message, pushConfig: config,
                                          mentions: message.mentions ?? MentionedInfo.of(content: message.content),
@@ -502,21 +567,23 @@ public final class PushService: Sendable {
             })
             records.removeAll { unreadable.contains($0.appId) }
         }
-        let outcomes = await withTaskGroup(of: (PushRecord, PushOutcome).self) { group in
-            for record in records {
-                let appCredentials = credentials[record.appId] ?? PushCredentials()
-                group.addTask {
-                    guard let target = Self.target(of: record),
-                          let notification = PushNotification(stored: record.notification) else {
-                        return (record, .failed(code: "UNREADABLE_RECORD"))
-                    }
-                    return (record, await self.transport.send(notification, to: target, credentials: appCredentials))
-                }
+        // One batch to the transport (its APNs requests go onto their connection together and are
+        // awaited together, not as a task and two thread hops each).
+        var outcomes: [(PushRecord, PushOutcome)] = []
+        var sendable: [PushRecord] = []
+        var batch: [PushSend] = []
+        outcomes.reserveCapacity(records.count)
+        sendable.reserveCapacity(records.count)
+        batch.reserveCapacity(records.count)
+        for record in records {
+            guard let target = Self.target(of: record), let notification = PushNotification(stored: record.notification) else {
+                outcomes.append((record, .failed(code: "UNREADABLE_RECORD")))
+                continue
             }
-            var outcomes: [(PushRecord, PushOutcome)] = []
-            for await outcome in group { outcomes.append(outcome) }
-            return outcomes
+            sendable.append(record)
+            batch.append(PushSend(notification, to: target, credentials: credentials[record.appId] ?? PushCredentials()))
         }
+        outcomes += zip(sendable, await transport.send(batch: batch)).map { ($0, $1) }
         let now = clock.nowMilliseconds()
         var attempts: [PushAttempt] = []
         defer { for attempt in attempts { metrics?.pushAnswered(attempt.status) } }
