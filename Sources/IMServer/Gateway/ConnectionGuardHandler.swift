@@ -111,7 +111,7 @@ final class ConnectionGuardHandler: ChannelInboundHandler, RemovableChannelHandl
         var buffer = context.channel.allocator.buffer(capacity: body.count + 160)
         buffer.writeString("HTTP/1.1 \(status)\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\nContent-Length: \(body.count)\r\n\r\n")
         buffer.writeBytes(body)
-        context.writeAndFlush(NIOAny(buffer)).whenComplete { _ in closeAfterAnswer(context) }
+        context.writeAndFlush(NIOAny(buffer)).assumeIsolated().whenComplete { _ in closeAfterAnswer(context) }
     }
 }
 

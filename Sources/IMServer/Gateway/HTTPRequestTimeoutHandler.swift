@@ -89,6 +89,6 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
         ])
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: body))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in closeAfterAnswer(context) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in closeAfterAnswer(context) }
     }
 }

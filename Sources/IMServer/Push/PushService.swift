@@ -50,8 +50,6 @@ public final class PushService: Sendable {
     }
     /// When the decide loop last wrote its cursor without a decision to go with it.
     let cursorWrittenAt = Mutex<Int64>(0)
-    /// Badges decided and not yet written (the decide loop runs ahead of its writes).
-    let badgeLedger = PushBadgeLedger()
     let options: Options
     /// Where decisions and the providers' answers are counted.
     let metrics: ServerMetrics?
@@ -143,72 +141,32 @@ public final class PushService: Sendable {
         } catch {
             logger.error("push: the messages committed before this start could not be decided", metadata: ["error": "\(error)"])
         }
-        // Decisions are written by a task of their own, in order, while the next are made.
-        let writes = PushDecisionWrites()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.writeDecisions(writes) }
-            for await event in events {
-                switch event {
-                case .messageCommitted(let committed):
-                    await decideLogged(committed.message, into: writes)
-                case .sessionOnline(let presence):
-                    // A session whose end was seen first (its events raced) stays out.
-                    if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }),
-                       endedSessions.withLock({ $0.remove(presence.sessionId) == nil }) {
-                        self.presence.withLock { $0[UserKey(appId: presence.appId, userId: presence.userId), default: [:]][presence.sessionId] = platform }
-                    }
-                    reconcilePresence()
-                    // The device came online: its badge starts again (also when the session has
-                    // ended by the time this event is read), after the decisions made before it.
-                    if !presence.deviceId.isEmpty {
-                        let seq = writes.reserve()
-                        badgeLedger.set([PushBadge(appId: presence.appId, userId: presence.userId, deviceId: presence.deviceId, badge: 0)],
-                                        seq: seq)
-                        await writes.enqueue(.init(seq: seq, work: .resetBadge(appId: presence.appId, userId: presence.userId,
-                                                                                 deviceId: presence.deviceId)))
-                    }
-                case .sessionOffline(let presence):
-                    let known = self.presence.withLock { table -> Bool in
-                        let key = UserKey(appId: presence.appId, userId: presence.userId)
-                        defer { if table[key]?.isEmpty == true { table[key] = nil } }
-                        return table[key]?.removeValue(forKey: presence.sessionId) != nil
-                    }
-                    if !known { endedSessions.withLock { _ = $0.insert(presence.sessionId) } }
-                default:
-                    break
+        for await event in events {
+            switch event {
+            case .messageCommitted(let committed):
+                await decideLogged(committed.message)
+            case .sessionOnline(let presence):
+                // A session whose end was seen first (its events raced) stays out.
+                if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }),
+                   endedSessions.withLock({ $0.remove(presence.sessionId) == nil }) {
+                    self.presence.withLock { $0[UserKey(appId: presence.appId, userId: presence.userId), default: [:]][presence.sessionId] = platform }
                 }
-            }
-            writes.finish()
-        }
-    }
-
-    /// Carries out the decide loop's writes in order. A decision that cannot be written is tried
-    /// again (and holds up the later ones) until it is: the writes are idempotent, and a later
-    /// cursor must not pass it.
-    private func writeDecisions(_ writes: PushDecisionWrites) async {
-        while let item = await writes.next() {
-            var delay = 100
-            retrying: while true {
-                do {
-                    switch item.work {
-                    case .decisions(let records, let badges, let cursor):
-                        try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
-                        if records.contains(where: { $0.status == .pending }) { wake.signal() }
-                    case .resetBadge(let appId, let userId, let deviceId):
-                        try await store.resetPushBadge(appId: appId, userId: userId, deviceId: deviceId)
-                    }
-                    break retrying
-                } catch {
-                    // A badge that cannot be reset is left as it was.
-                    if case .resetBadge = item.work { break retrying }
-                    // Stopping: what was not written is decided again at the next start (the cursor stayed before it).
-                    if Task.isCancelled { return }
-                    logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)"])
-                    try? await Task.sleep(for: .milliseconds(delay))
-                    delay = min(delay * 2, 10_000)
+                reconcilePresence()
+                // The device came online: its badge starts again (also when the session has ended
+                // by the time this event is read; a badge that cannot be reset is left as it was).
+                if !presence.deviceId.isEmpty {
+                    try? await store.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: presence.deviceId)
                 }
+            case .sessionOffline(let presence):
+                let known = self.presence.withLock { table -> Bool in
+                    let key = UserKey(appId: presence.appId, userId: presence.userId)
+                    defer { if table[key]?.isEmpty == true { table[key] = nil } }
+                    return table[key]?.removeValue(forKey: presence.sessionId) != nil
+                }
+                if !known { endedSessions.withLock { _ = $0.insert(presence.sessionId) } }
+            default:
+                break
             }
-            badgeLedger.written(through: item.seq)
         }
     }
 
@@ -243,25 +201,22 @@ public final class PushService: Sendable {
         endedSessions.withLock { $0.removeAll() }
     }
 
-    /// Decides one message and hands its writes on. The cursor goes with every recorded decision,
-    /// and otherwise at most once a second: a message that made no record costs no write, and a
-    /// crash re-decides at most a second of them (a decision already recorded is kept).
-    private func decideLogged(_ message: StoredMessage, into writes: PushDecisionWrites) async {
+    /// Decides one message. The cursor goes with every recorded decision, and otherwise at most
+    /// once a second: a message that made no record costs no write, and a crash re-decides at
+    /// most a second of them (a decision already recorded is kept).
+    private func decideLogged(_ message: StoredMessage) async {
         let now = clock.nowMilliseconds()
         let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
-        // Tried until it is decided (a read failed otherwise); its writes are the writer's to retry.
+        // Tried until it is recorded: a later message's cursor must not pass one whose pushes were
+        // never written (the writes are idempotent, so a retry records nothing twice).
         var delay = 100
         while !Task.isCancelled {
             do {
-                let wroteCursor = try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue) { records, badges, cursor in
-                    let seq = writes.reserve()
-                    self.badgeLedger.set(badges, seq: seq)
-                    await writes.enqueue(.init(seq: seq, work: .decisions(records, badges, cursor: cursor)))
-                }
+                let wroteCursor = try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue)
                 if wroteCursor { cursorWrittenAt.withLock { $0 = now } }
                 return
             } catch {
-                logger.error("push: a message could not be decided; trying again", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
+                logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
                 try? await Task.sleep(for: .milliseconds(delay))
                 delay = min(delay * 2, 10_000)
             }
@@ -281,20 +236,22 @@ public final class PushService: Sendable {
         while true {
             let messages = try await store.committedMessages(afterSeq: after, limit: 200)
             guard let last = messages.last else { return }
-            try await decide(messages.filter { $0.sentTime >= oldest }, cursor: last.seq) { records, badges, cursor in
-                try await self.store.recordPushDecisions(records, badges: badges, node: self.node, cursor: cursor)
-                if records.contains(where: { $0.status == .pending }) { self.wake.signal() }
-            }
+            try await decide(messages.filter { $0.sentTime >= oldest }, cursor: last.seq)
             after = last.seq
         }
     }
 
-    /// Decides these messages and hands their records, with the cursor, to `record` (in
-    /// transactions of at most `writeChunk` records); without any decision, the cursor alone only
-    /// when `writeCursorAlone`. Returns whether the cursor was handed on.
+    /// Writes a message's decisions (records, the badges they set, the cursor) and wakes the sender.
+    private func record(_ records: [PushRecord], _ badges: [PushBadge], cursor: UInt64?) async throws {
+        try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
+        if records.contains(where: { $0.status == .pending }) { wake.signal() }
+    }
+
+    /// Records the decisions for these messages with the cursor (in transactions of at most
+    /// `writeChunk` records); without any decision, the cursor alone only when `writeCursorAlone`.
+    /// Returns whether the cursor was written.
     @discardableResult
-    func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool = true,
-                record: ([PushRecord], [PushBadge], UInt64?) async throws -> Void) async throws -> Bool {
+    func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool = true) async throws -> Bool {
         var records: [PushRecord] = []
         var badges: [PushBadge] = []
         for message in messages where PushDecision.isNotification(message) {
@@ -316,7 +273,7 @@ public final class PushService: Sendable {
                 badges += newBadges
                 if records.count >= Self.writeChunk {
                     for record in records { metrics?.pushDecided(record.status) }
-                    try await record(records, badges, nil)
+                    try await record(records, badges, cursor: nil)
                     records = []
                     badges = []
                 }
@@ -335,13 +292,20 @@ public final class PushService: Sendable {
             if records.count <= Self.writeChunk {
                 chunkBadges = badges
             } else {
-                let chunkKeys = Set(chunk.map { PushBadgeLedger.Key(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId) })
-                chunkBadges = badges.filter { chunkKeys.contains(PushBadgeLedger.Key(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId)) }
+                let chunkKeys = Set(chunk.map { DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId) })
+                chunkBadges = badges.filter { chunkKeys.contains(DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId)) }
             }
-            try await record(chunk, chunkBadges, last ? cursor : nil)
+            try await record(chunk, chunkBadges, cursor: last ? cursor : nil)
             start = end
         } while start < records.count
         return true
+    }
+
+    /// One device of one user of one app.
+    private struct DeviceKey: Hashable {
+        var appId: Int64
+        var userId: String
+        var deviceId: String
     }
 
     /// Push records written per transaction: a large group's message in one (on SQLite one row of
@@ -400,20 +364,9 @@ public final class PushService: Sendable {
         // Only users with a device are decided: one without gets no push and no record (the
         // troubleshooting view reports P23 for a user with no device), so a message to users who
         // never registered a token costs one read and no write.
-        // Badges decided but not written yet count on from there, not from the store. Taken before
-        // the store is read: a write that finishes in between is in what the store answers.
-        let pendingBadges = badgeLedger.snapshot()
-        var devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
+        let devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
         let away = offline.filter { devices[$0] != nil }
         guard !away.isEmpty else { return ([], []) }
-        if !pendingBadges.isEmpty {
-            for user in away {
-                for index in devices[user]!.indices {
-                    let key = PushBadgeLedger.Key(appId: appId, userId: user, deviceId: devices[user]![index].deviceId)
-                    if let pending = pendingBadges[key] { devices[user]![index].badge = pending }
-                }
-            }
-        }
 
         // What the rules read besides the devices, at once (each is a query of its own).
         let settings = try await settings(appId: appId)
