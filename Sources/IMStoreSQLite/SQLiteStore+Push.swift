@@ -213,7 +213,9 @@ extension SQLiteStore {
     public func pushDevices(appId: Int64, userIds: [String]) async throws -> [PushDeviceRecord] {
         guard !userIds.isEmpty else { return [] }
         let users = Self.jsonList(userIds)
-        var devices = try await pushReader.read { db in
+        // The devices (main file) and their badges (push file) are read at once: a badge exists
+        // only for a device, so asking for every user's finds no more than the devices' owners'.
+        async let devicesRead = pushReader.read { db in
             var devices: [PushDeviceRecord] = []
             let rows = try Row.fetchCursor(db.cachedStatement(sql: """
                 SELECT user_id, device_id, kind, token, environment, platform, updated_at FROM push_devices
@@ -226,19 +228,19 @@ extension SQLiteStore {
             }
             return devices
         }
-        guard !devices.isEmpty else { return [] }
-        let owners = devices.count == userIds.count ? users : Self.jsonList(Set(devices.map(\.userId)))
-        let badges = try await pushPool.read { db in
+        async let badgesRead = pushPool.read { db in
             var badges: [DeviceBadgeKey: Int] = [:]
             let rows = try Row.fetchCursor(db.cachedStatement(sql: """
                 SELECT user_id, device_id, kind, badge FROM push_badges
                 WHERE app_id = ? AND user_id IN (SELECT value FROM json_each(?)) AND badge <> 0
-                """), arguments: [appId, owners])
+                """), arguments: [appId, users])
             while let row = try rows.next() {
                 badges[DeviceBadgeKey(userId: row[0], deviceId: row[1], kind: row[2])] = row[3]
             }
             return badges
         }
+        var devices = try await devicesRead
+        let badges = try await badgesRead
         if !badges.isEmpty {
             for index in devices.indices {
                 let device = devices[index]
