@@ -373,7 +373,10 @@ struct ChatroomTests {
 
     @Test("attributes: owner rules (23424), force, 100 per room (23423), missing (23427), key and value limits (23412), notifications and silent changes, autoDelete")
     func attributes() async throws {
-        try await withTestServer(try await Self.server()) { server in
+        // The room's 100 operations per second (23425) hold on this clock, moved a second on
+        // between the steps: on the real one a fast run does more than 100 within a second.
+        let clock = ManualClock()
+        try await withTestServer(try await Self.server(clock: clock)) { server in
             let alice = try await server.connectedClient("alice")
             let bob = try await server.connectedClient("bob")
             let carol = try await server.connectedClient("carol")
@@ -401,6 +404,7 @@ struct ChatroomTests {
             #expect(carolInbox.items.count == 1, "only the change that asked for a notification sent a message")
 
             // Limits, checked by the client and by the server.
+            clock.advance(milliseconds: 1000)
             for (key, value, extra) in [("bad key", "v", ""), ("订单", "v", ""), (String(repeating: "k", count: 129), "v", ""),
                                         ("k", String(repeating: "v", count: 4097), ""), ("k", "v", String(repeating: "e", count: 2049))] {
                 #expect(await failureCode { try await alice.setChatRoomEntry("r1", key: key, value: value, sendNotification: true, notificationExtra: extra) }
@@ -409,7 +413,9 @@ struct ChatroomTests {
             try await alice.setChatRoomEntry("r1", key: String(repeating: "k", count: 128), value: String(repeating: "v", count: 4096))
 
             // 100 per room: the 101st new key fails, updating an existing one still works.
+            clock.advance(milliseconds: 1000)
             for index in 1..<100 { try await alice.setChatRoomEntry("r1", key: "k\(index)", value: "\(index)") }
+            clock.advance(milliseconds: 1000)
             #expect(await failureCode { try await bob.setChatRoomEntry("r1", key: "one-too-many", value: "x") } == ErrorCode.chatroomEntriesExceeded.rawValue)
             try await alice.setChatRoomEntry("r1", key: "k1", value: "updated")
             try await waitUntil { (try? await carol.getAllChatRoomEntries("r1"))?["k1"] == "updated" }
@@ -417,6 +423,7 @@ struct ChatroomTests {
             #expect(try await carol.getAllChatRoomEntries("r1")["one-too-many"] == nil)
 
             // autoDelete: gone when its owner quits, silently; other keys stay.
+            clock.advance(milliseconds: 1000)
             try await alice.forceRemoveChatRoomEntry("r1", key: "k98")
             try await alice.forceRemoveChatRoomEntry("r1", key: "k99")
             try await bob.setChatRoomEntry("r1", key: "bob-live", value: "1", autoDelete: true)
