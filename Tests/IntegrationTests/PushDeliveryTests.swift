@@ -400,6 +400,37 @@ struct PushDeliveryTests {
         await providers.stop()
     }
 
+    @Test("messages decided together (the decisions a restart catches up on) count a device's badge up one by one")
+    func badgesOfMessagesDecidedTogether() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-badges-\(UUID().uuidString)")
+        let store = try SQLiteStore(directory: directory.path)
+        let providers = try await TestPushProviders.start()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let token = TestPushProviders.apnsToken("bob")
+        // A server with push: bob's phone registers and goes offline; the node's cursor is set.
+        try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
+            try await Self.offlineDevice(server, "bob", token: token)
+        }
+        // A server without push commits three messages to bob that no node decides.
+        var uids: [String] = []
+        try await withTestServer(try await TestServer.start(store: store, clock: clock)) { server in
+            let alice = try await server.connectedClient("alice")
+            for n in 1...3 {
+                uids.append(try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "while down \(n)")).messageUId)
+            }
+        }
+        // The next server with push decides them from its cursor, in one go.
+        let sentUIDs = uids
+        try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
+            for uid in sentUIDs { _ = try await Self.settledRecords(server, messageUID: uid) }
+        }
+        let badges = Self.requests(providers, to: token).compactMap { Self.aps($0)["badge"] as? Int }
+        #expect(badges.sorted() == [1, 2, 3], "each message counts on from the one before it: \(badges)")
+        try store.close()
+        await providers.stop()
+    }
+
     @Test("ultra group push frequency: at most the limit per user in each window, the rest ULTRA_GROUP_FREQUENCY; the next window pushes again")
     func ultraGroupFrequency() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)

@@ -142,31 +142,38 @@ public final class PushService: Sendable {
             logger.error("push: the messages committed before this start could not be decided", metadata: ["error": "\(error)"])
         }
         for await event in events {
-            switch event {
-            case .messageCommitted(let committed):
-                await decideLogged(committed.message)
-            case .sessionOnline(let presence):
-                // A session whose end was seen first (its events raced) stays out.
-                if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }),
-                   endedSessions.withLock({ $0.remove(presence.sessionId) == nil }) {
-                    self.presence.withLock { $0[UserKey(appId: presence.appId, userId: presence.userId), default: [:]][presence.sessionId] = platform }
-                }
-                reconcilePresence()
-                // The device came online: its badge starts again (also when the session has ended
-                // by the time this event is read; a badge that cannot be reset is left as it was).
-                if !presence.deviceId.isEmpty {
-                    try? await store.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: presence.deviceId)
-                }
-            case .sessionOffline(let presence):
-                let known = self.presence.withLock { table -> Bool in
-                    let key = UserKey(appId: presence.appId, userId: presence.userId)
-                    defer { if table[key]?.isEmpty == true { table[key] = nil } }
-                    return table[key]?.removeValue(forKey: presence.sessionId) != nil
-                }
-                if !known { endedSessions.withLock { _ = $0.insert(presence.sessionId) } }
-            default:
-                break
+            if case .messageCommitted(let committed) = event {
+                await decideLogged([committed.message])
+            } else {
+                await handle(event)
             }
+        }
+    }
+
+    /// A presence event: the service's view of who is online, and badges reset.
+    private func handle(_ event: ServerEvent) async {
+        switch event {
+        case .sessionOnline(let presence):
+            // A session whose end was seen first (its events raced) stays out.
+            if let platform = Platform.allCases.first(where: { "\($0)" == presence.platform }),
+               endedSessions.withLock({ $0.remove(presence.sessionId) == nil }) {
+                self.presence.withLock { $0[UserKey(appId: presence.appId, userId: presence.userId), default: [:]][presence.sessionId] = platform }
+            }
+            reconcilePresence()
+            // The device came online: its badge starts again (also when the session has ended
+            // by the time this event is read; a badge that cannot be reset is left as it was).
+            if !presence.deviceId.isEmpty {
+                try? await store.resetPushBadge(appId: presence.appId, userId: presence.userId, deviceId: presence.deviceId)
+            }
+        case .sessionOffline(let presence):
+            let known = self.presence.withLock { table -> Bool in
+                let key = UserKey(appId: presence.appId, userId: presence.userId)
+                defer { if table[key]?.isEmpty == true { table[key] = nil } }
+                return table[key]?.removeValue(forKey: presence.sessionId) != nil
+            }
+            if !known { endedSessions.withLock { _ = $0.insert(presence.sessionId) } }
+        default:
+            break
         }
     }
 
@@ -201,10 +208,11 @@ public final class PushService: Sendable {
         endedSessions.withLock { $0.removeAll() }
     }
 
-    /// Decides one message. The cursor goes with every recorded decision, and otherwise at most
-    /// once a second: a message that made no record costs no write, and a crash re-decides at
-    /// most a second of them (a decision already recorded is kept).
-    private func decideLogged(_ message: StoredMessage) async {
+    /// Decides messages (one, as the events come). The cursor goes with every recorded decision,
+    /// and otherwise at most once a second: a message that made no record costs no write, and a
+    /// crash re-decides at most a second of them (a decision already recorded is kept).
+    private func decideLogged(_ messages: [StoredMessage]) async {
+        guard let last = messages.last else { return }
         let now = clock.nowMilliseconds()
         let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
         // Tried until it is recorded: a later message's cursor must not pass one whose pushes were
@@ -212,11 +220,11 @@ public final class PushService: Sendable {
         var delay = 100
         while !Task.isCancelled {
             do {
-                let wroteCursor = try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue)
+                let wroteCursor = try await decide(messages, cursor: last.seq, writeCursorAlone: cursorDue)
                 if wroteCursor { cursorWrittenAt.withLock { $0 = now } }
                 return
             } catch {
-                logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
+                logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)", "uids": "\(messages.map(\.uid))"])
                 try? await Task.sleep(for: .milliseconds(delay))
                 delay = min(delay * 2, 10_000)
             }
@@ -254,9 +262,12 @@ public final class PushService: Sendable {
     func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool = true) async throws -> Bool {
         var records: [PushRecord] = []
         var badges: [PushBadge] = []
+        // What the messages of this call share: the badges decided so far (not written yet) and
+        // the devices last read.
+        var shared = SharedReads()
         for message in messages where PushDecision.isNotification(message) {
             if let users = try await audience(of: message) {
-                let (decided, newBadges) = try await decisions(for: message, users: users)
+                let (decided, newBadges) = try await decisions(for: message, users: users, shared: &shared)
                 records += decided
                 badges += newBadges
                 continue
@@ -268,7 +279,7 @@ public final class PushService: Sendable {
                 let page = try await store.pushDeviceUsers(appId: message.appId, afterUserId: after, limit: Self.directPage)
                 guard let last = page.last else { break }
                 after = last
-                let (decided, newBadges) = try await decisions(for: message, users: page.filter { $0 != message.senderId })
+                let (decided, newBadges) = try await decisions(for: message, users: page.filter { $0 != message.senderId }, shared: &shared)
                 records += decided
                 badges += newBadges
                 if records.count >= Self.writeChunk {
@@ -302,10 +313,18 @@ public final class PushService: Sendable {
     }
 
     /// One device of one user of one app.
-    private struct DeviceKey: Hashable {
+    struct DeviceKey: Hashable {
         var appId: Int64
         var userId: String
         var deviceId: String
+    }
+
+    /// What the messages decided in one call share. Their decisions are written together at the
+    /// end, so a later message counts a device's badge on from an earlier one's; and consecutive
+    /// messages to the same users (a group's) read their devices once.
+    struct SharedReads {
+        var badges: [DeviceKey: Int] = [:]
+        var devices: (appId: Int64, users: [String], byUser: [String: [PushDeviceRecord]])?
     }
 
     /// Push records written per transaction: a large group's message in one (on SQLite one row of
@@ -344,7 +363,7 @@ public final class PushService: Sendable {
         return users.filter { $0 != message.senderId }.sorted()
     }
 
-    private func decisions(for message: StoredMessage, users: [String]) async throws -> ([PushRecord], [PushBadge]) {
+    private func decisions(for message: StoredMessage, users: [String], shared: inout SharedReads) async throws -> ([PushRecord], [PushBadge]) {
         guard !users.isEmpty else { return ([], []) }
         let appId = message.appId
         // Who is online, on which platforms (every node).
@@ -364,9 +383,23 @@ public final class PushService: Sendable {
         // Only users with a device are decided: one without gets no push and no record (the
         // troubleshooting view reports P23 for a user with no device), so a message to users who
         // never registered a token costs one read and no write.
-        let devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
+        var devices: [String: [PushDeviceRecord]]
+        if let last = shared.devices, last.appId == appId, last.users == offline {
+            devices = last.byUser
+        } else {
+            devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
+            shared.devices = (appId, offline, devices)
+        }
         let away = offline.filter { devices[$0] != nil }
         guard !away.isEmpty else { return ([], []) }
+        if !shared.badges.isEmpty {
+            for user in away {
+                for index in devices[user]!.indices {
+                    let key = DeviceKey(appId: appId, userId: user, deviceId: devices[user]![index].deviceId)
+                    if let badge = shared.badges[key] { devices[user]![index].badge = badge }
+                }
+            }
+        }
 
         // What the rules read besides the devices, at once (each is a query of its own).
         let settings = try await settings(appId: appId)
@@ -427,6 +460,7 @@ public final class PushService: Sendable {
             for record in decided where record.status == .pending {
                 let badge = (recipient.devices.first { $0.deviceId == record.deviceId && $0.kind == record.kind }?.badge ?? 0) + 1
                 badges.append(PushBadge(appId: appId, userId: user, deviceId: record.deviceId, badge: badge))
+                shared.badges[DeviceKey(appId: appId, userId: user, deviceId: record.deviceId)] = badge
             }
             records += decided
         }
