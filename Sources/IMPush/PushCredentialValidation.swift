@@ -102,7 +102,7 @@ extension APNsCredentials: CustomStringConvertible, CustomDebugStringConvertible
     }
 
     package static func fingerprint(_ bytes: some DataProtocol) -> String {
-        hexString(Array(SHA256.hash(data: bytes).prefix(8)))
+        hexString(SHA256.hash(data: bytes).prefix(8))
     }
 
     package struct OpenedP12 {
@@ -242,21 +242,14 @@ extension PushCredentials: CustomStringConvertible, CustomDebugStringConvertible
     public var debugDescription: String { redacted }
 }
 
-/// Lowercase hex of bytes, written in one pass, with a '-' before each byte whose index is in
-/// `dashesBefore` (a UUID's 8-4-4-4-12 digits: `[4, 6, 8, 10]`).
-package func hexString(_ bytes: some Collection<UInt8>, dashesBefore: [Int] = []) -> String {
-    let digits: StaticString = "0123456789abcdef"
-    return String(unsafeUninitializedCapacity: bytes.count * 2 + dashesBefore.count) { text in
-        var at = 0
-        for (index, byte) in bytes.enumerated() {
-            if dashesBefore.contains(index) {
-                text[at] = UInt8(ascii: "-")
-                at += 1
-            }
-            text[at] = digits.utf8Start[Int(byte >> 4)]
-            text[at + 1] = digits.utf8Start[Int(byte & 0x0F)]
-            at += 2
-        }
-        return at
+/// Lowercase hex of bytes.
+package func hexString(_ bytes: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var text: [UInt8] = []
+    text.reserveCapacity(bytes.underestimatedCount * 2)
+    for byte in bytes {
+        text.append(digits[Int(byte >> 4)])
+        text.append(digits[Int(byte & 0x0F)])
     }
+    return String(decoding: text, as: UTF8.self)
 }

@@ -153,6 +153,8 @@ enum APNsClientError: Error, Equatable {
     case timeout
     case connectionClosed
     case streamReset
+    /// The body is larger than the peer's stream window: it could never be sent.
+    case bodyTooLarge
     case closed
     /// The server did not agree to HTTP/2 (ALPN), so it is no APNs.
     case notHTTP2
@@ -237,7 +239,6 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
     private var nextStreamId: UInt32 = 1
     private var open: [UInt32: Open] = [:]
     private var waiting = CircularBuffer<Waiting>()
-    private var goingAway = false
     private var sweep: RepeatedTask?
 
     /// The handshake's promise until it is kept or broken, and its future.
@@ -363,7 +364,7 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
     // MARK: requests
 
     func submit(_ posts: [APNsHTTP2Client.Post], _ batch: APNsBatch) {
-        guard context != nil, isUsable, !goingAway else {
+        guard context != nil, isUsable else {
             for index in posts.indices { batch.complete(index, .failure(APNsClientError.connectionClosed)) }
             return
         }
@@ -374,9 +375,16 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// Opens streams for waiting requests while the peer's concurrency and the connection's send
     /// window allow: a request's HEADERS and whole body go out together.
     private func startWaiting() {
-        while let next = waiting.first, open.count < peerMaxConcurrentStreams, !goingAway, isUsable {
+        while let next = waiting.first, open.count < peerMaxConcurrentStreams, isUsable {
             let length = next.post.body.readableBytes
-            guard length <= connectionSendWindow, length <= peerInitialWindow else { return }
+            // A body past the stream's window would wait for ever (stream windows are never
+            // waited on), holding up every request behind it: it fails at once.
+            if length > peerInitialWindow {
+                waiting.removeFirst()
+                next.batch.complete(next.index, .failure(APNsClientError.bodyTooLarge))
+                continue
+            }
+            guard length <= connectionSendWindow else { return }
             waiting.removeFirst()
             let id = nextStreamId
             nextStreamId += 2
@@ -480,7 +488,8 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
             }
             partial = pending
         case .rstStream:
-            guard header.stream != 0, header.length == 4 else { connectionError(.protocolError); return false }
+            guard header.stream != 0 else { connectionError(.protocolError); return false }
+            guard header.length == 4 else { connectionError(.frameSizeError); return false }
             if let stream = open.removeValue(forKey: header.stream) {
                 stream.batch.complete(stream.index, .failure(APNsClientError.streamReset))
                 startWaiting()
@@ -488,7 +497,10 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
             }
         case .settings:
             guard header.stream == 0 else { connectionError(.protocolError); return false }
-            if header.flags & HTTP2Wire.Flag.ack != 0 { return true }
+            if header.flags & HTTP2Wire.Flag.ack != 0 {
+                guard header.length == 0 else { connectionError(.frameSizeError); return false }
+                return true
+            }
             guard header.length % 6 == 0 else { connectionError(.frameSizeError); return false }
             return settings(&payload)
         case .pushPromise:
@@ -496,7 +508,8 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
             connectionError(.protocolError)
             return false
         case .ping:
-            guard header.stream == 0, header.length == 8 else { connectionError(.protocolError); return false }
+            guard header.stream == 0 else { connectionError(.protocolError); return false }
+            guard header.length == 8 else { connectionError(.frameSizeError); return false }
             if header.flags & HTTP2Wire.Flag.ack == 0 {
                 write { buffer in
                     HTTP2Wire.writeFrameHeader(&buffer, length: 8, type: .ping, flags: HTTP2Wire.Flag.ack, stream: 0)
@@ -583,7 +596,6 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
     /// GOAWAY: no new streams here; those past `lastStream` were not processed and fail, and so do
     /// the waiting ones (the client opens a new connection for what comes next).
     private func goAway(lastStream: UInt32) {
-        goingAway = true
         retire()
         for id in open.keys where id > lastStream {
             if let stream = open.removeValue(forKey: id) { stream.batch.complete(stream.index, .failure(APNsClientError.connectionClosed)) }

@@ -388,6 +388,9 @@ public final class ProviderPushTransport: PushTransport {
             return .failed(code: "APNs_URL")
         case APNsClientError.notHTTP2:
             return .failed(code: "APNs_TLS")
+        case APNsClientError.bodyTooLarge:
+            // Sending it again would not make it fit.
+            return .failed(code: "APNs_PayloadTooLarge")
         case is NIOSSLError, is BoringSSLError, is NIOSSLExtraError:
             return .failed(code: "APNs_TLS")
         default:
@@ -609,7 +612,7 @@ public final class ProviderPushTransport: PushTransport {
         signed.append(UInt8(ascii: "."))
         signed.append(body)
         let code = HMAC<SHA256>.authenticationCode(for: signed, using: SymmetricKey(data: Data(secret.utf8)))
-        return hexString(Array(code))
+        return hexString(code)
     }
 
     // MARK: HTTP

@@ -129,8 +129,12 @@ extension SQLiteStore {
         }
     }
 
-    /// A device's token of one kind, as push_badges and push_devices key it.
-    typealias DeviceKey = (userId: String, deviceId: String, kind: String)
+    /// A device's token of one kind, as push_badges and push_devices key it (within an app).
+    struct DeviceKey: Hashable {
+        var userId: String
+        var deviceId: String
+        var kind: String
+    }
 
     /// Forgets the badges of tokens that were deleted.
     private func forgetBadges(appId: Int64, _ keys: [DeviceKey]) async throws {
@@ -157,7 +161,7 @@ extension SQLiteStore {
                     AND NOT (user_id = ? AND device_id = ?)
                 RETURNING user_id, device_id, kind
                 """, arguments: [device.appId, kind, device.token, device.userId, device.deviceId])
-                .map { (userId: $0[0] as String, deviceId: $0[1] as String, kind: $0[2] as String) }
+                .map { DeviceKey(userId: $0[0], deviceId: $0[1], kind: $0[2]) }
             let previous = try String.fetchOne(db, sql: """
                 SELECT token FROM push_devices WHERE app_id = ? AND user_id = ? AND device_id = ? AND kind = ?
                 """, arguments: [device.appId, device.userId, device.deviceId, kind])
@@ -194,7 +198,7 @@ extension SQLiteStore {
                 rows = try Row.fetchAll(db, sql: "DELETE FROM push_devices WHERE app_id = ? AND user_id = ? AND device_id = ? RETURNING kind",
                                         arguments: [appId, userId, deviceId])
             }
-            return rows.map { (userId: userId, deviceId: deviceId, kind: $0[0] as String) }
+            return rows.map { DeviceKey(userId: userId, deviceId: deviceId, kind: $0[0]) }
         }
         try await forgetBadges(appId: appId, removed)
     }
@@ -205,7 +209,7 @@ extension SQLiteStore {
                 DELETE FROM push_devices WHERE app_id = ? AND kind = ? AND token = ?
                 RETURNING user_id, device_id, kind
                 """, arguments: [appId, kind.rawValue, token])
-                .map { (userId: $0[0] as String, deviceId: $0[1] as String, kind: $0[2] as String) }
+                .map { DeviceKey(userId: $0[0], deviceId: $0[1], kind: $0[2]) }
         }
         try await forgetBadges(appId: appId, removed)
     }
@@ -229,13 +233,13 @@ extension SQLiteStore {
             return devices
         }
         async let badgesRead = pushPool.read { db in
-            var badges: [DeviceBadgeKey: Int] = [:]
+            var badges: [DeviceKey: Int] = [:]
             let rows = try Row.fetchCursor(db.cachedStatement(sql: """
                 SELECT user_id, device_id, kind, badge FROM push_badges
                 WHERE app_id = ? AND user_id IN (SELECT value FROM json_each(?)) AND badge <> 0
                 """), arguments: [appId, users])
             while let row = try rows.next() {
-                badges[DeviceBadgeKey(userId: row[0], deviceId: row[1], kind: row[2])] = row[3]
+                badges[DeviceKey(userId: row[0], deviceId: row[1], kind: row[2])] = row[3]
             }
             return badges
         }
@@ -244,16 +248,10 @@ extension SQLiteStore {
         if !badges.isEmpty {
             for index in devices.indices {
                 let device = devices[index]
-                devices[index].badge = badges[DeviceBadgeKey(userId: device.userId, deviceId: device.deviceId, kind: device.kind.rawValue)] ?? 0
+                devices[index].badge = badges[DeviceKey(userId: device.userId, deviceId: device.deviceId, kind: device.kind.rawValue)] ?? 0
             }
         }
         return devices
-    }
-
-    private struct DeviceBadgeKey: Hashable {
-        var userId: String
-        var deviceId: String
-        var kind: String
     }
 
     public func pushDeviceUsers(appId: Int64, afterUserId: String, limit: Int) async throws -> [String] {
@@ -483,12 +481,6 @@ extension SQLiteStore {
 extension SQLiteStore {
     /// Ids bound in one `IN (...)`: well under SQLite's 32,766 variables.
     static let maxBoundIds = 500
-
-    /// Statement arguments: `head`, then the ids, then `tail`.
-    static func arguments(_ head: [any DatabaseValueConvertible], _ ids: some Collection<String>,
-                          _ tail: [any DatabaseValueConvertible] = []) -> StatementArguments {
-        StatementArguments(head + ids.map { $0 as any DatabaseValueConvertible } + tail)
-    }
 
     /// The quiet hours of the users of `users` (a `jsonList`; those without any are left out).
     static func quietHours(_ db: Database, appId: Int64, users: String) throws -> [String: QuietHours] {

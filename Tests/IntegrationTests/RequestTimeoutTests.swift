@@ -85,6 +85,8 @@ struct RequestTimeoutTests {
         #expect(IMClient.transferTimeout(100 * 1_048_576) == .seconds(60 + 1_600))
         #expect(IMClient.transferTimeout(0) == .seconds(60))
         #expect(IMClient.transferTimeout(-5) == .seconds(60))
+        // A size past any upload limit counts as 1 TiB: no overflow of the nanoseconds.
+        #expect(IMClient.transferTimeout(.max) == .seconds(60 + (1 << 40) / Int64(Self.owed)))
         #expect(IMClient.transferTimeout(.max) == .seconds(60 + (1 << 40) / 65_536))
     }
 

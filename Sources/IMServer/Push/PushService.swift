@@ -143,7 +143,7 @@ public final class PushService: Sendable {
         }
         for await event in events {
             if case .messageCommitted(let committed) = event {
-                await decideLogged([committed.message])
+                await decideLogged(committed.message)
             } else {
                 await handle(event)
             }
@@ -208,11 +208,10 @@ public final class PushService: Sendable {
         endedSessions.withLock { $0.removeAll() }
     }
 
-    /// Decides messages (one, as the events come). The cursor goes with every recorded decision,
-    /// and otherwise at most once a second: a message that made no record costs no write, and a
-    /// crash re-decides at most a second of them (a decision already recorded is kept).
-    private func decideLogged(_ messages: [StoredMessage]) async {
-        guard let last = messages.last else { return }
+    /// Decides one message. The cursor goes with every recorded decision, and otherwise at most
+    /// once a second: a message that made no record costs no write, and a crash re-decides at
+    /// most a second of them (a decision already recorded is kept).
+    private func decideLogged(_ message: StoredMessage) async {
         let now = clock.nowMilliseconds()
         let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
         // Tried until it is recorded: a later message's cursor must not pass one whose pushes were
@@ -220,11 +219,11 @@ public final class PushService: Sendable {
         var delay = 100
         while !Task.isCancelled {
             do {
-                let wroteCursor = try await decide(messages, cursor: last.seq, writeCursorAlone: cursorDue)
+                let wroteCursor = try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue)
                 if wroteCursor { cursorWrittenAt.withLock { $0 = now } }
                 return
             } catch {
-                logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)", "uids": "\(messages.map(\.uid))"])
+                logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
                 try? await Task.sleep(for: .milliseconds(delay))
                 delay = min(delay * 2, 10_000)
             }
@@ -283,14 +282,14 @@ public final class PushService: Sendable {
                 records += decided
                 badges += newBadges
                 if records.count >= Self.writeChunk {
-                    for record in records { metrics?.pushDecided(record.status) }
+                    for decided in records { metrics?.pushDecided(decided.status) }
                     try await record(records, badges, cursor: nil)
                     records = []
                     badges = []
                 }
             }
         }
-        for record in records { metrics?.pushDecided(record.status) }
+        for decided in records { metrics?.pushDecided(decided.status) }
         guard !records.isEmpty || writeCursorAlone else { return false }
         // In transactions of at most `writeChunk` records. The cursor goes with the last; a crash
         // between them re-decides the message and keeps what was recorded.
