@@ -306,7 +306,7 @@ public final class ProviderPushTransport: PushTransport {
     /// The request for one APNs push, or the outcome that makes sending it pointless.
     private func prepareAPNs(_ notification: PushNotification, token: String, context: APNsContext) -> Result<APNsRequest, OutcomeFailure> {
         guard Self.isAPNsDeviceToken(token) else { return .failure(OutcomeFailure(outcome: .invalidToken(code: "Rong_DeviceToken_Invalid"))) }
-        guard let body = try? APNsPayload(notification).encoded() else { return .failure(OutcomeFailure(outcome: .failed(code: "APNs_PAYLOAD"))) }
+        let body = APNsPayload(notification).encodedBytes()
         // The header block, written here rather than on the connection's event loop: literals
         // without indexing depend on no connection state.
         var block = HPACKLiteralBlock(capacity: context.head.readableBytes + context.fields.readableBytes + 160 + token.utf8.count)
