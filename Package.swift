@@ -78,7 +78,7 @@ let package = Package(
         .target(
             name: "IMStoreSQLite",
             dependencies: [
-                "IMCore", "IMStore",
+                "IMCore", "IMStore", "IMPush",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
@@ -311,7 +311,7 @@ let package = Package(
         .testTarget(
             name: "StoreConformanceTests",
             dependencies: [
-                "IMCore", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreConformance", "IMStoreMigration", "IMServerTesting",
+                "IMCore", "IMStore", "IMStoreSQLite", "IMStorePostgres", "IMStoreConformance", "IMStoreMigration", "IMServerTesting", "IMPush",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -6,9 +6,55 @@ import Foundation
 /// document (a record written by hand, or by an earlier build) is read too.
 extension PushNotification {
     static let storedVersion: UInt8 = 1
+    /// The form in two parts: what the recipients of a message share, then the recipient's own.
+    static let partedVersion: UInt8 = 2
 
-    /// The notification as `push_records.notification` keeps it.
+    /// The notification as a push record keeps it: a version byte (2), the length of what every
+    /// recipient of the message shares and that part (the notification without its id, badge and
+    /// `rc.rId`, in the single form of version 1), then the id, the badge and `rc.rId`. A store
+    /// keeps the shared part of a message's thousands of records once (`sharedPrefixLength`).
     public var stored: Data {
+        var shared = self
+        shared.id = ""
+        shared.badge = nil
+        let recipient = shared.rc.removeValue(forKey: "rId")
+        let inner = shared.singleForm
+        var writer = StoredWriter()
+        writer.bytes.reserveCapacity(inner.count + 24 + id.utf8.count + (recipient?.utf8.count ?? 0))
+        writer.bytes.append(Self.partedVersion)
+        writer.varint(UInt64(inner.count))
+        writer.bytes.append(contentsOf: inner)
+        writer.string(id)
+        writer.optional(badge)
+        writer.optional(recipient)
+        return Data(writer.bytes)
+    }
+
+    /// How many leading bytes of a stored notification the recipients of its message share (the
+    /// version, the shared part's length and that part); nil for a form without such a part.
+    public static func sharedPrefixLength(of stored: some Collection<UInt8>) -> Int? {
+        var index = stored.startIndex
+        guard index != stored.endIndex, stored[index] == partedVersion else { return nil }
+        index = stored.index(after: index)
+        var length: UInt64 = 0
+        var shift: UInt64 = 0
+        var header = 1
+        while index != stored.endIndex, shift < 64 {
+            let byte = stored[index]
+            index = stored.index(after: index)
+            header += 1
+            length |= UInt64(byte & 0x7F) << shift
+            if byte < 0x80 {
+                guard length <= UInt64(stored.count - header) else { return nil }
+                return header + Int(length)
+            }
+            shift += 7
+        }
+        return nil
+    }
+
+    /// Version 1: every field in one run.
+    private var singleForm: [UInt8] {
         var writer = StoredWriter()
         writer.bytes.reserveCapacity(64 + id.utf8.count + body.utf8.count + (title?.utf8.count ?? 0) + rc.count * 24)
         writer.bytes.append(Self.storedVersion)
@@ -30,7 +76,7 @@ extension PushNotification {
         writer.optional(fcmChannelId)
         writer.optional(fcmImageURL)
         writer.optional(timeToLiveSeconds)
-        return Data(writer.bytes)
+        return writer.bytes
     }
 
     /// Reads a stored notification (`stored`, or JSON); nil when it is neither.
@@ -41,28 +87,81 @@ extension PushNotification {
             self = decoded
             return
         }
-        guard first == Self.storedVersion else { return nil }
-        let decoded: PushNotification? = data.withUnsafeBytes { raw in
-            var reader = StoredReader(bytes: raw, at: 1)
-            guard let id = reader.string(), let title = reader.optionalString(), let body = reader.string(),
-                  let badge = reader.optionalInt(), let sound = reader.optionalString(), let threadId = reader.optionalString(),
-                  let collapseId = reader.optionalString(), let level = reader.optionalString(),
-                  let count = reader.varint(), count <= UInt64(raw.count) else { return nil }
-            var rc: [String: String] = [:]
-            rc.reserveCapacity(Int(count))
-            for _ in 0..<count {
-                guard let key = reader.string(), let value = reader.string() else { return nil }
-                rc[key] = value
-            }
-            guard let appData = reader.optionalString(), let collapseKey = reader.optionalString(),
-                  let channel = reader.optionalString(), let image = reader.optionalString(),
-                  let ttl = reader.optionalInt(), reader.atEnd else { return nil }
-            return PushNotification(id: id, title: title, body: body, badge: badge, sound: sound, threadId: threadId,
-                                    collapseId: collapseId, interruptionLevel: level, rc: rc, appData: appData,
-                                    fcmCollapseKey: collapseKey, fcmChannelId: channel, fcmImageURL: image, timeToLiveSeconds: ttl)
+        if first == Self.partedVersion {
+            guard let parted = data.withUnsafeBytes({ raw -> PushNotification? in
+                var reader = StoredReader(bytes: raw, at: 1)
+                guard let length = reader.varint(), length <= UInt64(raw.count - reader.at) else { return nil }
+                let start = reader.at
+                reader.at += Int(length)
+                guard var shared = Self.singleForm(UnsafeRawBufferPointer(rebasing: raw[start..<reader.at])),
+                      let id = reader.string(), let badge = reader.optionalInt(), let recipient = reader.optionalString(),
+                      reader.atEnd else { return nil }
+                shared.id = id
+                shared.badge = badge
+                if let recipient { shared.rc["rId"] = recipient }
+                return shared
+            }) else { return nil }
+            self = parted
+            return
         }
-        guard let decoded else { return nil }
+        guard first == Self.storedVersion, let decoded = data.withUnsafeBytes({ Self.singleForm($0) }) else { return nil }
         self = decoded
+    }
+
+    /// Reads version 1.
+    private static func singleForm(_ raw: UnsafeRawBufferPointer) -> PushNotification? {
+        guard raw.first == storedVersion else { return nil }
+        var reader = StoredReader(bytes: raw, at: 1)
+        guard let id = reader.string(), let title = reader.optionalString(), let body = reader.string(),
+              let badge = reader.optionalInt(), let sound = reader.optionalString(), let threadId = reader.optionalString(),
+              let collapseId = reader.optionalString(), let level = reader.optionalString(),
+              let count = reader.varint(), count <= UInt64(raw.count) else { return nil }
+        var rc: [String: String] = [:]
+        rc.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            guard let key = reader.string(), let value = reader.string() else { return nil }
+            rc[key] = value
+        }
+        guard let appData = reader.optionalString(), let collapseKey = reader.optionalString(),
+              let channel = reader.optionalString(), let image = reader.optionalString(),
+              let ttl = reader.optionalInt(), reader.atEnd else { return nil }
+        return PushNotification(id: id, title: title, body: body, badge: badge, sound: sound, threadId: threadId,
+                                collapseId: collapseId, interruptionLevel: level, rc: rc, appData: appData,
+                                fcmCollapseKey: collapseKey, fcmChannelId: channel, fcmImageURL: image, timeToLiveSeconds: ttl)
+    }
+}
+
+/// Reads stored notifications, decoding the part that recipients of one message share once: a
+/// batch of a group message's pushes is thousands of records with one such part.
+public struct StoredNotificationReader {
+    private var shared: [Data: PushNotification] = [:]
+
+    public init() {}
+
+    public mutating func read(_ stored: Data) -> PushNotification? {
+        guard let length = PushNotification.sharedPrefixLength(of: stored) else { return PushNotification(stored: stored) }
+        let key = stored.prefix(length)
+        guard let base = shared[key] else {
+            guard let notification = PushNotification(stored: stored) else { return nil }
+            var base = notification
+            base.id = ""
+            base.badge = nil
+            base.rc["rId"] = nil
+            shared[Data(key)] = base
+            return notification
+        }
+        let own: (id: String, badge: Int?, recipient: String?)? = stored.withUnsafeBytes { raw in
+            var reader = StoredReader(bytes: raw, at: length)
+            guard let id = reader.string(), let badge = reader.optionalInt(), let recipient = reader.optionalString(),
+                  reader.atEnd else { return nil }
+            return (id, badge, recipient)
+        }
+        guard let own else { return nil }
+        var notification = base
+        notification.id = own.id
+        notification.badge = own.badge
+        if let recipient = own.recipient { notification.rc["rId"] = recipient }
+        return notification
     }
 }
 

@@ -1,19 +1,28 @@
 import Foundation
 import IMCore
+import IMPush
 import IMStore
 
 /// How one row of push_batches keeps its records: `records`, what each decision said (written
 /// once), and `states`, where each stands (rewritten by claims, attempts and the sweep).
 ///
-/// records: a version byte, the count (u32), each record's offset (u32, from the blob's start), then
-/// per record its user id, device id, kind ("" for a suppression), token and environment as
-/// length-prefixed UTF-8, the notification as length-prefixed bytes, and its creation time.
-/// The offsets let a claim or a due read decode only the records it needs.
+/// records (version 2): a version byte, the count (u32), the offset of the shared parts (u32), each
+/// record's offset (u32, from the blob's start), then per record its user id, device id, kind (""
+/// for a suppression), token and environment as length-prefixed UTF-8, its notification, and its
+/// creation time; then the shared parts, a count and each length-prefixed. A notification is the
+/// number of the shared part it begins with (0: none) and the rest of its bytes, length-prefixed:
+/// the part of a message's notifications that all its recipients share
+/// (`PushNotification.sharedPrefixLength`) is kept once, not once per device. Version 1 (still
+/// read) has no shared parts and each notification whole. The offsets let a claim or a due read
+/// decode only the records it needs.
 ///
 /// states: a version byte, the count (u32), then per record its status (a byte; `swept` for one
 /// the retention sweep removed), attempts, next attempt time, update time and code.
 enum PushBatchCoding {
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
+    /// The records' first format: every notification whole.
+    static let singleVersion: UInt8 = 1
+    static let statesVersion: UInt8 = 1
     /// A status byte no `PushStatus` has: the record was swept (it no longer exists).
     static let swept: UInt8 = 255
     /// Records one batch holds at most: a record's id is its batch's id × 2^16 + its index.
@@ -56,11 +65,15 @@ enum PushBatchCoding {
 
     static func encodeRecords(_ records: some Collection<PushRecord>) -> Data {
         var writer = ByteWriter()
-        writer.bytes.reserveCapacity(5 + records.count * 4 + records.reduce(0) { $0 + 48 + $1.token.utf8.count + $1.notification.count })
+        writer.bytes.reserveCapacity(9 + records.count * 4 + records.reduce(0) { $0 + 48 + $1.token.utf8.count + $1.notification.count / 4 })
         writer.bytes.append(version)
         writer.uint32(UInt32(records.count))
+        let sharedOffset = writer.bytes.count
+        writer.uint32(0)
         let offsets = writer.bytes.count
         writer.bytes.append(contentsOf: repeatElement(0, count: records.count * 4))
+        var shared: [Data] = []
+        var sharedIndex: [Data: Int] = [:]
         for (index, record) in records.enumerated() {
             writer.setUInt32(UInt32(writer.bytes.count), at: offsets + index * 4)
             writer.string(record.userId)
@@ -68,16 +81,38 @@ enum PushBatchCoding {
             writer.string(record.kind?.rawValue ?? "")
             writer.string(record.token)
             writer.string(record.environment)
-            writer.data(record.notification)
+            let notification = record.notification
+            if let length = PushNotification.sharedPrefixLength(of: notification) {
+                let prefix = notification.prefix(length)
+                // Records of one message come together: the last part is nearly always the one.
+                let number: Int
+                if let last = shared.last, last == prefix {
+                    number = shared.count
+                } else if let known = sharedIndex[prefix] {
+                    number = known
+                } else {
+                    shared.append(prefix)
+                    number = shared.count
+                    sharedIndex[prefix] = number
+                }
+                writer.varint(UInt64(number))
+                writer.data(notification.dropFirst(length))
+            } else {
+                writer.varint(0)
+                writer.data(notification)
+            }
             writer.signed(record.createdAt)
         }
+        writer.setUInt32(UInt32(writer.bytes.count), at: sharedOffset)
+        writer.varint(UInt64(shared.count))
+        for part in shared { writer.data(part) }
         return Data(writer.bytes)
     }
 
     static func encodeStates(_ states: [State]) -> Data {
         var writer = ByteWriter()
         writer.bytes.reserveCapacity(5 + states.count * 16)
-        writer.bytes.append(version)
+        writer.bytes.append(statesVersion)
         writer.uint32(UInt32(states.count))
         for state in states {
             writer.bytes.append(state.status)
@@ -99,7 +134,7 @@ enum PushBatchCoding {
     static func decodeStates(_ data: Data) throws -> [State] {
         try data.withUnsafeBytes { raw in
             var reader = ByteReader(raw)
-            guard try reader.byte() == version else { throw PushBatchCodingError() }
+            guard try reader.byte() == statesVersion else { throw PushBatchCodingError() }
             let count = Int(try reader.uint32())
             guard count <= maxRecords else { throw PushBatchCodingError() }
             var states: [State] = []
@@ -116,22 +151,44 @@ enum PushBatchCoding {
     struct Records {
         let data: Data
         let count: Int
+        let version: UInt8
+        /// Where the records' offsets begin.
+        private let offsets: Int
+        /// The shared parts (version 2).
+        private let shared: [Data]
 
         init(_ data: Data) throws {
             self.data = data
-            count = try data.withUnsafeBytes { raw in
+            (version, count, offsets, shared) = try data.withUnsafeBytes { raw in
                 var reader = ByteReader(raw)
-                guard try reader.byte() == version else { throw PushBatchCodingError() }
+                let version = try reader.byte()
+                guard version == PushBatchCoding.version || version == singleVersion else { throw PushBatchCodingError() }
                 let count = Int(try reader.uint32())
-                guard count <= maxRecords, raw.count >= 5 + count * 4 else { throw PushBatchCodingError() }
-                return count
+                var shared: [Data] = []
+                if version == PushBatchCoding.version {
+                    var parts = ByteReader(raw, at: Int(try reader.uint32()))
+                    let partCount = try parts.varint()
+                    guard partCount <= UInt64(raw.count) else { throw PushBatchCodingError() }
+                    shared.reserveCapacity(Int(partCount))
+                    for _ in 0..<partCount { shared.append(try parts.data()) }
+                }
+                guard count <= maxRecords, raw.count >= reader.offset + count * 4 else { throw PushBatchCodingError() }
+                return (version, count, reader.offset, shared)
             }
         }
 
         private func reader(at index: Int, _ raw: UnsafeRawBufferPointer) throws -> ByteReader {
             guard index >= 0, index < count else { throw PushBatchCodingError() }
-            var header = ByteReader(raw, at: 5 + index * 4)
+            var header = ByteReader(raw, at: offsets + index * 4)
             return ByteReader(raw, at: Int(try header.uint32()))
+        }
+
+        private func notification(_ reader: inout ByteReader) throws -> Data {
+            guard version == PushBatchCoding.version else { return try reader.data() }
+            let number = try reader.varint()
+            guard number > 0 else { return try reader.data() }
+            guard number <= UInt64(shared.count) else { throw PushBatchCodingError() }
+            return shared[Int(number) - 1] + (try reader.data())
         }
 
         /// The user of record `index`.
@@ -148,7 +205,7 @@ enum PushBatchCoding {
                 var reader = try reader(at: index, raw)
                 let userId = try reader.string(), deviceId = try reader.string(), kind = try reader.string()
                 let token = try reader.string(), environment = try reader.string()
-                let notification = try reader.data()
+                let notification = try notification(&reader)
                 let createdAt = try reader.signed()
                 return PushRecord(id: PushBatchCoding.recordId(batch: batch, index: index), appId: appId, messageUid: messageUid,
                                   userId: userId, deviceId: deviceId, kind: kind.isEmpty ? nil : PushTokenKind(rawValue: kind),
@@ -165,6 +222,7 @@ enum PushBatchCoding {
                 var reader = try reader(at: index, raw)
                 let userId = try reader.string(), deviceId = try reader.string()
                 for _ in 0..<3 { try reader.skipLengthPrefixed() }
+                if version == PushBatchCoding.version { _ = try reader.varint() }
                 try reader.skipLengthPrefixed()
                 return (PushBatchCoding.key(userId: userId, deviceId: deviceId), try reader.signed())
             }
@@ -226,7 +284,8 @@ private struct ByteWriter {
 
     mutating func data(_ value: Data) {
         varint(UInt64(value.count))
-        bytes.append(contentsOf: value)
+        // Through its buffer: appending a Data as a sequence copies it a byte at a time.
+        value.withUnsafeBytes { bytes.append(contentsOf: $0) }
     }
 }
 

@@ -51,6 +51,7 @@ extension SQLiteStore {
     public func deleteUsers(appId: Int64, userIds: [String], now: Int64) async throws {
         try await pool.write { db in
             try Self.erasePersonalData(appId: appId, userIds: userIds, db)
+            forgetDevices(db, appId: appId, userIds: userIds)
             // A user registered again under the id reads nothing of the deleted one's history.
             let seq = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0
             for userId in userIds {
@@ -74,6 +75,7 @@ extension SQLiteStore {
                     """, arguments: [appId, userId, now, now])
             }
             try Self.erasePersonalData(appId: appId, userIds: userIds, db)
+            forgetDevices(db, appId: appId, userIds: userIds)
         }
         try await erasePushBadges(appId: appId, userIds: userIds)
     }

@@ -86,6 +86,14 @@ extension SQLiteStore {
             try moveRecordsIntoBatches(db, from: "push_records", idFloor: given)
             try db.execute(sql: "DROP TABLE push_records")
         }
+        // The log of the badges held in memory (SQLiteStore+PushBadges).
+        migrator.registerMigration("v3-push-badge-log") { db in
+            try db.execute(sql: pushBadgeLogTable)
+        }
+        // The index by user in runs of 256 batches (SQLiteStore+PushRecords).
+        migrator.registerMigration("v4-push-user-buckets") { db in
+            try db.execute(sql: pushUserBucketTables)
+        }
         return migrator
     }
 
@@ -123,8 +131,14 @@ extension SQLiteStore {
     func erasePushBadges(appId: Int64, userIds: [String]) async throws {
         guard !userIds.isEmpty else { return }
         try await pushPool.write { db in
+            try flushBadges(db)
             for userId in userIds {
                 try db.execute(sql: "DELETE FROM push_badges WHERE app_id = ? AND user_id = ?", arguments: [appId, userId])
+            }
+            db.afterNextTransaction { _ in
+                self.pushBadges.withLock { memory in
+                    for userId in userIds { memory.users[PushBadgeMemory.User(appId: appId, userId: userId)] = nil }
+                }
             }
         }
     }
@@ -140,9 +154,17 @@ extension SQLiteStore {
     private func forgetBadges(appId: Int64, _ keys: [DeviceKey]) async throws {
         guard !keys.isEmpty else { return }
         try await pushPool.write { db in
+            try flushBadges(db)
             for key in keys {
                 try db.execute(sql: "DELETE FROM push_badges WHERE app_id = ? AND user_id = ? AND device_id = ? AND kind = ?",
                                arguments: [appId, key.userId, key.deviceId, key.kind])
+            }
+            db.afterNextTransaction { _ in
+                self.pushBadges.withLock { memory in
+                    for key in keys {
+                        memory.users[PushBadgeMemory.User(appId: appId, userId: key.userId)]?[PushBadgeMemory.Slot(deviceId: key.deviceId, kind: key.kind)] = nil
+                    }
+                }
             }
         }
     }
@@ -162,6 +184,7 @@ extension SQLiteStore {
                 RETURNING user_id, device_id, kind
                 """, arguments: [device.appId, kind, device.token, device.userId, device.deviceId])
                 .map { DeviceKey(userId: $0[0], deviceId: $0[1], kind: $0[2]) }
+            forgetDevices(db, appId: device.appId, userIds: [device.userId] + moved.map(\.userId))
             let previous = try String.fetchOne(db, sql: """
                 SELECT token FROM push_devices WHERE app_id = ? AND user_id = ? AND device_id = ? AND kind = ?
                 """, arguments: [device.appId, device.userId, device.deviceId, kind])
@@ -179,11 +202,19 @@ extension SQLiteStore {
         try await pushPool.write { db in
             // A new device takes the badge it is given; the same token again keeps its badge; a new
             // token starts again from 0.
+            try flushBadges(db)
             let badge = previous == nil ? device.badge : 0
-            try db.execute(sql: """
+            let stored = try Int.fetchOne(db, sql: """
                 INSERT INTO push_badges (app_id, user_id, device_id, kind, badge) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (app_id, user_id, device_id, kind) DO UPDATE SET badge = CASE WHEN ? THEN push_badges.badge ELSE excluded.badge END
-                """, arguments: [device.appId, device.userId, device.deviceId, kind, badge, previous == device.token])
+                RETURNING badge
+                """, arguments: [device.appId, device.userId, device.deviceId, kind, badge, previous == device.token]) ?? badge
+            db.afterNextTransaction { _ in
+                self.pushBadges.withLock { memory in
+                    memory.users[PushBadgeMemory.User(appId: device.appId, userId: device.userId)]?[
+                        PushBadgeMemory.Slot(deviceId: device.deviceId, kind: kind)] = stored
+                }
+            }
         }
     }
 
@@ -198,6 +229,7 @@ extension SQLiteStore {
                 rows = try Row.fetchAll(db, sql: "DELETE FROM push_devices WHERE app_id = ? AND user_id = ? AND device_id = ? RETURNING kind",
                                         arguments: [appId, userId, deviceId])
             }
+            forgetDevices(db, appId: appId, userIds: [userId])
             return rows.map { DeviceKey(userId: userId, deviceId: deviceId, kind: $0[0]) }
         }
         try await forgetBadges(appId: appId, removed)
@@ -205,44 +237,22 @@ extension SQLiteStore {
 
     public func removePushToken(appId: Int64, kind: PushTokenKind, token: String) async throws {
         let removed = try await pool.write { db in
-            try Row.fetchAll(db, sql: """
+            let removed = try Row.fetchAll(db, sql: """
                 DELETE FROM push_devices WHERE app_id = ? AND kind = ? AND token = ?
                 RETURNING user_id, device_id, kind
                 """, arguments: [appId, kind.rawValue, token])
                 .map { DeviceKey(userId: $0[0], deviceId: $0[1], kind: $0[2]) }
+            forgetDevices(db, appId: appId, userIds: removed.map(\.userId))
+            return removed
         }
         try await forgetBadges(appId: appId, removed)
     }
 
     public func pushDevices(appId: Int64, userIds: [String]) async throws -> [PushDeviceRecord] {
         guard !userIds.isEmpty else { return [] }
-        let users = Self.jsonList(userIds)
-        // The devices (main file) and their badges (push file) are read at once: a badge exists
-        // only for a device, so asking for every user's finds no more than the devices' owners'.
-        async let devicesRead = pushReader.read { db in
-            var devices: [PushDeviceRecord] = []
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: """
-                SELECT user_id, device_id, kind, token, environment, platform, updated_at FROM push_devices
-                WHERE app_id = ? AND user_id IN (SELECT value FROM json_each(?))
-                """), arguments: [appId, users])
-            while let row = try rows.next() {
-                guard let kind = PushTokenKind(rawValue: row[2]) else { continue }
-                devices.append(PushDeviceRecord(appId: appId, userId: row[0], deviceId: row[1], platform: row[5], kind: kind,
-                                                token: row[3], environment: row[4], badge: 0, updatedAt: row[6]))
-            }
-            return devices
-        }
-        async let badgesRead = pushPool.read { db in
-            var badges: [DeviceKey: Int] = [:]
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: """
-                SELECT user_id, device_id, kind, badge FROM push_badges
-                WHERE app_id = ? AND user_id IN (SELECT value FROM json_each(?)) AND badge <> 0
-                """), arguments: [appId, users])
-            while let row = try rows.next() {
-                badges[DeviceKey(userId: row[0], deviceId: row[1], kind: row[2])] = row[3]
-            }
-            return badges
-        }
+        // The devices and their badges are read at once (each from memory where it has them).
+        async let devicesRead = heldDevices(appId: appId, userIds: userIds)
+        async let badgesRead = heldBadges(appId: appId, userIds: userIds)
         var devices = try await devicesRead
         let badges = try await badgesRead
         if !badges.isEmpty {
@@ -263,9 +273,21 @@ extension SQLiteStore {
     }
 
     public func resetPushBadge(appId: Int64, userId: String, deviceId: String) async throws {
+        let user = PushBadgeMemory.User(appId: appId, userId: userId)
+        // Nothing to do for a device whose badges are all known to be 0 (every session's start asks).
+        let known = pushBadges.withLock { memory in memory.users[user].map { slots in !slots.contains { $0.key.deviceId == deviceId && $0.value != 0 } } }
+        if known == true { return }
         try await pushPool.write { db in
+            try flushBadges(db)
             try db.execute(sql: "UPDATE push_badges SET badge = 0 WHERE app_id = ? AND user_id = ? AND device_id = ? AND badge <> 0",
                            arguments: [appId, userId, deviceId])
+            db.afterNextTransaction { _ in
+                self.pushBadges.withLock { memory in
+                    guard var slots = memory.users[user] else { return }
+                    for slot in slots.keys where slot.deviceId == deviceId { slots[slot] = 0 }
+                    memory.users[user] = slots
+                }
+            }
         }
     }
 

@@ -10,10 +10,13 @@ import Synchronization
 /// indexes; the one by user put each of a message's records on another page, so a message's
 /// decisions wrote thousands of pages to the WAL (Decisions).
 ///
-/// The records of a user are found through push_batch_users (app, user, batch), filled for many
-/// batches at once (`indexUsers`): a user's entries for a second of messages land on one page
-/// instead of a page per message. Batches after the last one indexed are read whole by a query by
-/// user, so the answer is always complete.
+/// The records of a user are found through push_user_batches: a row per app, user and run of 256
+/// batch ids (`bucket`, the id >> 8) listing the user's batches in it (two hex digits each, the
+/// id's low byte), filled every few seconds for all batches written meanwhile (`indexUsers`). A
+/// row per user and batch (push_batch_users, before) made indexing a second of a 2,700-member
+/// group's messages 86,000 inserts, a third of a second that every claim, answer and decision
+/// queued behind; now it is an append to one row per user. Batches after the last one indexed are
+/// read whole by a query by user, so the answer is always complete.
 extension SQLiteStore {
     /// The push file's tables for the packed records (migration v2 of the push file).
     static let pushBatchTables = """
@@ -38,7 +41,7 @@ extension SQLiteStore {
         INSERT INTO push_batch_index (id, indexed_through) VALUES (1, 0);
         """
 
-    /// Batches written since push_batch_users was last filled, and when that was; the next write
+    /// Batches written since push_user_batches was last filled, and when that was; the next write
     /// fills it once either is reached.
     static let userIndexBatches = 256
     static let userIndexInterval: Duration = .seconds(2)
@@ -49,71 +52,35 @@ extension SQLiteStore {
         let indexDue = pushUserIndex.withLock { state in
             state.pending >= Self.userIndexBatches || (state.pending > 0 && ContinuousClock.now - state.lastRun >= Self.userIndexInterval)
         }
-        let written = try await pushPool.write { db -> Int in
-            let written = try Self.insertPushRecords(db, records)
-            try Self.setBadges(db, badges)
+        let flushBadgesDue = badgeFlushDue
+        try await pushPool.write { db in
+            if flushBadgesDue { try flushBadges(db) }
+            var runs = UserRuns()
+            for batch in try Self.insertPushRecords(db, records) { runs.add(batch: batch.id, appId: batch.appId, users: batch.users) }
+            try writeBadges(db, badges)
             if let cursor {
                 try db.execute(sql: """
                     INSERT INTO push_cursors (node, seq) VALUES (?, ?)
                     ON CONFLICT (node) DO UPDATE SET seq = MAX(push_cursors.seq, excluded.seq)
                     """, arguments: [node, Int64(clamping: cursor)])
             }
-            if indexDue { try Self.indexUsers(db) }
-            return written
-        }
-        pushUserIndex.withLock { state in
             if indexDue {
-                state.pending = 0
-                state.lastRun = .now
-            } else {
-                state.pending += written
+                try indexUsers(db, adding: runs)
+            } else if runs.batches > 0 {
+                let written = runs
+                db.afterNextTransaction { _ in self.pushUserIndex.withLock { $0.held.merge(written) } }
             }
-        }
-    }
-
-    /// Sets the badges of devices (every token of each), in one statement per app: a device named
-    /// twice gets its last badge, as when they are set one after another.
-    static func setBadges(_ db: Database, _ badges: [PushBadge]) throws {
-        guard !badges.isEmpty else { return }
-        var last: [Int64: [String: (userId: String, deviceId: String, badge: Int)]] = [:]
-        for entry in badges {
-            last[entry.appId, default: [:]][PushBatchCoding.key(userId: entry.userId, deviceId: entry.deviceId)] =
-                (entry.userId, entry.deviceId, entry.badge)
-        }
-        // The devices' rows found from the list (CROSS JOIN keeps the list the outer loop: an
-        // UPDATE ... FROM scanned every badge of the app for each entry), then set by the upsert.
-        let update = try db.cachedStatement(sql: """
-            INSERT INTO push_badges (app_id, user_id, device_id, kind, badge)
-            SELECT device.app_id, device.user_id, device.device_id, device.kind, wanted.badge
-            FROM (SELECT value ->> 0 AS user_id, value ->> 1 AS device_id, value ->> 2 AS badge FROM json_each(?)) AS wanted
-            CROSS JOIN push_badges AS device
-                ON device.app_id = ? AND device.user_id = wanted.user_id AND device.device_id = wanted.device_id
-            WHERE true
-            ON CONFLICT (app_id, user_id, device_id, kind) DO UPDATE SET badge = excluded.badge
-            """)
-        for (appId, devices) in last {
-            var list = "["
-            list.reserveCapacity(devices.count * 32)
-            for (index, device) in devices.values.enumerated() {
-                list.append(index == 0 ? "[" : ",[")
-                appendJSONString(device.userId, to: &list)
-                list.append(",")
-                appendJSONString(device.deviceId, to: &list)
-                list.append(",\(device.badge)]")
-            }
-            list.append("]")
-            try update.execute(arguments: [list, appId])
         }
     }
 
     /// Inserts records as batches: a run of records of one message is one batch (a new one where
     /// the message changes, so ids follow the order given). A record whose (app, message, user,
     /// device) is stored already, or came earlier in `records`, is left out. Returns the batches
-    /// written.
-    static func insertPushRecords(_ db: Database, _ records: [PushRecord]) throws -> Int {
-        guard !records.isEmpty else { return 0 }
+    /// written, with their users.
+    static func insertPushRecords(_ db: Database, _ records: [PushRecord]) throws -> [(id: Int64, appId: Int64, users: Set<String>)] {
+        guard !records.isEmpty else { return [] }
         var known: [String: Set<String>] = [:]
-        var batches = 0
+        var batches: [(id: Int64, appId: Int64, users: Set<String>)] = []
         var run: [PushRecord] = []
         func flush() throws {
             guard let first = run.first else { return }
@@ -124,7 +91,7 @@ extension SQLiteStore {
                 """, arguments: [first.appId, first.messageUid, run.map(\.createdAt).min() ?? first.createdAt,
                                  PushBatchCoding.nextAttempt(states), PushBatchCoding.encodeRecords(run),
                                  PushBatchCoding.encodeStates(states)])
-            batches += 1
+            batches.append((db.lastInsertedRowID, first.appId, Set(run.map(\.userId))))
             run.removeAll(keepingCapacity: true)
         }
         for record in records {
@@ -155,25 +122,77 @@ extension SQLiteStore {
         return keys
     }
 
-    /// Adds the users of every batch written since the last time to push_batch_users.
-    static func indexUsers(_ db: Database) throws {
+    /// Migration v4 of the push file: the index by user in runs of batches, from the row per batch.
+    static let pushUserBucketTables = """
+        CREATE TABLE push_user_batches (
+            app_id INTEGER NOT NULL, user_id TEXT NOT NULL, bucket INTEGER NOT NULL, batches TEXT NOT NULL,
+            PRIMARY KEY (app_id, user_id, bucket)
+        ) WITHOUT ROWID;
+        INSERT INTO push_user_batches (app_id, user_id, bucket, batches)
+            SELECT app_id, user_id, batch_id >> 8, group_concat(printf('%02x', batch_id & 255), '')
+            FROM (SELECT app_id, user_id, batch_id FROM push_batch_users ORDER BY app_id, user_id, batch_id)
+            GROUP BY app_id, user_id, batch_id >> 8;
+        DROP TABLE push_batch_users;
+        """
+
+    /// Adds the users of every batch written since the last time to push_user_batches: from
+    /// memory (the batches each commit added, and `own`, those of this transaction) once a run since
+    /// the start has covered the file's; else from the batches themselves.
+    func indexUsers(_ db: Database, adding own: UserRuns) throws {
         let through = try Int64.fetchOne(db, sql: "SELECT indexed_through FROM push_batch_index WHERE id = 1") ?? 0
-        let insert = try db.cachedStatement(sql: """
-            INSERT OR IGNORE INTO push_batch_users (app_id, user_id, batch_id) SELECT ?, value, ? FROM json_each(?)
+        var runs = UserRuns()
+        let held = pushUserIndex.withLock { $0.covered ? $0.held : nil }
+        if let held {
+            runs = held
+            runs.merge(own)
+        } else {
+            let rows = try Row.fetchCursor(db, sql: "SELECT id, app_id, records FROM push_batches WHERE id > ? ORDER BY id", arguments: [through])
+            while let row = try rows.next() {
+                let records = try PushBatchCoding.Records(row[2])
+                var users: Set<String> = []
+                for index in 0..<records.count { users.insert(try records.userId(index)) }
+                runs.add(batch: row[0], appId: row[1], users: users)
+            }
+        }
+        let append = try db.cachedStatement(sql: """
+            INSERT INTO push_user_batches (app_id, user_id, bucket, batches)
+            SELECT ?, value ->> 0, value ->> 1, value ->> 2 FROM json_each(?) WHERE true
+            ON CONFLICT (app_id, user_id, bucket) DO UPDATE SET batches = push_user_batches.batches || excluded.batches
             """)
-        var last = through
-        let rows = try Row.fetchCursor(db, sql: "SELECT id, app_id, records FROM push_batches WHERE id > ? ORDER BY id", arguments: [through])
-        while let row = try rows.next() {
-            let id: Int64 = row[0], appId: Int64 = row[1]
-            let records = try PushBatchCoding.Records(row[2])
-            var users: Set<String> = []
-            for index in 0..<records.count { users.insert(try records.userId(index)) }
-            try insert.execute(arguments: [appId, id, jsonList(users)])
-            last = id
+        for (appId, byRun) in runs.byApp {
+            var list = "["
+            for (run, batches) in byRun {
+                if list.count > 1 { list.append(",") }
+                list.append("[")
+                Self.appendJSONString(run.userId, to: &list)
+                list.append(",\(run.bucket),\"\(batches)\"]")
+            }
+            list.append("]")
+            try append.execute(arguments: [appId, list])
         }
-        if last > through {
-            try db.execute(sql: "UPDATE push_batch_index SET indexed_through = ? WHERE id = 1", arguments: [last])
+        if runs.highest > through {
+            try db.execute(sql: "UPDATE push_batch_index SET indexed_through = ? WHERE id = 1", arguments: [runs.highest])
         }
+        db.afterNextTransaction { _ in
+            self.pushUserIndex.withLock { state in
+                state.held = UserRuns()
+                state.covered = true
+                state.pending = 0
+                state.lastRun = .now
+            }
+        }
+    }
+
+    /// The batch ids a row of push_user_batches lists, newest first.
+    static func batchIds(bucket: Int64, _ batches: String) -> [Int64] {
+        var ids: [Int64] = []
+        let digits = Array(batches.utf8)
+        var index = 0
+        while index + 1 < digits.count {
+            if let low = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) { ids.append(bucket << 8 | Int64(low)) }
+            index += 2
+        }
+        return ids.sorted(by: >)
     }
 
     // MARK: sending
@@ -284,7 +303,7 @@ extension SQLiteStore {
                     """, arguments: [appId, messageUid])
                 while let row = try rows.next(), try take(row) {}
             } else if let userId {
-                // The batches not indexed yet (the newest), then those push_batch_users names.
+                // The batches not indexed yet (the newest), then those push_user_batches names.
                 let through = try Int64.fetchOne(db, sql: "SELECT indexed_through FROM push_batch_index WHERE id = 1") ?? 0
                 let recent = try Row.fetchCursor(db, sql: """
                     SELECT \(columns) FROM push_batches WHERE app_id = ? AND id > ? ORDER BY id DESC
@@ -292,11 +311,19 @@ extension SQLiteStore {
                 var more = true
                 while more, let row = try recent.next() { more = try take(row) }
                 guard more else { return found }
-                let indexed = try Row.fetchCursor(db, sql: """
-                    SELECT \(columns) FROM push_batch_users u JOIN push_batches b ON b.id = u.batch_id
-                    WHERE u.app_id = ? AND u.user_id = ? AND u.batch_id <= ? ORDER BY u.batch_id DESC
-                    """, arguments: [appId, userId, through])
-                while let row = try indexed.next(), try take(row) {}
+                let buckets = try Row.fetchCursor(db, sql: """
+                    SELECT bucket, batches FROM push_user_batches WHERE app_id = ? AND user_id = ? AND bucket <= ? ORDER BY bucket DESC
+                    """, arguments: [appId, userId, through >> 8])
+                let batch = try db.cachedStatement(sql: "SELECT \(columns) FROM push_batches WHERE id = ? AND app_id = ?")
+                var seen: Set<Int64> = []
+                while more, let bucket = try buckets.next() {
+                    for id in Self.batchIds(bucket: bucket[0], bucket[1]) where id <= through && seen.insert(id).inserted {
+                        // A batch the sweep removed is no longer there.
+                        guard let row = try Row.fetchOne(batch, arguments: [id, appId]) else { continue }
+                        more = try take(row)
+                        if !more { break }
+                    }
+                }
             } else {
                 let rows = try Row.fetchCursor(db, sql: "SELECT \(columns) FROM push_batches WHERE app_id = ? ORDER BY id DESC",
                                                arguments: [appId])
@@ -362,17 +389,20 @@ extension SQLiteStore {
                     try db.execute(sql: "UPDATE push_batches SET states = ?, created_at = ? WHERE id = ?",
                                    arguments: [PushBatchCoding.encodeStates(states), oldestKept, batch])
                 } else {
-                    try db.execute(sql: "DELETE FROM push_batch_users WHERE batch_id = ?", arguments: [batch])
                     try db.execute(sql: "DELETE FROM push_batches WHERE id = ?", arguments: [batch])
                 }
             }
+            // The index's runs wholly before the oldest batch left name only swept batches.
+            try db.execute(sql: """
+                DELETE FROM push_user_batches WHERE bucket < (SELECT COALESCE(MIN(id), (SELECT indexed_through FROM push_batch_index) + 1) FROM push_batches) >> 8
+                """)
             return deleted
         }
     }
 
     /// Forgets every push record of an app (the app was deleted).
     static func deletePushRecords(_ db: Database, appId: Int64) throws {
-        try db.execute(sql: "DELETE FROM push_batch_users WHERE app_id = ?", arguments: [appId])
+        try db.execute(sql: "DELETE FROM push_user_batches WHERE app_id = ?", arguments: [appId])
         try db.execute(sql: "DELETE FROM push_batches WHERE app_id = ?", arguments: [appId])
     }
 
@@ -419,9 +449,45 @@ extension SQLiteStore {
     }
 }
 
-/// When push_batch_users was last filled, and the batches written since (counted in memory: a
+/// When push_user_batches was last filled, and the batches written since (counted in memory: a
 /// restart only makes the next fill come sooner).
 struct PushUserIndexState {
     var pending = 0
     var lastRun = ContinuousClock.now
+    /// The users of the batches committed since push_user_batches was last filled, once `covered`
+    /// (a fill since the start read the file's): the next fill needs no batch read back.
+    var held = UserRuns() {
+        didSet { pending = held.batches }
+    }
+    var covered = false
+}
+
+/// Users and the batches they have records in, as push_user_batches keeps them: by app, user and
+/// run of 256 batch ids, the ids' low bytes as hex digits.
+struct UserRuns {
+    struct Run: Hashable {
+        var userId: String
+        var bucket: Int64
+    }
+
+    var byApp: [Int64: [Run: String]] = [:]
+    /// The highest batch id added.
+    var highest: Int64 = 0
+    var batches = 0
+
+    mutating func add(batch id: Int64, appId: Int64, users: Set<String>) {
+        let low = String(format: "%02x", Int(id & 255))
+        for userId in users { byApp[appId, default: [:]][Run(userId: userId, bucket: id >> 8), default: ""] += low }
+        highest = max(highest, id)
+        batches += 1
+    }
+
+    /// Adds `later`'s (batches after these).
+    mutating func merge(_ later: UserRuns) {
+        for (appId, runs) in later.byApp {
+            byApp[appId, default: [:]].merge(runs) { $0 + $1 }
+        }
+        highest = max(highest, later.highest)
+        batches += later.batches
+    }
 }

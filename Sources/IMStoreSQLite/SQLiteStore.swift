@@ -13,12 +13,12 @@ import IMStore
 /// SQLite has one writer per database. The push records (a row per message's batch of up to
 /// 65,535 records, rewritten when claimed and when answered), the decide cursors and the devices'
 /// badges are in a file of their own, so that a large group's pushes never queue the message log's
-/// commits behind them: a 2,700-device message is a row and 2,700 badge updates. Nothing in that
-/// file needs a transaction with the other: a crash between them re-decides from the cursor
-/// (docs/ARCHITECTURE.md, Decisions).
+/// commits behind them: a 2,700-device message is a row, and a row listing its badges (held in
+/// memory, SQLiteStore+PushBadges). Nothing in that file needs a transaction with the other: a
+/// crash between them re-decides from the cursor (docs/ARCHITECTURE.md, Decisions).
 public final class SQLiteStore: IMStore {
     let pool: DatabasePool
-    /// `imserver-push.sqlite`: the push records (push_batches, push_batch_users), push_cursors, push_badges.
+    /// `imserver-push.sqlite`: the push records (push_batches, push_user_batches), push_cursors, push_badges.
     let pushPool: DatabasePool
     /// Read-only connections to the main file for the push decisions' reads (devices, do-not-disturb
     /// levels, profiles, remarks of thousands of recipients per group message), at the push file's
@@ -26,11 +26,20 @@ public final class SQLiteStore: IMStore {
     let pushReader: DatabasePool
     public let path: String
     public let pushPath: String
-    /// When push_batch_users was last filled (SQLiteStore+PushRecords).
+    /// When push_user_batches was last filled (SQLiteStore+PushRecords).
     let pushUserIndex = Mutex(PushUserIndexState())
+    /// The badges of the users the decisions read (SQLiteStore+PushBadges).
+    let pushBadges = Mutex(PushBadgeMemory())
+    /// The devices of the users the decisions read (SQLiteStore+PushBadges).
+    let pushDevices = Mutex(PushDeviceMemory())
 
-    /// Opens (and creates or migrates) the database in `directory`.
-    public init(directory: String) throws {
+    /// How long held badges may wait for push_badges (SQLiteStore+PushBadges).
+    let badgeFlushInterval: Duration
+
+    /// Opens (and creates or migrates) the database in `directory`. `badgeFlushInterval`: how long
+    /// the badges decisions set may stay in memory (and the log) before push_badges gets them.
+    public init(directory: String, badgeFlushInterval: Duration = .seconds(2)) throws {
+        self.badgeFlushInterval = badgeFlushInterval
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -69,6 +78,7 @@ public final class SQLiteStore: IMStore {
             pushPool = try DatabasePool(path: pushPath, configuration: pushConfiguration)
             try Self.pushMigrator.migrate(pushPool)
             try Self.movePushBookkeeping(from: pool, at: path, to: pushPool)
+            try Self.replayBadgeLog(pushPool)
             pushReader = try DatabasePool(path: path, configuration: readerConfiguration)
         } catch {
             try? pool.close()
@@ -88,6 +98,7 @@ public final class SQLiteStore: IMStore {
             throw IMError(.databaseError, "cannot close the database \(path): \(error)")
         }
         do {
+            try flushBadges()
             try pushReader.close()
             try pushPool.close()
         } catch {
@@ -303,14 +314,19 @@ public final class SQLiteStore: IMStore {
             let tables = try String.fetchAll(db, sql: """
                 SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> 'apps' ORDER BY name
                 """)
+            db.afterNextTransaction { _ in self.pushDevices.withLock { $0.forget(appId: appId) } }
             for table in tables where try Row.fetchAll(db, sql: "PRAGMA table_info(\"\(table)\")").contains(where: { $0["name"] == "app_id" }) {
                 try db.execute(sql: "DELETE FROM \"\(table)\" WHERE app_id = ?", arguments: [appId])
             }
             try db.execute(sql: "DELETE FROM apps WHERE id = ?", arguments: [appId])
         }
         try await pushPool.write { db in
+            try flushBadges(db)
             try Self.deletePushRecords(db, appId: appId)
             try db.execute(sql: "DELETE FROM push_badges WHERE app_id = ?", arguments: [appId])
+            db.afterNextTransaction { _ in
+                self.pushBadges.withLock { memory in memory.users = memory.users.filter { $0.key.appId != appId } }
+            }
         }
     }
 

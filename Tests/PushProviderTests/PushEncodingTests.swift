@@ -44,5 +44,42 @@ struct PushEncodingTests {
         var huge = Data([1])
         huge.append(contentsOf: [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01])
         #expect(PushNotification(stored: huge) == nil, "a length past the end")
+        #expect(PushNotification(stored: Data([2]) + huge.dropFirst()) == nil, "a shared part longer than the record")
+    }
+
+    @Test("recipients of one message share the stored form's leading part; only the id, badge and rc.rId follow it; the single form still reads")
+    func sharedPart() throws {
+        func member(_ user: String, badge: Int) -> PushNotification {
+            PushNotification(id: "M1:\(user):phone:apns", title: "Team", body: Self.awkward, badge: badge,
+                             rc: ["cType": "GRP", "fId": "ann", "tId": "g1", "rId": user])
+        }
+        let bob = member("bob", badge: 3).stored, carol = member("carolina", badge: 250).stored
+        let length = try #require(PushNotification.sharedPrefixLength(of: bob))
+        #expect(PushNotification.sharedPrefixLength(of: carol) == length)
+        #expect(bob.prefix(length) == carol.prefix(length), "the same leading part")
+        #expect(bob.count - length < 40, "what follows it is the recipient's own: \(bob.count - length) bytes")
+        #expect(PushNotification(stored: bob) == member("bob", badge: 3))
+        // The shared part is the single form (version 1) of the notification without id, badge and rId.
+        var shared = member("bob", badge: 3)
+        shared.id = ""
+        shared.badge = nil
+        shared.rc["rId"] = nil
+        // After the version byte, the part's length as a varint: its last byte is below 0x80.
+        var start = 1
+        while bob[bob.startIndex + start] >= 0x80 { start += 1 }
+        let single = Data(bob[(bob.startIndex + start + 1)..<(bob.startIndex + length)])
+        #expect(PushNotification(stored: single) == shared)
+        #expect(PushNotification.sharedPrefixLength(of: single) == nil, "the single form has no shared part")
+        #expect(PushNotification.sharedPrefixLength(of: Data([2])) == nil)
+        #expect(PushNotification.sharedPrefixLength(of: Data([2, 0x7F])) == nil, "a length past the end")
+
+        // A batch's reader decodes the shared part once and gives every record its own fields.
+        var reader = StoredNotificationReader()
+        let noRecipient = PushNotification(id: "M1:x:d:apns", title: "Team", body: Self.awkward, rc: ["cType": "GRP", "fId": "ann", "tId": "g1"])
+        let batch = [member("bob", badge: 3), member("carolina", badge: 250), noRecipient, member("dan", badge: 1)] + Self.samples
+        #expect(batch.map { reader.read($0.stored) } == batch.map { Optional($0) })
+        #expect(reader.read(single) == shared, "the single form")
+        #expect(reader.read(bob + Data([0])) == nil, "trailing bytes after a known shared part")
+        #expect(reader.read(bob.prefix(length + 1)) == nil, "a record cut in its own fields")
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
+import IMCore
 import IMProcess
+import IMPush
 import IMStore
 import IMStoreConformance
 @testable import IMStoreSQLite
@@ -180,6 +182,256 @@ struct PushFileTests {
         #expect((newest.first?.id ?? 0) > moved[0].id, "a new record comes after the moved ones")
         #expect(try await again.pushCursor(node: "node-a") == 43)
         try again.close()
+    }
+}
+
+@Suite("SQLite: badges and devices held in memory, records sharing their notification")
+struct PushMemoryTests {
+    static func device(_ app: Int64, _ user: String, _ id: String, _ token: String, kind: PushTokenKind = .apns) -> PushDeviceRecord {
+        PushDeviceRecord(appId: app, userId: user, deviceId: id, platform: "iOS", kind: kind, token: token, environment: "production",
+                         badge: 0, updatedAt: 1)
+    }
+
+    static func badges(_ store: SQLiteStore, _ app: Int64, _ users: [String]) async throws -> [String: Int] {
+        Dictionary(try await store.pushDevices(appId: app, userIds: users).map { ("\($0.userId)/\($0.deviceId)/\($0.kind.rawValue)", $0.badge) },
+                   uniquingKeysWith: { first, _ in first })
+    }
+
+    /// The badges push_badges itself has (not what memory holds).
+    static func fileBadges(_ store: SQLiteStore) async throws -> [String: Int] {
+        try await store.pushPool.read { db in
+            Dictionary(try Row.fetchAll(db, sql: "SELECT user_id, device_id, kind, badge FROM push_badges").map {
+                ("\($0[0] as String)/\($0[1] as String)/\($0[2] as String)", $0[3] as Int)
+            }, uniquingKeysWith: { first, _ in first })
+        }
+    }
+
+    @Test("decisions' badges are held in memory and logged; a crash before they reach push_badges loses none (the next open applies the log)")
+    func heldBadgesSurviveACrash() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let directory = directories.make().path
+        // Held until the store closes (no flush by time while the test runs, however slow the machine).
+        let store = try SQLiteStore(directory: directory, badgeFlushInterval: .seconds(86_400))
+        try await store.setPushDevice(Self.device(1, "ann", "phone", "tok-ann"))
+        try await store.setPushDevice(Self.device(1, "ann", "phone", "voip-ann", kind: .apnsVoIP))
+        try await store.setPushDevice(Self.device(1, "bob", "tab", "tok-bob"))
+        // The decisions read the devices first (that holds ann's and bob's badges), then set them.
+        #expect(try await Self.badges(store, 1, ["ann", "bob"]) == ["ann/phone/apns": 0, "ann/phone/apns_voip": 0, "bob/tab/apns": 0])
+        for badge in 1...3 {
+            try await store.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "ann", deviceId: "phone", badge: badge)],
+                                                node: "n", cursor: UInt64(badge))
+        }
+        try await store.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "bob", deviceId: "tab", badge: 7)], node: "n", cursor: 4)
+        #expect(try await Self.badges(store, 1, ["ann", "bob"]) == ["ann/phone/apns": 3, "ann/phone/apns_voip": 3, "bob/tab/apns": 7])
+        #expect(try await Self.fileBadges(store).values.allSatisfy { $0 == 0 }, "not written to push_badges yet (within the flush interval)")
+        #expect(try await store.pushPool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM push_badge_log") } == 4)
+
+        // The process dies: the store is never closed, its memory is gone. The next open applies the log.
+        let reopened = try SQLiteStore(directory: directory, badgeFlushInterval: .zero)
+        defer { try? reopened.close() }
+        #expect(try await Self.fileBadges(reopened) == ["ann/phone/apns": 3, "ann/phone/apns_voip": 3, "bob/tab/apns": 7])
+        #expect(try await reopened.pushPool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM push_badge_log") } == 0)
+        #expect(try await Self.badges(reopened, 1, ["ann", "bob"]) == ["ann/phone/apns": 3, "ann/phone/apns_voip": 3, "bob/tab/apns": 7])
+        _ = store
+
+        // Once the interval has passed (here at once), the next decision writes what changed to
+        // push_badges and empties the log.
+        try await reopened.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "ann", deviceId: "phone", badge: 4)], node: "n", cursor: 5)
+        try await reopened.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "bob", deviceId: "tab", badge: 8)], node: "n", cursor: 6)
+        #expect(try await Self.fileBadges(reopened) == ["ann/phone/apns": 4, "ann/phone/apns_voip": 4, "bob/tab/apns": 7],
+                "ann's flushed by the second decision; bob's 8 is in its log row")
+        #expect(try await reopened.pushPool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM push_badge_log") } == 1)
+    }
+
+    @Test("a reset, a new token and a removed token write past the held badges: the log never undoes them after a crash")
+    func directBadgeWritesFlushFirst() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let directory = directories.make().path
+        let store = try SQLiteStore(directory: directory, badgeFlushInterval: .seconds(86_400))
+        try await store.setPushDevice(Self.device(1, "ann", "phone", "tok-ann"))
+        try await store.setPushDevice(Self.device(1, "bob", "tab", "tok-bob"))
+        try await store.setPushDevice(Self.device(1, "cat", "pad", "tok-cat"))
+        _ = try await Self.badges(store, 1, ["ann", "bob", "cat"])
+        try await store.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "ann", deviceId: "phone", badge: 5),
+                                                         PushBadge(appId: 1, userId: "bob", deviceId: "tab", badge: 6),
+                                                         PushBadge(appId: 1, userId: "cat", deviceId: "pad", badge: 2)], node: "n", cursor: 1)
+        try await store.resetPushBadge(appId: 1, userId: "ann", deviceId: "phone")
+        #expect(try await Self.fileBadges(store) == ["ann/phone/apns": 0, "bob/tab/apns": 6, "cat/pad/apns": 2],
+                "the held badges went to push_badges before the reset")
+        // A crash right after the reset: the log does not bring ann's 5 back.
+        let afterReset = try SQLiteStore(directory: directory, badgeFlushInterval: .seconds(86_400))
+        #expect(try await Self.badges(afterReset, 1, ["ann", "bob", "cat"]) == ["ann/phone/apns": 0, "bob/tab/apns": 6, "cat/pad/apns": 2])
+        try await afterReset.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "bob", deviceId: "tab", badge: 7),
+                                                              PushBadge(appId: 1, userId: "cat", deviceId: "pad", badge: 3)], node: "n", cursor: 2)
+        // The same token again keeps its badge; a new token starts from 0; a removed one is gone.
+        try await afterReset.setPushDevice(Self.device(1, "bob", "tab", "tok-bob"))
+        try await afterReset.setPushDevice(Self.device(1, "cat", "pad", "tok-cat-2"))
+        #expect(try await Self.badges(afterReset, 1, ["ann", "bob", "cat"]) == ["ann/phone/apns": 0, "bob/tab/apns": 7, "cat/pad/apns": 0])
+        try await afterReset.removePushToken(appId: 1, kind: .apns, token: "tok-bob")
+        #expect(try await Self.badges(afterReset, 1, ["bob"]).isEmpty)
+
+        // And a crash after those: cat's 3 is not brought back over its new token's 0.
+        let reopened = try SQLiteStore(directory: directory)
+        defer { try? reopened.close() }
+        #expect(try await Self.badges(reopened, 1, ["ann", "bob", "cat"]) == ["ann/phone/apns": 0, "cat/pad/apns": 0])
+        _ = (store, afterReset)
+    }
+
+    @Test("devices read once are held; a token set, moved or removed, a user deleted, is seen by the next read")
+    func heldDevicesFollowEveryChange() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path)
+        defer { try? store.close() }
+        let app = try await store.upsertApp(appKey: "k", appSecret: "s", name: "a", now: 1).id
+        func tokens(_ users: [String]) async throws -> [String] {
+            try await store.pushDevices(appId: app, userIds: users).map { "\($0.userId):\($0.token)" }.sorted()
+        }
+        #expect(try await tokens(["ann", "bob"]).isEmpty, "none yet (and none is held as none)")
+        try await store.setPushDevice(Self.device(app, "ann", "phone", "T1"))
+        #expect(try await tokens(["ann", "bob"]) == ["ann:T1"])
+        try await store.setPushDevice(Self.device(app, "ann", "phone", "T2"))
+        #expect(try await tokens(["ann", "bob"]) == ["ann:T2"], "a new token replaces the held one")
+        try await store.setPushDevice(Self.device(app, "bob", "tab", "T2"))
+        #expect(try await tokens(["ann", "bob"]) == ["bob:T2"], "the token moved to bob: ann's held device is gone too")
+        try await store.removePushToken(appId: app, kind: .apns, token: "T2")
+        #expect(try await tokens(["ann", "bob"]).isEmpty)
+        try await store.setPushDevice(Self.device(app, "ann", "phone", "T3"))
+        try await store.setPushDevice(Self.device(app, "ann", "watch", "T4", kind: .fcm))
+        #expect(try await tokens(["ann"]) == ["ann:T3", "ann:T4"])
+        try await store.removePushDevice(appId: app, userId: "ann", deviceId: "watch", kind: nil)
+        #expect(try await tokens(["ann"]) == ["ann:T3"])
+        try await store.deleteUsers(appId: app, userIds: ["ann"], now: 10)
+        #expect(try await tokens(["ann"]).isEmpty, "a deleted user's devices are gone")
+    }
+
+    @Test("a message's records keep the part of the notification all recipients share once; every record reads back byte for byte")
+    func recordsShareTheirNotification() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path)
+        defer { try? store.close() }
+        let body = String(repeating: "a long text that every member of the group gets ", count: 8)
+        let records = (0..<100).map { index in
+            let notification = PushNotification(id: "M1:u\(index):d:apns", title: "Group", body: body, badge: index + 1,
+                                                rc: ["cType": "GRP", "fId": "ann", "tId": "g1", "rId": "u\(index)"])
+            return PushRecord(appId: 1, messageUid: "M1", userId: "u\(index)", deviceId: "d", kind: .apns, token: "tok-\(index)",
+                              environment: "production", notification: notification.stored, status: .pending, createdAt: 5)
+        }
+        // And a notification in the single form (an earlier build's), and one in no known form.
+        let odd = [PushRecord(appId: 1, messageUid: "M1", userId: "x", deviceId: "d", kind: .apns, token: "tok-x", environment: "production",
+                              notification: Data([2]), status: .pending, createdAt: 5),
+                   PushRecord(appId: 1, messageUid: "M1", userId: "y", status: .suppressed, code: "P16", createdAt: 5)]
+        try await store.recordPushDecisions(records + odd, badges: [], node: "n", cursor: 1)
+        let size = try await store.pushPool.read { try Int.fetchOne($0, sql: "SELECT length(records) FROM push_batches") } ?? 0
+        #expect(size < records.count * 100 + records[0].notification.count, "the shared part once: \(size) bytes")
+        let read = try await store.pushRecords(appId: 1, messageUid: "M1", userId: nil, limit: 200)
+        #expect(read.reversed().map { var record = $0; record.id = 0; return record } == records + odd)
+        #expect(read.compactMap { PushNotification(stored: $0.notification)?.badge }.sorted() == Array(1...100))
+    }
+
+    @Test("records are found by user through runs of 256 batches: across a run's end, once indexed, and past the sweep")
+    func recordsByUserThroughRuns() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path)
+        defer { try? store.close() }
+        // 300 messages, ann gets every one, bob every third: batch ids 1...300 cross the run 0/1 boundary.
+        for index in 1...300 {
+            var records = [PushRecord(appId: 1, messageUid: "M\(index)", userId: "ann", status: .suppressed, code: "P16", createdAt: Int64(index))]
+            if index % 3 == 0 {
+                records.append(PushRecord(appId: 1, messageUid: "M\(index)", userId: "bob", status: .suppressed, code: "P17", createdAt: Int64(index)))
+            }
+            try await store.recordPushDecisions(records, badges: [], node: "n", cursor: UInt64(index))
+        }
+        try await store.pushPool.write { try store.indexUsers($0, adding: UserRuns()) }
+        #expect(try await store.pushPool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM push_user_batches") } == 4,
+                "a row per user and run, not per batch")
+        // Two more messages after the index: found as well (read whole).
+        for index in 301...302 {
+            try await store.recordPushDecisions([PushRecord(appId: 1, messageUid: "M\(index)", userId: "ann", status: .suppressed, code: "P16",
+                                                            createdAt: Int64(index))], badges: [], node: "n", cursor: UInt64(index))
+        }
+        var ann = try await store.pushRecords(appId: 1, messageUid: nil, userId: "ann", limit: 1_000)
+        #expect(ann.map(\.messageUid) == (1...302).reversed().map { "M\($0)" }, "every one, newest first")
+        // The next fill takes those two from memory (what each commit added), not from their batches.
+        try await store.pushPool.write { try store.indexUsers($0, adding: UserRuns()) }
+        #expect(try await store.pushPool.read { db in
+            try String.fetchOne(db, sql: "SELECT batches FROM push_user_batches WHERE user_id = 'ann' AND bucket = 1")
+        }?.hasSuffix("2c2d2e") == true, "batches 300 (0x12c), 301 and 302 in ann's second run")
+        #expect(try await store.pushPool.read { try Int64.fetchOne($0, sql: "SELECT indexed_through FROM push_batch_index") } == 302)
+        ann = try await store.pushRecords(appId: 1, messageUid: nil, userId: "ann", limit: 1_000)
+        #expect(ann.map(\.messageUid) == (1...302).reversed().map { "M\($0)" }, "the same, now all through the index")
+        #expect(try await store.pushRecords(appId: 1, messageUid: nil, userId: "ann", limit: 5).map(\.messageUid) == ["M302", "M301", "M300", "M299", "M298"])
+        let bob = try await store.pushRecords(appId: 1, messageUid: nil, userId: "bob", limit: 1_000)
+        #expect(bob.map(\.messageUid) == stride(from: 300, through: 3, by: -3).map { "M\($0)" })
+        #expect(bob.allSatisfy { $0.userId == "bob" && $0.code == "P17" })
+        #expect(try await store.pushRecords(appId: 2, messageUid: nil, userId: "ann", limit: 10).isEmpty, "another app's user")
+        // The sweep takes the first 260 messages; the index rows of the first run go with them.
+        #expect(try await store.deletePushRecords(createdBefore: 261) == 260 + 86)
+        #expect(try await store.pushRecords(appId: 1, messageUid: nil, userId: "bob", limit: 1_000).map(\.messageUid)
+                == stride(from: 300, through: 261, by: -3).map { "M\($0)" })
+        #expect(try await store.pushRecords(appId: 1, messageUid: nil, userId: "ann", limit: 1_000).count == 42)
+        #expect(try await store.pushPool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM push_user_batches WHERE bucket = 0") } == 0)
+    }
+
+    @Test("a push file from before the runs: its row per user and batch becomes the runs, and finds the same records")
+    func userIndexMigrates() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let directory = directories.make()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let pushFile = try DatabaseQueue(path: directory.appendingPathComponent(SQLiteStore.pushFileName).path)
+        try SQLiteStore.pushMigrator.migrate(pushFile, upTo: "v3-push-badge-log")
+        // Batches 255, 256 and 300 for ann (two runs), 256 for bob, indexed the old way.
+        try await pushFile.write { db in
+            for id: Int64 in [255, 256, 300] {
+                let user = id == 256 ? ["ann", "bob"] : ["ann"]
+                let records = user.map { PushRecord(appId: 1, messageUid: "M\(id)", userId: $0, status: .suppressed, code: "P16", createdAt: id) }
+                try db.execute(sql: """
+                    INSERT INTO push_batches (id, app_id, message_uid, created_at, next_attempt_at, records, states) VALUES (?, 1, ?, ?, NULL, ?, ?)
+                    """, arguments: [id, "M\(id)", id, PushBatchCoding.encodeRecords(records), PushBatchCoding.encodeStates(records.map(PushBatchCoding.State.init))])
+                for userId in user {
+                    try db.execute(sql: "INSERT INTO push_batch_users (app_id, user_id, batch_id) VALUES (1, ?, ?)", arguments: [userId, id])
+                }
+            }
+            try db.execute(sql: "UPDATE push_batch_index SET indexed_through = 300")
+        }
+        try pushFile.close()
+        let store = try SQLiteStore(directory: directory.path)
+        defer { try? store.close() }
+        #expect(try await store.pushPool.read { try $0.tableExists("push_batch_users") } == false)
+        #expect(try await store.pushPool.read { db in
+            try Row.fetchAll(db, sql: "SELECT user_id, bucket, batches FROM push_user_batches ORDER BY user_id, bucket").map { "\($0[0] as String)/\($0[1] as Int64)/\($0[2] as String)" }
+        } == ["ann/0/ff", "ann/1/002c", "bob/1/00"])
+        #expect(try await store.pushRecords(appId: 1, messageUid: nil, userId: "ann", limit: 10).map(\.messageUid) == ["M300", "M256", "M255"])
+        #expect(try await store.pushRecords(appId: 1, messageUid: nil, userId: "bob", limit: 10).map(\.messageUid) == ["M256"])
+    }
+
+    @Test("a batch written in the first format (each notification whole) still reads")
+    func firstFormatBatchesRead() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path)
+        defer { try? store.close() }
+        // Version 1 by hand: version, count, offsets, then user, device, kind, token, environment,
+        // notification (length-prefixed) and the creation time (zigzag varint).
+        func field(_ bytes: [UInt8]) -> [UInt8] { [UInt8(bytes.count)] + bytes }
+        let record = field(Array("ann".utf8)) + field(Array("phone".utf8)) + field(Array("apns".utf8)) + field(Array("tok".utf8))
+            + field(Array("production".utf8)) + field([7, 8, 9]) + [UInt8(20 << 1)]
+        let blob = Data([1, 0, 0, 0, 1, 0, 0, 0, 9] + record)
+        let states = Data([1, 0, 0, 0, 1, 0, 0, 40, 40, 0])
+        try await store.pushPool.write { db in
+            try db.execute(sql: """
+                INSERT INTO push_batches (app_id, message_uid, created_at, next_attempt_at, records, states) VALUES (1, 'M0', 20, 20, ?, ?)
+                """, arguments: [blob, states])
+        }
+        let read = try await store.pushRecords(appId: 1, messageUid: "M0", userId: nil, limit: 10)
+        #expect(read.map { "\($0.userId)/\($0.deviceId)/\($0.token)/\([UInt8]($0.notification))/\($0.createdAt)/\($0.nextAttemptAt)" }
+                == ["ann/phone/tok/[7, 8, 9]/20/20"])
+        #expect(try await store.duePushes(now: 100, limit: 10).map(\.userId) == ["ann"])
     }
 }
 

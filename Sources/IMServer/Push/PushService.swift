@@ -561,8 +561,9 @@ public final class PushService: Sendable {
         outcomes.reserveCapacity(records.count)
         sendable.reserveCapacity(records.count)
         batch.reserveCapacity(records.count)
+        var reader = StoredNotificationReader()
         for record in records {
-            guard let target = Self.target(of: record), let notification = PushNotification(stored: record.notification) else {
+            guard let target = Self.target(of: record), let notification = reader.read(record.notification) else {
                 outcomes.append((record, .failed(code: "UNREADABLE_RECORD")))
                 continue
             }
