@@ -109,7 +109,7 @@ extension PushNotification {
     }
 
     /// Reads version 1.
-    private static func singleForm(_ raw: UnsafeRawBufferPointer) -> PushNotification? {
+    fileprivate static func singleForm(_ raw: UnsafeRawBufferPointer) -> PushNotification? {
         guard raw.first == storedVersion else { return nil }
         var reader = StoredReader(bytes: raw, at: 1)
         guard let id = reader.string(), let title = reader.optionalString(), let body = reader.string(),
@@ -141,14 +141,18 @@ public struct StoredNotificationReader {
     public mutating func read(_ stored: Data) -> PushNotification? {
         guard let length = PushNotification.sharedPrefixLength(of: stored) else { return PushNotification(stored: stored) }
         let key = stored.prefix(length)
-        guard let base = shared[key] else {
-            guard let notification = PushNotification(stored: stored) else { return nil }
-            var base = notification
-            base.id = ""
-            base.badge = nil
-            base.rc["rId"] = nil
-            shared[Data(key)] = base
-            return notification
+        let base: PushNotification
+        if let known = shared[key] {
+            base = known
+        } else {
+            // The shared part as `init(stored:)` reads it: the single form after the version and its length.
+            guard let decoded = key.withUnsafeBytes({ raw -> PushNotification? in
+                var reader = StoredReader(bytes: raw, at: 1)
+                guard reader.varint() != nil else { return nil }
+                return PushNotification.singleForm(UnsafeRawBufferPointer(rebasing: raw[reader.at...]))
+            }) else { return nil }
+            shared[Data(key)] = decoded
+            base = decoded
         }
         let own: (id: String, badge: Int?, recipient: String?)? = stored.withUnsafeBytes { raw in
             var reader = StoredReader(bytes: raw, at: length)

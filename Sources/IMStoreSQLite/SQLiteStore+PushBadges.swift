@@ -64,7 +64,7 @@ extension SQLiteStore {
         var badges: [DeviceKey: Int] = [:]
         var missing: [String] = []
         pushBadges.withLock { memory in
-            for userId in userIds {
+            for userId in userIds.uniqued() {
                 guard let slots = memory.users[PushBadgeMemory.User(appId: appId, userId: userId)] else {
                     missing.append(userId)
                     continue
@@ -151,28 +151,32 @@ extension SQLiteStore {
             return changed
         }
         guard !changed.isEmpty else { return }
-        var byApp: [Int64: String] = [:]
-        for (user, slots) in changed {
-            for (slot, badge) in slots {
-                var list = byApp[user.appId] ?? "["
-                if list.count > 1 { list.append(",") }
-                list.append("[")
-                Self.appendJSONString(user.userId, to: &list)
-                list.append(",")
-                Self.appendJSONString(slot.deviceId, to: &list)
-                list.append(",")
-                Self.appendJSONString(slot.kind, to: &list)
-                list.append(",\(badge)]")
-                byApp[user.appId] = list
-            }
-        }
+        var byApp: [Int64: [(PushBadgeMemory.User, [PushBadgeMemory.Slot: Int])]] = [:]
+        for (user, slots) in changed { byApp[user.appId, default: []].append((user, slots)) }
         // Every slot held is a row of push_badges (memory follows each delete at its commit).
         let update = try db.cachedStatement(sql: """
             INSERT INTO push_badges (app_id, user_id, device_id, kind, badge)
             SELECT ?, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?) WHERE true
             ON CONFLICT (app_id, user_id, device_id, kind) DO UPDATE SET badge = excluded.badge
             """)
-        for (appId, list) in byApp { try update.execute(arguments: [appId, list + "]"]) }
+        for (appId, users) in byApp {
+            var list = "["
+            var first = true
+            for (user, slots) in users {
+                for (slot, badge) in slots {
+                    list.append(first ? "[" : ",[")
+                    first = false
+                    Self.appendJSONString(user.userId, to: &list)
+                    list.append(",")
+                    Self.appendJSONString(slot.deviceId, to: &list)
+                    list.append(",")
+                    Self.appendJSONString(slot.kind, to: &list)
+                    list.append(",\(badge)]")
+                }
+            }
+            list.append("]")
+            try update.execute(arguments: [appId, list])
+        }
         try db.execute(sql: "DELETE FROM push_badge_log")
         db.afterNextTransaction { _ in
             self.pushBadges.withLock { memory in
@@ -271,12 +275,13 @@ extension SQLiteStore {
     /// Users whose devices are held at most; past it, they are let go and read again.
     static let heldDeviceUsers = 200_000
 
-    /// The devices of these users (badge 0), from memory or the file.
+    /// The devices of these users (badge 0), from memory or the file; each once, a user named
+    /// twice included.
     func heldDevices(appId: Int64, userIds: [String]) async throws -> [PushDeviceRecord] {
         var devices: [PushDeviceRecord] = []
         var missing: [String] = []
         let generation = pushDevices.withLock { memory in
-            for userId in userIds {
+            for userId in userIds.uniqued() {
                 if let held = memory.users[PushBadgeMemory.User(appId: appId, userId: userId)] {
                     devices += held
                 } else {

@@ -128,6 +128,7 @@ extension SQLiteStore {
             app_id INTEGER NOT NULL, user_id TEXT NOT NULL, bucket INTEGER NOT NULL, batches TEXT NOT NULL,
             PRIMARY KEY (app_id, user_id, bucket)
         ) WITHOUT ROWID;
+        CREATE INDEX push_user_batches_by_run ON push_user_batches (app_id, bucket);
         INSERT INTO push_user_batches (app_id, user_id, bucket, batches)
             SELECT app_id, user_id, batch_id >> 8, group_concat(printf('%02x', batch_id & 255), '')
             FROM (SELECT app_id, user_id, batch_id FROM push_batch_users ORDER BY app_id, user_id, batch_id)
@@ -161,9 +162,10 @@ extension SQLiteStore {
             """)
         for (appId, byRun) in runs.byApp {
             var list = "["
+            var first = true
             for (run, batches) in byRun {
-                if list.count > 1 { list.append(",") }
-                list.append("[")
+                list.append(first ? "[" : ",[")
+                first = false
                 Self.appendJSONString(run.userId, to: &list)
                 list.append(",\(run.bucket),\"\(batches)\"]")
             }
@@ -370,8 +372,14 @@ extension SQLiteStore {
     public func deletePushRecords(createdBefore before: Int64) async throws -> Int {
         try await pushPool.write { db in
             var deleted = 0
+            struct Run: Hashable {
+                var appId: Int64
+                var bucket: Int64
+            }
+            var emptied: Set<Run> = []
             let read = try db.cachedStatement(sql: "SELECT records, states FROM push_batches WHERE id = ?")
-            for batch in try Int64.fetchAll(db, sql: "SELECT id FROM push_batches WHERE created_at < ?", arguments: [before]) {
+            for old in try Row.fetchAll(db, sql: "SELECT id, app_id FROM push_batches WHERE created_at < ?", arguments: [before]) {
+                let batch: Int64 = old[0]
                 guard let row = try Row.fetchOne(read, arguments: [batch]) else { continue }
                 let records = try PushBatchCoding.Records(row[0])
                 var states = try PushBatchCoding.decodeStates(row[1])
@@ -390,12 +398,16 @@ extension SQLiteStore {
                                    arguments: [PushBatchCoding.encodeStates(states), oldestKept, batch])
                 } else {
                     try db.execute(sql: "DELETE FROM push_batches WHERE id = ?", arguments: [batch])
+                    emptied.insert(Run(appId: old[1], bucket: batch >> 8))
                 }
             }
-            // The index's runs wholly before the oldest batch left name only swept batches.
-            try db.execute(sql: """
-                DELETE FROM push_user_batches WHERE bucket < (SELECT COALESCE(MIN(id), (SELECT indexed_through FROM push_batch_index) + 1) FROM push_batches) >> 8
-                """)
+            // An app's rows of the index for a run of 256 batch ids go once none of its batches in
+            // that run is left (a batch written there later adds a row again).
+            let left = try db.cachedStatement(sql: "SELECT 1 FROM push_batches WHERE id BETWEEN ? AND ? AND app_id = ? LIMIT 1")
+            let drop = try db.cachedStatement(sql: "DELETE FROM push_user_batches WHERE app_id = ? AND bucket = ?")
+            for run in emptied where try Row.fetchOne(left, arguments: [run.bucket << 8, run.bucket << 8 | 255, run.appId]) == nil {
+                try drop.execute(arguments: [run.appId, run.bucket])
+            }
             return deleted
         }
     }

@@ -377,6 +377,97 @@ struct PushMemoryTests {
         #expect(try await store.pushPool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM push_user_batches WHERE bucket = 0") } == 0)
     }
 
+    @Test("the sweep drops an app's index rows for a run once none of its batches there is left, whatever older batch stays pending")
+    func sweepDropsEmptiedRuns() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path)
+        defer { try? store.close() }
+        // Batch 10: zed's push, still pending (never swept). 300: ann's, old. 600: ann's, new. 301: app 2's ann, old.
+        let batches: [(id: Int64, app: Int64, user: String, status: PushStatus, at: Int64)] = [
+            (10, 1, "zed", .pending, 5), (300, 1, "ann", .sent, 5), (301, 2, "ann", .sent, 5), (600, 1, "ann", .sent, 50),
+        ]
+        try await store.pushPool.write { db in
+            for batch in batches {
+                let records = [PushRecord(appId: batch.app, messageUid: "M\(batch.id)", userId: batch.user, deviceId: "d", kind: .apns,
+                                          token: "t", environment: "production", notification: Data([1]), status: batch.status,
+                                          nextAttemptAt: batch.status == .pending ? 10_000 : 0, createdAt: batch.at)]
+                try db.execute(sql: """
+                    INSERT INTO push_batches (id, app_id, message_uid, created_at, next_attempt_at, records, states) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [batch.id, batch.app, "M\(batch.id)", batch.at, batch.status == .pending ? 10_000 : nil,
+                                     PushBatchCoding.encodeRecords(records), PushBatchCoding.encodeStates(records.map(PushBatchCoding.State.init))])
+            }
+            try store.indexUsers(db, adding: UserRuns())
+        }
+        func runs() async throws -> [String] {
+            try await store.pushPool.read { db in
+                try Row.fetchAll(db, sql: "SELECT app_id, user_id, bucket FROM push_user_batches ORDER BY app_id, user_id, bucket")
+                    .map { "\($0[0] as Int64)/\($0[1] as String)/\($0[2] as Int64)" }
+            }
+        }
+        #expect(try await runs() == ["1/ann/1", "1/ann/2", "1/zed/0", "2/ann/1"])
+        #expect(try await store.deletePushRecords(createdBefore: 10) == 2)
+        #expect(try await runs() == ["1/ann/2", "1/zed/0"], "ann's run 1 went with batch 300, app 2's with 301; zed's pending one stays")
+        #expect(try await store.pushRecords(appId: 1, messageUid: nil, userId: "ann", limit: 10).map(\.messageUid) == ["M600"])
+        #expect(try await store.pushRecords(appId: 1, messageUid: nil, userId: "zed", limit: 10).map(\.messageUid) == ["M10"])
+    }
+
+    @Test("the same user id in two apps: devices and badges held apart, an app's deletion forgets only its own")
+    func memoryIsPerApp() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path, badgeFlushInterval: .seconds(86_400))
+        defer { try? store.close() }
+        let one = try await store.upsertApp(appKey: "k1", appSecret: "s", name: "a", now: 1).id
+        let two = try await store.upsertApp(appKey: "k2", appSecret: "s", name: "b", now: 1).id
+        try await store.setPushDevice(Self.device(one, "ann", "phone", "T-one"))
+        try await store.setPushDevice(Self.device(two, "ann", "phone", "T-two"))
+        #expect(try await store.pushDevices(appId: one, userIds: ["ann", "ann"]).map(\.token) == ["T-one"], "once, though named twice")
+        #expect(try await store.pushDevices(appId: one, userIds: ["ann", "ann"]).map(\.token) == ["T-one"], "once, from memory too")
+        #expect(try await store.pushDevices(appId: two, userIds: ["ann"]).map(\.token) == ["T-two"])
+        try await store.recordPushDecisions([], badges: [PushBadge(appId: one, userId: "ann", deviceId: "phone", badge: 4)], node: "n", cursor: 1)
+        #expect(try await store.pushDevices(appId: one, userIds: ["ann"]).map(\.badge) == [4])
+        #expect(try await store.pushDevices(appId: two, userIds: ["ann"]).map(\.badge) == [0])
+        try await store.deleteApp(appId: two, batch: 100)
+        #expect(try await store.pushDevices(appId: two, userIds: ["ann"]).isEmpty)
+        #expect(try await store.pushDevices(appId: one, userIds: ["ann"]).map { "\($0.token)=\($0.badge)" } == ["T-one=4"])
+    }
+
+    @Test("malformed records blobs are refused with an error, never trapped on")
+    func malformedRecordBlobs() throws {
+        let records = (0..<3).map { (index: Int) in
+            PushRecord(appId: 1, messageUid: "M", userId: "u\(index)", deviceId: "d", kind: .apns, token: "t", environment: "e",
+                       notification: PushNotification(id: "M:u\(index)", body: "hello", badge: index, rc: ["rId": "u\(index)"]).stored,
+                       status: .pending, createdAt: 1)
+        }
+        let blob = PushBatchCoding.encodeRecords(records)
+        let good = try PushBatchCoding.Records(blob)
+        #expect(try (0..<3).map { try good.record($0, batch: 1, appId: 1, messageUid: "M", state: PushBatchCoding.State(records[$0])).notification }
+                == records.map(\.notification))
+        // The shared parts' offset past the end; a part number above the count; every cut.
+        var farOffset = blob
+        farOffset.replaceSubrange(5..<9, with: [0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(throws: PushBatchCodingError.self) { try PushBatchCoding.Records(farOffset) }
+        // Header: version, count (4), shared parts' offset (4), then the records' offsets.
+        let notificationAt = Int(blob[9]) << 24 | Int(blob[10]) << 16 | Int(blob[11]) << 8 | Int(blob[12])
+        var badPart = blob
+        // The first record's notification number follows its five strings (each one length byte here).
+        var at = notificationAt
+        for _ in 0..<5 { at += 1 + Int(badPart[at]) }
+        badPart[at] = 9
+        #expect(throws: PushBatchCodingError.self) {
+            try PushBatchCoding.Records(badPart).record(0, batch: 1, appId: 1, messageUid: "M", state: PushBatchCoding.State(records[0]))
+        }
+        for cut in stride(from: 1, to: blob.count, by: 7) {
+            let short = blob.prefix(cut)
+            if let partial = try? PushBatchCoding.Records(short) {
+                for index in 0..<partial.count {
+                    _ = try? partial.record(index, batch: 1, appId: 1, messageUid: "M", state: PushBatchCoding.State(records[0]))
+                }
+            }
+        }
+    }
+
     @Test("a push file from before the runs: its row per user and batch becomes the runs, and finds the same records")
     func userIndexMigrates() async throws {
         let directories = TemporaryDirectories()
