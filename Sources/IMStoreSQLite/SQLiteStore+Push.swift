@@ -552,6 +552,40 @@ extension SQLiteStore {
         }
         text.append("\"")
     }
+
+    /// A JSON array of arrays, written a row and a field at a time (the lists of devices, badges and
+    /// index runs that one statement reads with `json_each`).
+    struct JSONRows {
+        private var text = "["
+        private var fields = 0
+        private(set) var count = 0
+
+        init(reservingRows rows: Int = 0) { text.reserveCapacity(2 + rows * 32) }
+
+        mutating func row() {
+            text.append(count == 0 ? "[" : "],[")
+            count += 1
+            fields = 0
+        }
+
+        mutating func string(_ value: String) {
+            separate()
+            SQLiteStore.appendJSONString(value, to: &text)
+        }
+
+        mutating func number(_ value: some BinaryInteger) {
+            separate()
+            text.append(String(value))
+        }
+
+        private mutating func separate() {
+            if fields > 0 { text.append(",") }
+            fields += 1
+        }
+
+        /// The array's text.
+        var finished: String { count == 0 ? "[]" : text + "]]" }
+    }
 }
 
 extension Array {

@@ -61,46 +61,46 @@ extension SQLiteStore {
 
     /// The badges of these users' devices that are not 0, by device token.
     func heldBadges(appId: Int64, userIds: [String]) async throws -> [DeviceKey: Int] {
-        var badges: [DeviceKey: Int] = [:]
+        var found: [(String, [PushBadgeMemory.Slot: Int])] = []
         var missing: [String] = []
         pushBadges.withLock { memory in
             for userId in userIds.uniqued() {
-                guard let slots = memory.users[PushBadgeMemory.User(appId: appId, userId: userId)] else {
+                if let slots = memory.users[PushBadgeMemory.User(appId: appId, userId: userId)] {
+                    found.append((userId, slots))
+                } else {
                     missing.append(userId)
-                    continue
-                }
-                for (slot, badge) in slots where badge != 0 {
-                    badges[DeviceKey(userId: userId, deviceId: slot.deviceId, kind: slot.kind)] = badge
                 }
             }
         }
-        guard !missing.isEmpty else { return badges }
-        let missingUsers = missing
-        let loaded = try await pushPool.writeWithoutTransaction { db -> [(String, [PushBadgeMemory.Slot: Int])] in
-            var read: [String: [PushBadgeMemory.Slot: Int]] = [:]
-            for userId in missingUsers { read[userId] = [:] }
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: """
-                SELECT user_id, device_id, kind, badge FROM push_badges WHERE app_id = ? AND user_id IN (SELECT value FROM json_each(?))
-                """), arguments: [appId, Self.jsonList(missingUsers)])
-            while let row = try rows.next() {
-                read[row[0], default: [:]][PushBadgeMemory.Slot(deviceId: row[1], kind: row[2])] = row[3]
-            }
-            // A user another read loaded meanwhile keeps what memory has (it may be ahead of the file).
-            // Past the limit, the users whose badges are all in the file go first (here, outside any
-            // transaction, no commit can be about to change them).
-            return pushBadges.withLock { memory in
-                if memory.users.count + read.count > Self.heldBadgeUsers {
-                    memory.users = memory.users.filter { memory.dirty.contains($0.key) }
+        if !missing.isEmpty {
+            let missingUsers = missing
+            found += try await pushPool.writeWithoutTransaction { db -> [(String, [PushBadgeMemory.Slot: Int])] in
+                var read: [String: [PushBadgeMemory.Slot: Int]] = [:]
+                for userId in missingUsers { read[userId] = [:] }
+                let rows = try Row.fetchCursor(db.cachedStatement(sql: """
+                    SELECT user_id, device_id, kind, badge FROM push_badges WHERE app_id = ? AND user_id IN (SELECT value FROM json_each(?))
+                    """), arguments: [appId, Self.jsonList(missingUsers)])
+                while let row = try rows.next() {
+                    read[row[0], default: [:]][PushBadgeMemory.Slot(deviceId: row[1], kind: row[2])] = row[3]
                 }
-                return read.map { userId, slots in
-                    let user = PushBadgeMemory.User(appId: appId, userId: userId)
-                    if let held = memory.users[user] { return (userId, held) }
-                    memory.users[user] = slots
-                    return (userId, slots)
+                // A user another read loaded meanwhile keeps what memory has (it may be ahead of the file).
+                // Past the limit, the users whose badges are all in the file go first (here, outside any
+                // transaction, no commit can be about to change them).
+                return pushBadges.withLock { memory in
+                    if memory.users.count + read.count > Self.heldBadgeUsers {
+                        memory.users = memory.users.filter { memory.dirty.contains($0.key) }
+                    }
+                    return read.map { userId, slots in
+                        let user = PushBadgeMemory.User(appId: appId, userId: userId)
+                        if let held = memory.users[user] { return (userId, held) }
+                        memory.users[user] = slots
+                        return (userId, slots)
+                    }
                 }
             }
         }
-        for (userId, slots) in loaded {
+        var badges: [DeviceKey: Int] = [:]
+        for (userId, slots) in found {
             for (slot, badge) in slots where badge != 0 {
                 badges[DeviceKey(userId: userId, deviceId: slot.deviceId, kind: slot.kind)] = badge
             }
@@ -151,8 +151,8 @@ extension SQLiteStore {
             return changed
         }
         guard !changed.isEmpty else { return }
-        var byApp: [Int64: [(PushBadgeMemory.User, [PushBadgeMemory.Slot: Int])]] = [:]
-        for (user, slots) in changed { byApp[user.appId, default: []].append((user, slots)) }
+        var byApp: [Int64: [(userId: String, slots: [PushBadgeMemory.Slot: Int])]] = [:]
+        for (user, slots) in changed { byApp[user.appId, default: []].append((user.userId, slots)) }
         // Every slot held is a row of push_badges (memory follows each delete at its commit).
         let update = try db.cachedStatement(sql: """
             INSERT INTO push_badges (app_id, user_id, device_id, kind, badge)
@@ -160,22 +160,17 @@ extension SQLiteStore {
             ON CONFLICT (app_id, user_id, device_id, kind) DO UPDATE SET badge = excluded.badge
             """)
         for (appId, users) in byApp {
-            var list = "["
-            var first = true
-            for (user, slots) in users {
+            var rows = JSONRows(reservingRows: users.count)
+            for (userId, slots) in users {
                 for (slot, badge) in slots {
-                    list.append(first ? "[" : ",[")
-                    first = false
-                    Self.appendJSONString(user.userId, to: &list)
-                    list.append(",")
-                    Self.appendJSONString(slot.deviceId, to: &list)
-                    list.append(",")
-                    Self.appendJSONString(slot.kind, to: &list)
-                    list.append(",\(badge)]")
+                    rows.row()
+                    rows.string(userId)
+                    rows.string(slot.deviceId)
+                    rows.string(slot.kind)
+                    rows.number(badge)
                 }
             }
-            list.append("]")
-            try update.execute(arguments: [appId, list])
+            try update.execute(arguments: [appId, rows.finished])
         }
         try db.execute(sql: "DELETE FROM push_badge_log")
         db.afterNextTransaction { _ in
@@ -214,17 +209,14 @@ extension SQLiteStore {
                 (entry.userId, entry.deviceId, entry.badge)
         }
         return last.map { appId, devices in
-            var list = "["
-            list.reserveCapacity(devices.count * 32)
-            for (index, device) in devices.values.enumerated() {
-                list.append(index == 0 ? "[" : ",[")
-                appendJSONString(device.userId, to: &list)
-                list.append(",")
-                appendJSONString(device.deviceId, to: &list)
-                list.append(",\(device.badge)]")
+            var rows = JSONRows(reservingRows: devices.count)
+            for device in devices.values {
+                rows.row()
+                rows.string(device.userId)
+                rows.string(device.deviceId)
+                rows.number(device.badge)
             }
-            list.append("]")
-            return (appId, list)
+            return (appId, rows.finished)
         }
     }
 

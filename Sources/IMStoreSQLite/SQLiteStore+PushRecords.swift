@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import IMCore
+import IMPush
 import IMStore
 import Synchronization
 
@@ -50,7 +51,8 @@ extension SQLiteStore {
 
     public func recordPushDecisions(_ records: [PushRecord], badges: [PushBadge], node: String, cursor: UInt64?) async throws {
         let indexDue = pushUserIndex.withLock { state in
-            state.pending >= Self.userIndexBatches || (state.pending > 0 && ContinuousClock.now - state.lastRun >= Self.userIndexInterval)
+            let pending = state.held.batches
+            return pending >= Self.userIndexBatches || (pending > 0 && ContinuousClock.now - state.lastRun >= Self.userIndexInterval)
         }
         let flushBadgesDue = badgeFlushDue
         try await pushPool.write { db in
@@ -161,16 +163,14 @@ extension SQLiteStore {
             ON CONFLICT (app_id, user_id, bucket) DO UPDATE SET batches = push_user_batches.batches || excluded.batches
             """)
         for (appId, byRun) in runs.byApp {
-            var list = "["
-            var first = true
+            var rows = JSONRows(reservingRows: byRun.count)
             for (run, batches) in byRun {
-                list.append(first ? "[" : ",[")
-                first = false
-                Self.appendJSONString(run.userId, to: &list)
-                list.append(",\(run.bucket),\"\(batches)\"]")
+                rows.row()
+                rows.string(run.userId)
+                rows.number(run.bucket)
+                rows.string(batches)
             }
-            list.append("]")
-            try append.execute(arguments: [appId, list])
+            try append.execute(arguments: [appId, rows.finished])
         }
         if runs.highest > through {
             try db.execute(sql: "UPDATE push_batch_index SET indexed_through = ? WHERE id = 1", arguments: [runs.highest])
@@ -179,7 +179,6 @@ extension SQLiteStore {
             self.pushUserIndex.withLock { state in
                 state.held = UserRuns()
                 state.covered = true
-                state.pending = 0
                 state.lastRun = .now
             }
         }
@@ -187,12 +186,17 @@ extension SQLiteStore {
 
     /// The batch ids a row of push_user_batches lists, newest first.
     static func batchIds(bucket: Int64, _ batches: String) -> [Int64] {
+        func nibble(_ digit: UInt8) -> Int64? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): Int64(digit - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): Int64(digit - UInt8(ascii: "a") + 10)
+            default: nil
+            }
+        }
         var ids: [Int64] = []
-        let digits = Array(batches.utf8)
-        var index = 0
-        while index + 1 < digits.count {
-            if let low = UInt8(String(decoding: digits[index...index + 1], as: UTF8.self), radix: 16) { ids.append(bucket << 8 | Int64(low)) }
-            index += 2
+        var digits = batches.utf8.makeIterator()
+        while let high = digits.next(), let low = digits.next() {
+            if let high = nibble(high), let low = nibble(low) { ids.append(bucket << 8 | high << 4 | low) }
         }
         return ids.sorted(by: >)
     }
@@ -461,16 +465,13 @@ extension SQLiteStore {
     }
 }
 
-/// When push_user_batches was last filled, and the batches written since (counted in memory: a
-/// restart only makes the next fill come sooner).
+/// When push_user_batches was last filled, and the batches committed since with their users (in
+/// memory: a restart only makes the next fill come sooner, and read the batches back).
 struct PushUserIndexState {
-    var pending = 0
     var lastRun = ContinuousClock.now
-    /// The users of the batches committed since push_user_batches was last filled, once `covered`
-    /// (a fill since the start read the file's): the next fill needs no batch read back.
-    var held = UserRuns() {
-        didSet { pending = held.batches }
-    }
+    /// Used by the next fill once `covered` (a fill since the start read the file's), so that it
+    /// reads no batch back.
+    var held = UserRuns()
     var covered = false
 }
 
@@ -488,7 +489,7 @@ struct UserRuns {
     var batches = 0
 
     mutating func add(batch id: Int64, appId: Int64, users: Set<String>) {
-        let low = String(format: "%02x", Int(id & 255))
+        let low = hexString(CollectionOfOne(UInt8(truncatingIfNeeded: id)))
         for userId in users { byApp[appId, default: [:]][Run(userId: userId, bucket: id >> 8), default: ""] += low }
         highest = max(highest, id)
         batches += 1

@@ -433,6 +433,29 @@ struct PushMemoryTests {
         #expect(try await store.pushDevices(appId: one, userIds: ["ann"]).map { "\($0.token)=\($0.badge)" } == ["T-one=4"])
     }
 
+    @Test("the JSON rows json_each reads: none is [], fields separated, texts escaped, and SQLite reads them back")
+    func jsonRows() async throws {
+        #expect(SQLiteStore.JSONRows().finished == "[]")
+        var rows = SQLiteStore.JSONRows()
+        rows.row()
+        rows.string("a\"b")
+        rows.number(7)
+        rows.row()
+        rows.string("c")
+        rows.number(-1)
+        #expect(rows.finished == #"[["a\"b",7],["c",-1]]"#)
+        #expect(rows.count == 2)
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path)
+        defer { try? store.close() }
+        let text = rows.finished
+        let read = try await store.pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT value ->> 0, value ->> 1 FROM json_each(?)", arguments: [text]).map { "\($0[0] as String)=\($0[1] as Int)" }
+        }
+        #expect(read == [#"a"b=7"#, "c=-1"])
+    }
+
     @Test("malformed records blobs are refused with an error, never trapped on")
     func malformedRecordBlobs() throws {
         let records = (0..<3).map { (index: Int) in

@@ -393,9 +393,10 @@ public final class PushService: Sendable {
         guard !away.isEmpty else { return ([], []) }
         if !shared.badges.isEmpty {
             for user in away {
-                for index in devices[user]!.indices {
-                    let key = DeviceKey(appId: appId, userId: user, deviceId: devices[user]![index].deviceId)
-                    if let badge = shared.badges[key] { devices[user]![index].badge = badge }
+                devices[user] = devices[user]?.map { device in
+                    var device = device
+                    device.badge = shared.badges[DeviceKey(appId: appId, userId: user, deviceId: device.deviceId)] ?? device.badge
+                    return device
                 }
             }
         }
