@@ -156,6 +156,10 @@ public actor IMClient {
         syncEvents.stream()
     }
 
+    /// How many messages `receivedMessages` has given out since this client was made: a stream
+    /// taken before `connect` has caught up with the offline sync once it holds this many.
+    package nonisolated var receivedMessageCount: Int { messageEvents.yieldedCount }
+
     /// Group read-receipt events: requests from the senders of messages this user received, and
     /// members' reads of this user's messages (live, and those missed while offline after a connect).
     public nonisolated func readReceiptEvents() -> AsyncStream<ReadReceiptEvent> {

@@ -155,6 +155,10 @@ public final class TestServer: Sendable {
         let synced = EventRecorder(client.offlineMessageSyncCompleted())
         try await client.connect(token: try await token(userId))
         #expect(await synced.wait(for: 1).count == 1, "offline sync of \(userId) completed")
+        // The two streams are read by tasks of their own: the sync's event can be seen before the
+        // last offline message has been taken from the other stream.
+        let delivered = client.receivedMessageCount
+        #expect(await inbox.wait(for: delivered).count >= delivered, "the inbox of \(userId) holds what the sync delivered")
         return (client, inbox)
     }
 
