@@ -18,12 +18,21 @@ extension PushNotification {
         shared.id = ""
         shared.badge = nil
         let recipient = shared.rc.removeValue(forKey: "rId")
-        let inner = shared.singleForm
+        return Self.stored(sharedPart: shared.singleForm, id: id, badge: badge, recipient: recipient)
+    }
+
+    /// What `stored` keeps as the shared part of a notification whose id is empty, whose badge is
+    /// nil and whose `rc` has no `rId` (the part every recipient of a message has alike).
+    public var storedSharedPart: [UInt8] { singleForm }
+
+    /// `stored` of a notification from its shared part (`storedSharedPart`) and its own fields,
+    /// for a decision that writes the shared part once for many recipients.
+    public static func stored(sharedPart: [UInt8], id: String, badge: Int?, recipient: String?) -> Data {
         var writer = StoredWriter()
-        writer.bytes.reserveCapacity(inner.count + 24 + id.utf8.count + (recipient?.utf8.count ?? 0))
-        writer.bytes.append(Self.partedVersion)
-        writer.varint(UInt64(inner.count))
-        writer.bytes.append(contentsOf: inner)
+        writer.bytes.reserveCapacity(sharedPart.count + 24 + id.utf8.count + (recipient?.utf8.count ?? 0))
+        writer.bytes.append(partedVersion)
+        writer.varint(UInt64(sharedPart.count))
+        writer.bytes.append(contentsOf: sharedPart)
         writer.string(id)
         writer.optional(badge)
         writer.optional(recipient)
@@ -134,14 +143,21 @@ extension PushNotification {
 /// Reads stored notifications, decoding the part that recipients of one message share once: a
 /// batch of a group message's pushes is thousands of records with one such part.
 public struct StoredNotificationReader {
-    private var shared: [Data: PushNotification] = [:]
+    /// Each shared part met, decoded, with its number (in order of first reading).
+    private var shared: [Data: (part: Int, notification: PushNotification)] = [:]
 
     public init() {}
 
-    public mutating func read(_ stored: Data) -> PushNotification? {
-        guard let length = PushNotification.sharedPrefixLength(of: stored) else { return PushNotification(stored: stored) }
+    public mutating func read(_ stored: Data) -> PushNotification? { readWithPart(stored)?.notification }
+
+    /// The notification, and the number of its shared part: notifications this reader gave with one
+    /// number differ only in `id`, `badge` and `rc["rId"]` (nil: a record without a shared part).
+    public mutating func readWithPart(_ stored: Data) -> (notification: PushNotification, part: Int?)? {
+        guard let length = PushNotification.sharedPrefixLength(of: stored) else {
+            return PushNotification(stored: stored).map { ($0, nil) }
+        }
         let key = stored.prefix(length)
-        let base: PushNotification
+        let base: (part: Int, notification: PushNotification)
         if let known = shared[key] {
             base = known
         } else {
@@ -151,8 +167,8 @@ public struct StoredNotificationReader {
                 guard reader.varint() != nil else { return nil }
                 return PushNotification.singleForm(UnsafeRawBufferPointer(rebasing: raw[reader.at...]))
             }) else { return nil }
-            shared[Data(key)] = decoded
-            base = decoded
+            base = (shared.count, decoded)
+            shared[Data(key)] = base
         }
         let own: (id: String, badge: Int?, recipient: String?)? = stored.withUnsafeBytes { raw in
             var reader = StoredReader(bytes: raw, at: length)
@@ -161,11 +177,11 @@ public struct StoredNotificationReader {
             return (id, badge, recipient)
         }
         guard let own else { return nil }
-        var notification = base
+        var notification = base.notification
         notification.id = own.id
         notification.badge = own.badge
         if let recipient = own.recipient { notification.rc["rId"] = recipient }
-        return notification
+        return (notification, base.part)
     }
 }
 

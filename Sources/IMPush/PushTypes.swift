@@ -180,11 +180,16 @@ public struct PushSend: Sendable {
     public var notification: PushNotification
     public var target: PushTarget
     public var credentials: PushCredentials
+    /// Pushes of one batch with the same value have notifications that differ in nothing but
+    /// `id`, `badge` and `rc["rId"]` (recipients of one message), so a transport may write what
+    /// they share once. Nil: nothing is known.
+    public var sharedPart: Int?
 
-    public init(_ notification: PushNotification, to target: PushTarget, credentials: PushCredentials) {
+    public init(_ notification: PushNotification, to target: PushTarget, credentials: PushCredentials, sharedPart: Int? = nil) {
         self.notification = notification
         self.target = target
         self.credentials = credentials
+        self.sharedPart = sharedPart
     }
 }
 

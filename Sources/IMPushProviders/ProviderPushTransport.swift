@@ -183,6 +183,8 @@ public final class ProviderPushTransport: PushTransport {
         // provider token, the header block's constant fields), made once per batch.
         var contexts: [APNsContextKey: Result<APNsContext, OutcomeFailure>] = [:]
         var lastContext: (key: APNsContextKey, context: Result<APNsContext, OutcomeFailure>)?
+        // The payload without badge and rId, written once per shared part.
+        var templates: [Int: APNsPayloadTemplate] = [:]
         for (index, push) in batch.enumerated() {
             guard case .apns(let token, let environment, let voip) = push.target else {
                 others.append(index)
@@ -205,7 +207,14 @@ public final class ProviderPushTransport: PushTransport {
                 contexts[key] = context
             }
             lastContext = (key, context)
-            switch context.flatMap({ prepareAPNs(push.notification, token: token, context: $0) }) {
+            let template: APNsPayloadTemplate
+            if let part = push.sharedPart, let made = templates[part] {
+                template = made
+            } else {
+                template = APNsPayloadTemplate(APNsPayload(push.notification))
+                if let part = push.sharedPart { templates[part] = template }
+            }
+            switch context.flatMap({ prepareAPNs(push.notification, token: token, template: template, context: $0) }) {
             case .success(let request):
                 byClient[ObjectIdentifier(request.client), default: (request.client, [])].requests.append((index, request))
             case .failure(let failure):
@@ -241,7 +250,7 @@ public final class ProviderPushTransport: PushTransport {
     private func sendAPNs(_ notification: PushNotification, token: String, environment: PushEnvironment, voip: Bool,
                           credentials: APNsCredentials) async -> PushOutcome {
         let prepared = apnsContext(credentials: credentials, environment: environment, voip: voip)
-            .flatMap { prepareAPNs(notification, token: token, context: $0) }
+            .flatMap { prepareAPNs(notification, token: token, template: APNsPayloadTemplate(APNsPayload(notification)), context: $0) }
         switch prepared {
         case .success(let request):
             return apnsOutcome(request, await request.client.post([request.post])[0])
@@ -303,10 +312,12 @@ public final class ProviderPushTransport: PushTransport {
         return .success(APNsContext(client: client, providerToken: providerToken, head: head.bytes, fields: fields.bytes))
     }
 
-    /// The request for one APNs push, or the outcome that makes sending it pointless.
-    private func prepareAPNs(_ notification: PushNotification, token: String, context: APNsContext) -> Result<APNsRequest, OutcomeFailure> {
+    /// The request for one APNs push, or the outcome that makes sending it pointless. `template`
+    /// is the notification's payload, but for its badge and `rc.rId`.
+    private func prepareAPNs(_ notification: PushNotification, token: String, template: APNsPayloadTemplate,
+                             context: APNsContext) -> Result<APNsRequest, OutcomeFailure> {
         guard Self.isAPNsDeviceToken(token) else { return .failure(OutcomeFailure(outcome: .invalidToken(code: "Rong_DeviceToken_Invalid"))) }
-        let body = APNsPayload(notification).encodedBytes()
+        let body = template.payload(badge: notification.badge, recipient: notification.rc["rId"])
         // The header block, written here rather than on the connection's event loop: literals
         // without indexing depend on no connection state.
         var block = HPACKLiteralBlock(capacity: context.head.readableBytes + context.fields.readableBytes + 160 + token.utf8.count)
@@ -413,7 +424,10 @@ public final class ProviderPushTransport: PushTransport {
 
     /// APNs device tokens are hex (64 characters today; Apple says they may grow).
     static func isAPNsDeviceToken(_ token: String) -> Bool {
-        !token.isEmpty && token.utf8.count <= 400 && token.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102) }
+        var token = token
+        return token.withUTF8 { utf8 in
+            !utf8.isEmpty && utf8.count <= 400 && utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102) }
+        }
     }
 
     /// The cached provider token for (team, key, p8), or a new one when there is none or it is

@@ -62,13 +62,36 @@ struct APNsPayload: Encodable {
     /// compare them).
     func encoded() throws -> Data { Data(encodedBytes()) }
 
-    func encodedBytes() -> [UInt8] {
+    func encodedBytes() -> [UInt8] { APNsPayloadTemplate(self).payload(badge: aps.badge, recipient: rc?["rId"]) }
+
+    /// The document through Foundation's encoder, for comparison in tests.
+    func encodedByFoundation() throws -> Data { try makeEncoder().encode(self) }
+}
+
+/// The APNs payload without its badge and `rc.rId`, written once for the recipients of one message
+/// (they differ in nothing else): `payload(badge:recipient:)` copies it around the two.
+struct APNsPayloadTemplate {
+    /// Where `rId` goes: a new `rc` object (the payload has no other `rc` field), or within `rc`
+    /// first (before the others) or after an entry.
+    private enum RecipientSlot {
+        case newObject(at: Int)
+        case first(at: Int)
+        case afterEntry(at: Int)
+    }
+
+    private let bytes: [UInt8]
+    /// Right after the alert, in `aps`.
+    private let badgeAt: Int
+    private let recipientSlot: RecipientSlot
+
+    /// `payload`'s badge and `rc["rId"]` are left out.
+    init(_ payload: APNsPayload) {
         var json = JSONText()
         json.open()
         json.key("aps")
         json.open()
         json.key("alert")
-        switch aps.alert {
+        switch payload.aps.alert {
         case .body(let body):
             json.string(body)
         case .titled(let title, let body):
@@ -77,24 +100,61 @@ struct APNsPayload: Encodable {
             json.field("body", body)
             json.close()
         }
-        if let badge = aps.badge { json.field("badge", badge) }
-        if let sound = aps.sound { json.field("sound", sound) }
-        if let threadId = aps.threadId { json.field("thread-id", threadId) }
-        if let level = aps.interruptionLevel { json.field("interruption-level", level) }
+        badgeAt = json.bytes.count
+        if let sound = payload.aps.sound { json.field("sound", sound) }
+        if let threadId = payload.aps.threadId { json.field("thread-id", threadId) }
+        if let level = payload.aps.interruptionLevel { json.field("interruption-level", level) }
         json.close()
-        if let rc {
+        let entries = (payload.rc ?? [:]).filter { $0.key != "rId" }.sorted { $0.key < $1.key }
+        if entries.isEmpty {
+            recipientSlot = .newObject(at: json.bytes.count)
+        } else {
             json.key("rc")
             json.open()
-            for (key, value) in rc.sorted(by: { $0.key < $1.key }) { json.field(key, value) }
+            var slot = RecipientSlot.first(at: json.bytes.count)
+            for (key, value) in entries {
+                json.field(key, value)
+                if key < "rId" { slot = .afterEntry(at: json.bytes.count) }
+            }
             json.close()
+            recipientSlot = slot
         }
-        if let appData { json.field("appData", appData) }
+        if let appData = payload.appData { json.field("appData", appData) }
         json.close()
-        return json.bytes
+        bytes = json.bytes
     }
 
-    /// The document through Foundation's encoder, for comparison in tests.
-    func encodedByFoundation() throws -> Data { try makeEncoder().encode(self) }
+    /// The payload with this badge and `rc.rId` (each left out when nil).
+    func payload(badge: Int?, recipient: String?) -> [UInt8] {
+        var json = JSONText(capacity: bytes.count + 40 + (recipient?.utf8.count ?? 0))
+        json.raw(bytes[..<badgeAt])
+        if let badge {
+            json.raw(#","badge":"#.utf8)
+            json.raw(String(badge).utf8)
+        }
+        let slotAt: Int
+        switch recipientSlot {
+        case .newObject(let at), .first(let at), .afterEntry(let at): slotAt = at
+        }
+        json.raw(bytes[badgeAt..<slotAt])
+        if let recipient {
+            switch recipientSlot {
+            case .newObject:
+                json.raw(#","rc":{"rId":"#.utf8)
+                json.string(recipient)
+                json.raw(CollectionOfOne(UInt8(ascii: "}")))
+            case .first:
+                json.raw(#""rId":"#.utf8)
+                json.string(recipient)
+                json.raw(CollectionOfOne(UInt8(ascii: ",")))
+            case .afterEntry:
+                json.raw(#","rId":"#.utf8)
+                json.string(recipient)
+            }
+        }
+        json.raw(bytes[slotAt...])
+        return json.bytes
+    }
 }
 
 /// A JSON writer for flat documents of strings, numbers and objects; strings escaped as RFC 8259
@@ -103,7 +163,10 @@ struct JSONText {
     var bytes: [UInt8] = []
     private var needsComma = false
 
-    init() { bytes.reserveCapacity(256) }
+    init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
+
+    /// Bytes that are JSON already.
+    mutating func raw(_ json: some Sequence<UInt8>) { bytes.append(contentsOf: json) }
 
     mutating func open() {
         bytes.append(UInt8(ascii: "{"))

@@ -81,5 +81,40 @@ struct PushEncodingTests {
         #expect(reader.read(single) == shared, "the single form")
         #expect(reader.read(bob + Data([0])) == nil, "trailing bytes after a known shared part")
         #expect(reader.read(bob.prefix(length + 1)) == nil, "a record cut in its own fields")
+
+        // The shared part's number: one per part, the same for every record that has it.
+        var numbering = StoredNotificationReader()
+        let parts = [member("bob", badge: 3), noRecipient, member("carolina", badge: 250), Self.samples[1]]
+            .map { numbering.readWithPart($0.stored)?.part }
+        #expect(parts[0] != nil && parts[0] == parts[2], "recipients of one message: one part")
+        #expect(parts[1] != nil && parts[1] == parts[0], "rId is not part of the shared part")
+        #expect(parts[3] != nil && parts[3] != parts[0], "another message: another part")
+        #expect(numbering.readWithPart(single)?.part == nil, "the single form has none")
+    }
+
+    @Test("the APNs payload written once per message and given each recipient's badge and rId is that recipient's payload, byte for byte")
+    func apnsTemplate() throws {
+        // rc keys sorting before rId, after it, both, and none.
+        let shapes: [[String: String]] = [[:], ["cType": "GRP", "fId": "ann"], ["tId": "g1", "zz": Self.awkward],
+                                          ["cType": "GRP", "tId": "g1", "rc-dlt-identifier": "UID-9"], ["rId": "stale"]]
+        for rc in shapes {
+            for title in [nil, "Team \"A\""] {
+                let first = PushNotification(id: "M1:bob:p:apns", title: title, body: Self.awkward, badge: 3, sound: "ding",
+                                             interruptionLevel: "active", rc: rc.merging(["rId": "bob"]) { $1 }, appData: "{}")
+                let template = APNsPayloadTemplate(APNsPayload(first))
+                for (recipient, badge) in [("carol", 250), ("\"q\" \n", 0), ("dan", -7)] as [(String?, Int?)] + [(nil, nil), ("eve", nil), (nil, 9)] {
+                    var own = first
+                    own.id = "M1:\(recipient ?? "-"):p:apns"
+                    own.badge = badge
+                    own.rc = rc.filter { $0.key != "rId" }
+                    if let recipient { own.rc["rId"] = recipient }
+                    let written = template.payload(badge: badge, recipient: recipient)
+                    #expect(written == APNsPayload(own).encodedBytes(), "rc \(rc.keys.sorted()), \(recipient ?? "no rId")")
+                    let parsed = try JSONSerialization.jsonObject(with: Data(written)) as? NSDictionary
+                    let foundation = try JSONSerialization.jsonObject(with: try APNsPayload(own).encodedByFoundation()) as? NSDictionary
+                    #expect(parsed != nil && parsed == foundation, "rc \(rc.keys.sorted()), \(recipient ?? "no rId")")
+                }
+            }
+        }
     }
 }

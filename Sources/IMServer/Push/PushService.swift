@@ -564,12 +564,13 @@ public final class PushService: Sendable {
         batch.reserveCapacity(records.count)
         var reader = StoredNotificationReader()
         for record in records {
-            guard let target = Self.target(of: record), let notification = reader.read(record.notification) else {
+            guard let target = Self.target(of: record), let read = reader.readWithPart(record.notification) else {
                 outcomes.append((record, .failed(code: "UNREADABLE_RECORD")))
                 continue
             }
             sendable.append(record)
-            batch.append(PushSend(notification, to: target, credentials: credentials[record.appId] ?? PushCredentials()))
+            batch.append(PushSend(read.notification, to: target, credentials: credentials[record.appId] ?? PushCredentials(),
+                                  sharedPart: read.part))
         }
         outcomes += zip(sendable, await transport.send(batch: batch)).map { ($0, $1) }
         let now = clock.nowMilliseconds()
