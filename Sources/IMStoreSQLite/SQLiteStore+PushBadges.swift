@@ -39,9 +39,11 @@ struct PushBadgeMemory {
     /// Sets the badge of every token of the device, as `SQLiteStore.setBadges` does in the file.
     mutating func set(_ badge: PushBadge) {
         let user = User(appId: badge.appId, userId: badge.userId)
-        guard var slots = users[user] else { return }
-        for slot in slots.keys where slot.deviceId == badge.deviceId { slots[slot] = badge.badge }
-        users[user] = slots
+        // In place: a copy of the user's table taken out and put back (or iterated while written)
+        // is copied whole on write.
+        guard let index = users.index(forKey: user) else { return }
+        let matching = users.values[index].keys.filter { $0.deviceId == badge.deviceId }
+        for slot in matching { users.values[index][slot] = badge.badge }
         dirty.insert(user)
     }
 }
@@ -203,21 +205,23 @@ extension SQLiteStore {
     /// The lists of devices and badges `badgeStatement` takes, one per app; a device named twice
     /// gets its last badge.
     static func badgeLists(_ badges: [PushBadge]) -> [(appId: Int64, list: String)] {
-        var last: [Int64: [String: (userId: String, deviceId: String, badge: Int)]] = [:]
-        for entry in badges {
-            last[entry.appId, default: [:]][PushBatchCoding.key(userId: entry.userId, deviceId: entry.deviceId)] =
-                (entry.userId, entry.deviceId, entry.badge)
+        struct Device: Hashable {
+            var appId: Int64
+            var userId: String
+            var deviceId: String
         }
-        return last.map { appId, devices in
-            var rows = JSONRows(reservingRows: devices.count)
-            for device in devices.values {
-                rows.row()
-                rows.string(device.userId)
-                rows.string(device.deviceId)
-                rows.number(device.badge)
-            }
-            return (appId, rows.finished)
+        // A device's last badge (a key of its strings as they are: no joined String per entry).
+        var last: [Device: Int] = [:]
+        last.reserveCapacity(badges.count)
+        for entry in badges { last[Device(appId: entry.appId, userId: entry.userId, deviceId: entry.deviceId)] = entry.badge }
+        var lists: [Int64: JSONRows] = [:]
+        for (device, badge) in last {
+            lists[device.appId, default: JSONRows(reservingRows: last.count)].row()
+            lists[device.appId]?.string(device.userId)
+            lists[device.appId]?.string(device.deviceId)
+            lists[device.appId]?.number(badge)
         }
+        return lists.map { ($0.key, $0.value.finished) }
     }
 
     /// Sets the badges of a list of devices of one app (`badgeLists`; every token of each). The

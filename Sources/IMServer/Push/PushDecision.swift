@@ -43,6 +43,8 @@ struct PushMessageContext {
     var defaultContents = LanguageTexts()
     /// The rc fields every recipient's push shares (`rId` is added per recipient).
     var rc: [String: String] = [:]
+    /// The stored shared part of the notification last decided (most recipients share it).
+    var sharedParts = SharedPartCache()
 
     init(message: StoredMessage, pushConfig: MessagePushConfig?, mentions: MentionedInfo?, senderName: String, senderAlias: String? = nil,
          conversationName: String?, templates: [String: PushTemplateRecord], settings: PushAppSettings,
@@ -76,6 +78,19 @@ final class LanguageTexts {
         let made = make()
         texts[language] = made
         return made
+    }
+}
+
+/// The stored shared part of the last notification asked for: the recipients of one message
+/// mostly have the same one, and writing it was most of a decision's cost.
+final class SharedPartCache {
+    private var last: (notification: PushNotification, bytes: [UInt8])?
+
+    func bytes(of notification: PushNotification) -> [UInt8] {
+        if let last, last.notification == notification { return last.bytes }
+        let bytes = notification.storedSharedPart
+        last = (notification, bytes)
+        return bytes
     }
 }
 
@@ -171,22 +186,24 @@ enum PushDecision {
         let devices = recipient.devices.filter { ($0.kind == .apnsVoIP) == voip }
         guard !devices.isEmpty else { return suppressed(PushCode.noDevice) }
 
-        var rc = context.rc
-        rc["rId"] = recipient.userId
         let appData = nonEmpty(config?.pushData) ?? nonEmpty(message.pushData)
         return devices.map { device in
-            let notification = PushNotification(
-                id: "\(message.uid):\(recipient.userId):\(device.deviceId):\(device.kind.rawValue)",
-                title: (config?.disablePushTitle == true && device.kind != .fcm) ? nil : title,
-                body: body, badge: device.badge + 1,
+            // What recipients share (no id, badge or rc.rId), written once while it stays the same;
+            // the record is that part and the device's own fields (`PushNotification.stored`).
+            let shared = PushNotification(
+                id: "", title: (config?.disablePushTitle == true && device.kind != .fcm) ? nil : title,
+                body: body, badge: nil,
                 sound: settings.sounds[message.objectName] ?? settings.sound,
                 threadId: config?.iOSConfig?.threadId, collapseId: config?.iOSConfig?.apnsCollapseId,
-                interruptionLevel: config?.iOSConfig?.interruptionLevel, rc: rc, appData: appData,
+                interruptionLevel: config?.iOSConfig?.interruptionLevel, rc: context.rc, appData: appData,
                 fcmCollapseKey: config?.androidConfig?.fcmCollapseKey, fcmChannelId: config?.androidConfig?.fcmChannelId,
                 fcmImageURL: config?.androidConfig?.fcmImageUrl)
+            let stored = PushNotification.stored(sharedPart: context.sharedParts.bytes(of: shared),
+                                                 id: "\(message.uid):\(recipient.userId):\(device.deviceId):\(device.kind.rawValue)",
+                                                 badge: device.badge + 1, recipient: recipient.userId)
             return PushRecord(appId: message.appId, messageUid: message.uid, userId: recipient.userId, deviceId: device.deviceId,
                               kind: device.kind, token: device.token, environment: device.environment,
-                              notification: notification.stored, status: .pending,
+                              notification: stored, status: .pending,
                               nextAttemptAt: context.now, createdAt: context.now)
         }
     }
