@@ -57,6 +57,28 @@ struct PushDecisionTests {
         #expect(records[0].token == Self.phone.token && records[0].kind == .apns && records[0].environment == "production")
     }
 
+    @Test("recipients of one context each get their own push: the shared part written once is not reused when it differs, and every record is the stored form of its notification")
+    func sharedPartAcrossRecipients() throws {
+        let context = Self.context(Self.message(.group))
+        let fcm = PushDeviceRecord(appId: 1, userId: "bob", deviceId: "tablet", platform: "Android", kind: .fcm,
+                                   token: "fcm-token", environment: "production", badge: 0, updatedAt: 0)
+        var carol = Self.recipient()
+        carol.userId = "carol"
+        // bob, then carol with a remark for the sender (another body), then bob again, then with two
+        // kinds of device (a title left out for APNs only when asked; here both have it).
+        let order = [Self.recipient(), carol.with(remark: "Boss"), Self.recipient(), Self.recipient(devices: [Self.phone, fcm])]
+        var bodies: [String] = []
+        for recipient in order {
+            for record in PushDecision.decide(context, for: recipient) {
+                let push = try #require(PushNotification(stored: record.notification))
+                #expect(record.notification == push.stored, "the record is the stored form of its notification")
+                #expect(push.rc["rId"] == recipient.userId && push.id.contains(":\(recipient.userId):\(record.deviceId):"))
+                bodies.append(push.body)
+            }
+        }
+        #expect(bodies == ["Ann: hello", "Boss: hello", "Ann: hello", "Ann: hello", "Ann: hello"])
+    }
+
     @Test("online on a phone: no push and no record; online on Web/PC: WEB_ONLINE unless the app and the user allow it")
     func onlineRules() throws {
         let message = Self.message()
@@ -212,5 +234,13 @@ struct PushDecisionTests {
         }
         try MessagePushConfig(iOSConfig: .init(apnsCollapseId: String(repeating: "c", count: 64), interruptionLevel: "time-sensitive"),
                               androidConfig: .init(categoryHW: "IM", typeVivo: "1", categoryVivo: "IM")).validate()
+    }
+}
+
+extension PushRecipient {
+    func with(remark: String) -> PushRecipient {
+        var copy = self
+        copy.remark = remark
+        return copy
     }
 }
