@@ -77,6 +77,16 @@ struct PushDecisionTests {
             }
         }
         #expect(bodies == ["Ann: hello", "Boss: hello", "Ann: hello", "Ann: hello", "Ann: hello"])
+
+        // Remarks equal as Swift strings (canonically) but not as bytes: each record keeps its own.
+        let composed = "Am\u{E9}lie", decomposed = "Ame\u{301}lie"
+        #expect(composed == decomposed)
+        var written: [[UInt8]] = []
+        for remark in [composed, decomposed] {
+            let record = try #require(PushDecision.decide(context, for: Self.recipient().with(remark: remark)).first)
+            written.append(Array(try #require(PushNotification(stored: record.notification)).body.utf8))
+        }
+        #expect(written == [Array("\(composed): hello".utf8), Array("\(decomposed): hello".utf8)])
     }
 
     @Test("online on a phone: no push and no record; online on Web/PC: WEB_ONLINE unless the app and the user allow it")

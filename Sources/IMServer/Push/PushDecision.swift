@@ -87,7 +87,12 @@ final class SharedPartCache {
     private var last: (notification: PushNotification, bytes: [UInt8])?
 
     func bytes(of notification: PushNotification) -> [UInt8] {
-        if let last, last.notification == notification { return last.bytes }
+        // String equality is Unicode-canonical: the texts that vary by recipient (a remark in the
+        // title or body) are compared by their bytes as well, so the record keeps the recipient's own.
+        if let last, last.notification == notification, last.notification.body.utf8.elementsEqual(notification.body.utf8),
+           (last.notification.title?.utf8).elementsEqual(notification.title?.utf8) {
+            return last.bytes
+        }
         let bytes = notification.storedSharedPart
         last = (notification, bytes)
         return bytes
@@ -205,6 +210,16 @@ enum PushDecision {
                               kind: device.kind, token: device.token, environment: device.environment,
                               notification: stored, status: .pending,
                               nextAttemptAt: context.now, createdAt: context.now)
+        }
+    }
+}
+
+private extension Optional where Wrapped == String.UTF8View {
+    func elementsEqual(_ other: String.UTF8View?) -> Bool {
+        switch (self, other) {
+        case (nil, nil): true
+        case (let a?, let b?): a.elementsEqual(b)
+        default: false
         }
     }
 }
