@@ -71,17 +71,16 @@ struct APNsPayload: Encodable {
 /// The APNs payload without its badge and `rc.rId`, written once for the recipients of one message
 /// (they differ in nothing else): `payload(badge:recipient:)` copies it around the two.
 struct APNsPayloadTemplate {
-    /// Where `rId` goes: a new `rc` object (the payload has no other `rc` field), or within `rc`
-    /// first (before the others) or after an entry.
+    /// How `rId` goes in at `recipientAt`: as a new `rc` object (the payload has no other `rc`
+    /// field), or within `rc` first (before the others) or after an entry.
     private enum RecipientSlot {
-        case newObject(at: Int)
-        case first(at: Int)
-        case afterEntry(at: Int)
+        case newObject, first, afterEntry
     }
 
     private let bytes: [UInt8]
     /// Right after the alert, in `aps`.
     private let badgeAt: Int
+    private let recipientAt: Int
     private let recipientSlot: RecipientSlot
 
     /// `payload`'s badge and `rc["rId"]` are left out.
@@ -107,17 +106,17 @@ struct APNsPayloadTemplate {
         json.close()
         let entries = (payload.rc ?? [:]).filter { $0.key != "rId" }.sorted { $0.key < $1.key }
         if entries.isEmpty {
-            recipientSlot = .newObject(at: json.bytes.count)
+            (recipientSlot, recipientAt) = (.newObject, json.bytes.count)
         } else {
             json.key("rc")
             json.open()
-            var slot = RecipientSlot.first(at: json.bytes.count)
+            var slot = (RecipientSlot.first, json.bytes.count)
             for (key, value) in entries {
                 json.field(key, value)
-                if key < "rId" { slot = .afterEntry(at: json.bytes.count) }
+                if key < "rId" { slot = (.afterEntry, json.bytes.count) }
             }
             json.close()
-            recipientSlot = slot
+            (recipientSlot, recipientAt) = slot
         }
         if let appData = payload.appData { json.field("appData", appData) }
         json.close()
@@ -132,11 +131,7 @@ struct APNsPayloadTemplate {
             json.raw(#","badge":"#.utf8)
             json.raw(String(badge).utf8)
         }
-        let slotAt: Int
-        switch recipientSlot {
-        case .newObject(let at), .first(let at), .afterEntry(let at): slotAt = at
-        }
-        json.raw(bytes[badgeAt..<slotAt])
+        json.raw(bytes[badgeAt..<recipientAt])
         if let recipient {
             switch recipientSlot {
             case .newObject:
@@ -152,7 +147,7 @@ struct APNsPayloadTemplate {
                 json.string(recipient)
             }
         }
-        json.raw(bytes[slotAt...])
+        json.raw(bytes[recipientAt...])
         return json.bytes
     }
 }

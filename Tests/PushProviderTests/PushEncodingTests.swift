@@ -94,6 +94,17 @@ struct PushEncodingTests {
 
     @Test("the APNs payload written once per message and given each recipient's badge and rId is that recipient's payload, byte for byte")
     func apnsTemplate() throws {
+        // The bytes themselves (key order, rId once in its sorted place), which parsed comparisons cannot see.
+        let fixed = APNsPayloadTemplate(APNsPayload(PushNotification(id: "x", title: "T", body: "b", badge: 1, sound: "s",
+                                                                     rc: ["tId": "g1", "cType": "GRP", "rId": "old"], appData: "{}")))
+        #expect(String(decoding: fixed.payload(badge: 5, recipient: "bob"), as: UTF8.self)
+            == #"{"aps":{"alert":{"title":"T","body":"b"},"badge":5,"sound":"s"},"rc":{"cType":"GRP","rId":"bob","tId":"g1"},"appData":"{}"}"#)
+        #expect(String(decoding: fixed.payload(badge: nil, recipient: nil), as: UTF8.self)
+            == #"{"aps":{"alert":{"title":"T","body":"b"},"sound":"s"},"rc":{"cType":"GRP","tId":"g1"},"appData":"{}"}"#)
+        let bare = APNsPayloadTemplate(APNsPayload(PushNotification(id: "y", body: "b", sound: nil)))
+        #expect(String(decoding: bare.payload(badge: 0, recipient: "ann"), as: UTF8.self) == #"{"aps":{"alert":"b","badge":0},"rc":{"rId":"ann"}}"#)
+        let after = APNsPayloadTemplate(APNsPayload(PushNotification(id: "z", body: "b", sound: nil, rc: ["tId": "g1"])))
+        #expect(String(decoding: after.payload(badge: nil, recipient: "ann"), as: UTF8.self) == #"{"aps":{"alert":"b"},"rc":{"rId":"ann","tId":"g1"}}"#)
         // rc keys sorting before rId, after it, both, and none.
         let shapes: [[String: String]] = [[:], ["cType": "GRP", "fId": "ann"], ["tId": "g1", "zz": Self.awkward],
                                           ["cType": "GRP", "tId": "g1", "rc-dlt-identifier": "UID-9"], ["rId": "stale"]]
