@@ -167,6 +167,17 @@ public enum ConnectLimits {
     public static let maxAppKeyBytes = 64
     /// A device id identifies one installation (RongCloud's SDKs send a UUID-like string).
     public static let maxDeviceIdBytes = 128
+    /// The rule in words, for the error messages of the device id check.
+    public static let deviceIdRule = "at most \(maxDeviceIdBytes) bytes of printable ASCII (a UUID, for example), no spaces"
+
+    /// Whether a device id (which may be empty: a client that names no device) is one the server
+    /// keeps. Printable ASCII only: a device id is a key of push tokens and badges, held in memory
+    /// as Swift strings, whose equality is canonical (an id in NFD would be its NFC twin's device
+    /// there and another device in the store, which compares bytes).
+    public static func isValidDeviceId(_ id: String) -> Bool {
+        guard id.utf8.count <= maxDeviceIdBytes else { return false }
+        return id.utf8.allSatisfy { (0x21...0x7E).contains($0) }
+    }
 }
 
 /// Limits on one connection and on the connections of one source address (the server's own

@@ -209,7 +209,8 @@ public actor IMClient {
     /// - Parameter timeLimit: seconds to keep trying; on expiry the call fails with 34006 and the
     ///   client stops. 0 or less: keep trying until connected or an unrecoverable error.
     /// - Throws: `IMError` with 31004 (bad token), 31009 (banned), 31023 (refused reconnect),
-    ///   34001 (already connected), 34006 (time limit), 33003 (no server URL).
+    ///   34001 (already connected), 34006 (time limit), 33003 (no server URL, or a device id
+    ///   that is not `ConnectLimits.isValidDeviceId`).
     /// - Parameter dbOpened: called once the user's local database is open, before the network is
     ///   tried (RongCloud's `dbOpened`): an app shows its conversation list from there, even while
     ///   the server cannot be reached.
@@ -220,6 +221,9 @@ public actor IMClient {
         }
         guard !serverURLs.isEmpty else {
             throw IMError(.invalidParameter, "the client has no server URL: create it with at least one in serverURLs")
+        }
+        guard ConnectLimits.isValidDeviceId(options.deviceId) else {
+            throw IMError(.invalidParameter, "options.deviceId '\(options.deviceId.prefix(40))' is not valid: use \(ConnectLimits.deviceIdRule)")
         }
         guard let claims = ConnectTokenClaims.unverified(token), UserID.isValid(claims.userId) else {
             setStatus(.tokenIncorrect)

@@ -19,6 +19,29 @@ struct InputLimitTests {
 
     static func code(_ body: () async throws -> Void) async -> Int? { await NumericInputTests.code(body) }
 
+    @Test("a device id that is not printable ASCII, or longer than 128 bytes, is refused at CONNECT (33003) by the server and by IMLib; no session, no push token")
+    func deviceIds() async throws {
+        try await withTestServer(try await TestServer.start()) { server in
+            // "é" as e + combining acute (NFD): canonically equal to the NFC "é", other bytes.
+            let refused = ["caf\u{65}\u{301}", "caf\u{e9}", "two words", "tab\tid", "设备", String(repeating: "d", count: 129)]
+            for deviceID in refused {
+                #expect(await Self.code { _ = try await MessageRulesTests.rawConnection(server, user: "alice", deviceID: deviceID) } == 33003,
+                        "server: \(deviceID.debugDescription)")
+                let client = server.client { $0.deviceId = deviceID }
+                #expect(await Self.code { try await client.connect(token: try await server.token("alice")) } == 33003,
+                        "IMLib: \(deviceID.debugDescription)")
+            }
+            #expect(server.core.registry.sessionCount == 0, "no refused device got a session")
+            #expect(!server.core.registry.isOnline(appId: server.app.id, userId: "alice"))
+            // At the limit, and the UUIDs IMLib makes, it works; so does no device id at all.
+            _ = try await MessageRulesTests.rawConnection(server, user: "alice", deviceID: String(repeating: "d", count: 128))
+            _ = try await MessageRulesTests.rawConnection(server, user: "bob", deviceID: "")
+            let client = server.client()
+            #expect(try await client.connect(token: try await server.token("carol")) == "carol")
+            #expect(server.core.registry.isOnline(appId: server.app.id, userId: "alice"))
+        }
+    }
+
     @Test("a client's object name, push content, push data and extensions over their limits get their codes, and nothing is stored")
     func clientFields() async throws {
         try await withTestServer(try await TestServer.start { $0.session.clientSendsPerSecond = 1000 }) { server in

@@ -13,7 +13,7 @@ import Testing
 @Suite("Message rules enforced by the server")
 struct MessageRulesTests {
     /// A raw, authenticated protocol connection.
-    static func rawConnection(_ server: TestServer, user: String) async throws -> WireConnection {
+    static func rawConnection(_ server: TestServer, user: String, deviceID: String = "") async throws -> WireConnection {
         let connection = WireConnection(url: server.baseURL.replacingOccurrences(of: "http://", with: "ws://") + "/ws",
                                         logger: Logger(label: "raw"), onPush: { _, _ in }, onClose: { _, _ in })
         // The token first: the server closes a socket that sends no CONNECT within its handshake timeout.
@@ -23,6 +23,7 @@ struct MessageRulesTests {
         connect.appKey = server.app.appKey
         connect.token = token
         connect.platform = .linux
+        connect.deviceID = deviceID
         _ = try await connection.request(.connect, connect, timeout: .seconds(10))
         return connection
     }

@@ -35,8 +35,8 @@ struct Gateway: Sendable {
         guard request.appKey.utf8.count <= ConnectLimits.maxAppKeyBytes else {
             throw IMError(.wrongAppKey, "the app key is longer than \(ConnectLimits.maxAppKeyBytes) bytes: check the app key the client was initialised with")
         }
-        guard request.deviceID.utf8.count <= ConnectLimits.maxDeviceIdBytes else {
-            throw IMError(.invalidParameter, "the device id is longer than \(ConnectLimits.maxDeviceIdBytes) bytes")
+        guard ConnectLimits.isValidDeviceId(request.deviceID) else {
+            throw IMError(.invalidParameter, "the device id is not valid: use \(ConnectLimits.deviceIdRule)")
         }
         guard let platform = Platform(wire: request.platform) else {
             throw IMError(.invalidParameter, "platform is missing or unknown")
