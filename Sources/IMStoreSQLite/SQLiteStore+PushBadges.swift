@@ -24,7 +24,9 @@ struct PushBadgeMemory {
         var userId: String
     }
 
-    /// One token of a device (push_badges' row within a user).
+    /// One token of a device (push_badges' row within a user). User and device ids are ASCII
+    /// (`UserID.isValid`, `ConnectLimits.isValidDeviceId`), so these keys' String equality, which
+    /// is canonical, is the byte equality push_badges has.
     struct Slot: Hashable {
         var deviceId: String
         var kind: String
@@ -49,11 +51,6 @@ struct PushBadgeMemory {
 }
 
 extension SQLiteStore {
-    /// How many users' changed badges may wait for push_badges (and `badgeFlushInterval`, how long).
-    static let badgeFlushUsers = 20_000
-    /// Users held at most; past it, the users with nothing to flush are let go (and loaded again when read).
-    static let heldBadgeUsers = 200_000
-
     /// Migration v3 of the push file.
     static let pushBadgeLogTable = """
         CREATE TABLE push_badge_log (
@@ -89,7 +86,7 @@ extension SQLiteStore {
                 // Past the limit, the users whose badges are all in the file go first (here, outside any
                 // transaction, no commit can be about to change them).
                 return pushBadges.withLock { memory in
-                    if memory.users.count + read.count > Self.heldBadgeUsers {
+                    if memory.users.count + read.count > pushMemoryLimits.heldBadgeUsers {
                         memory.users = memory.users.filter { memory.dirty.contains($0.key) }
                     }
                     return read.map { userId, slots in
@@ -113,7 +110,7 @@ extension SQLiteStore {
     /// Whether the held badges are due for push_badges.
     var badgeFlushDue: Bool {
         pushBadges.withLock { memory in
-            !memory.dirty.isEmpty && (memory.dirty.count >= Self.badgeFlushUsers || ContinuousClock.now - memory.lastFlush >= badgeFlushInterval)
+            !memory.dirty.isEmpty && (memory.dirty.count >= pushMemoryLimits.badgeFlushUsers || ContinuousClock.now - memory.lastFlush >= badgeFlushInterval)
         }
     }
 
@@ -206,22 +203,33 @@ extension SQLiteStore {
     /// gets its last badge.
     static func badgeLists(_ badges: [PushBadge]) -> [(appId: Int64, list: String)] {
         struct Device: Hashable {
-            var appId: Int64
             var userId: String
             var deviceId: String
         }
-        // A device's last badge (a key of its strings as they are: no joined String per entry).
-        var last: [Device: Int] = [:]
-        last.reserveCapacity(badges.count)
-        for entry in badges { last[Device(appId: entry.appId, userId: entry.userId, deviceId: entry.deviceId)] = entry.badge }
-        var lists: [Int64: JSONRows] = [:]
-        for (device, badge) in last {
-            lists[device.appId, default: JSONRows(reservingRows: last.count)].row()
-            lists[device.appId]?.string(device.userId)
-            lists[device.appId]?.string(device.deviceId)
-            lists[device.appId]?.number(badge)
+        // Per app (a batch is nearly always of one), each device's last badge, keyed by its
+        // strings as they are: no joined String per entry.
+        var apps: [(appId: Int64, last: [Device: Int])] = []
+        for entry in badges {
+            let index: Int
+            if let found = apps.firstIndex(where: { $0.appId == entry.appId }) {
+                index = found
+            } else {
+                index = apps.count
+                apps.append((entry.appId, [:]))
+                apps[index].last.reserveCapacity(apps.count == 1 ? badges.count : 16)
+            }
+            apps[index].last[Device(userId: entry.userId, deviceId: entry.deviceId)] = entry.badge
         }
-        return lists.map { ($0.key, $0.value.finished) }
+        return apps.map { app in
+            var rows = JSONRows(reservingRows: app.last.count)
+            for (device, badge) in app.last {
+                rows.row()
+                rows.string(device.userId)
+                rows.string(device.deviceId)
+                rows.number(badge)
+            }
+            return (app.appId, rows.finished)
+        }
     }
 
     /// Sets the badges of a list of devices of one app (`badgeLists`; every token of each). The
@@ -268,9 +276,6 @@ struct PushDeviceMemory {
 }
 
 extension SQLiteStore {
-    /// Users whose devices are held at most; past it, they are let go and read again.
-    static let heldDeviceUsers = 200_000
-
     /// The devices of these users (badge 0), from memory or the file; each once, a user named
     /// twice included.
     func heldDevices(appId: Int64, userIds: [String]) async throws -> [PushDeviceRecord] {
@@ -304,7 +309,7 @@ extension SQLiteStore {
         let missingUsers = missing
         pushDevices.withLock { memory in
             guard memory.generation == generation else { return }
-            if memory.users.count + missingUsers.count > Self.heldDeviceUsers { memory.users.removeAll() }
+            if memory.users.count + missingUsers.count > pushMemoryLimits.heldDeviceUsers { memory.users.removeAll() }
             var byUser: [String: [PushDeviceRecord]] = [:]
             for userId in missingUsers { byUser[userId] = [] }
             for device in read { byUser[device.userId, default: []].append(device) }

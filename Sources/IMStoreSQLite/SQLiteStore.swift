@@ -35,11 +35,26 @@ public final class SQLiteStore: IMStore {
 
     /// How long held badges may wait for push_badges (SQLiteStore+PushBadges).
     let badgeFlushInterval: Duration
+    /// How many users' badges and devices are held (SQLiteStore+PushBadges).
+    let pushMemoryLimits: PushMemoryLimits
+
+    /// How much of the push file the store holds in memory (SQLiteStore+PushBadges).
+    public struct PushMemoryLimits: Sendable {
+        /// Users whose badges are held at most; past it, those with nothing to flush are let go.
+        public var heldBadgeUsers = 200_000
+        /// Users whose changed badges may wait for push_badges (besides `badgeFlushInterval`).
+        public var badgeFlushUsers = 20_000
+        /// Users whose devices are held at most; past it, they are let go and read again.
+        public var heldDeviceUsers = 200_000
+
+        public init() {}
+    }
 
     /// Opens (and creates or migrates) the database in `directory`. `badgeFlushInterval`: how long
     /// the badges decisions set may stay in memory (and the log) before push_badges gets them.
-    public init(directory: String, badgeFlushInterval: Duration = .seconds(2)) throws {
+    public init(directory: String, badgeFlushInterval: Duration = .seconds(2), pushMemoryLimits: PushMemoryLimits = PushMemoryLimits()) throws {
         self.badgeFlushInterval = badgeFlushInterval
+        self.pushMemoryLimits = pushMemoryLimits
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {

@@ -244,6 +244,46 @@ struct PushMemoryTests {
         #expect(try await reopened.pushPool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM push_badge_log") } == 1)
     }
 
+    @Test("past the held-users limits, badges with nothing to flush and devices are let go and read again from the file; a changed badge stays held; a crash after loses none")
+    func heldUsersPastTheLimit() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let directory = directories.make().path
+        var limits = SQLiteStore.PushMemoryLimits()
+        limits.heldBadgeUsers = 2
+        limits.heldDeviceUsers = 2
+        let store = try SQLiteStore(directory: directory, badgeFlushInterval: .seconds(86_400), pushMemoryLimits: limits)
+        func heldBadgeUsers() -> Set<String> { store.pushBadges.withLock { Set($0.users.keys.map(\.userId)) } }
+        func heldDeviceUsers() -> Set<String> { store.pushDevices.withLock { Set($0.users.keys.map(\.userId)) } }
+        for (user, device) in [("ann", "phone"), ("bob", "tab"), ("cat", "pad")] {
+            try await store.setPushDevice(Self.device(1, user, device, "tok-\(user)"))
+        }
+        #expect(try await Self.badges(store, 1, ["ann", "bob"]) == ["ann/phone/apns": 0, "bob/tab/apns": 0])
+        #expect(heldBadgeUsers() == ["ann", "bob"] && heldDeviceUsers() == ["ann", "bob"])
+        try await store.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "ann", deviceId: "phone", badge: 5)], node: "n", cursor: 1)
+
+        // A third user: bob (nothing to flush) is let go, ann (5, in memory and the log only) stays.
+        #expect(try await Self.badges(store, 1, ["cat"]) == ["cat/pad/apns": 0])
+        #expect(heldBadgeUsers() == ["ann", "cat"], "the user with a badge to flush is kept")
+        #expect(heldDeviceUsers() == ["cat"], "devices are all in the file: all let go")
+        #expect(try await Self.fileBadges(store)["ann/phone/apns"] == 0, "ann's 5 is not in push_badges yet")
+        // A decision for bob, who is not held, goes to push_badges at once.
+        try await store.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "bob", deviceId: "tab", badge: 4)], node: "n", cursor: 2)
+        #expect(try await Self.fileBadges(store)["bob/tab/apns"] == 4)
+        // Read again, every user's badge is the right one, from memory or the file.
+        #expect(try await Self.badges(store, 1, ["ann", "bob", "cat"]) == ["ann/phone/apns": 5, "bob/tab/apns": 4, "cat/pad/apns": 0])
+        #expect(heldBadgeUsers().contains("ann"))
+        // A token changed while its user is not held is what the next read gives.
+        try await store.setPushDevice(Self.device(1, "cat", "pad", "tok-cat-2"))
+        #expect(try await store.pushDevices(appId: 1, userIds: ["cat"]).map(\.token) == ["tok-cat-2"])
+
+        // The process dies: ann's 5 comes back from the log, bob's 4 was in push_badges.
+        let reopened = try SQLiteStore(directory: directory)
+        defer { try? reopened.close() }
+        #expect(try await Self.badges(reopened, 1, ["ann", "bob", "cat"]) == ["ann/phone/apns": 5, "bob/tab/apns": 4, "cat/pad/apns": 0])
+        _ = store
+    }
+
     @Test("a reset, a new token and a removed token write past the held badges: the log never undoes them after a crash")
     func directBadgeWritesFlushFirst() async throws {
         let directories = TemporaryDirectories()
