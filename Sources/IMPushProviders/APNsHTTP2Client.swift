@@ -24,8 +24,10 @@ import Synchronization
 /// NIOHPACK's decoder (the peer's table must be followed even for answers nobody waits for).
 ///
 /// A request not answered by its deadline fails with `APNsClientError.timeout` (its stream is
-/// reset); a connection that closes fails its open and waiting requests, and the next request
-/// opens a new one.
+/// reset). A connection that stops taking requests (GOAWAY, its stream ids used up, closed by the
+/// peer) hands the requests it never sent, and those a GOAWAY says were not processed, to the next
+/// connection (at most `maxHandovers` times each); the requests it had sent fail, and the next
+/// request opens a new one.
 final class APNsHTTP2Client: Sendable {
     struct Response: Sendable {
         var status: Int
@@ -112,9 +114,24 @@ final class APNsHTTP2Client: Sendable {
             opened.whenSuccess { [weak self] handler in
                 guard let self else { return }
                 handler.onClose = { [weak self] in self?.forget(opened) }
+                handler.handOver = { [weak self] requests in
+                    guard let self else { return APNsConnectionHandler.fail(requests, APNsClientError.closed) }
+                    self.handOver(requests)
+                }
                 if !handler.isUsable { forget(opened) }
             }
             return opened
+        }
+    }
+
+    /// Requests a connection let go unsent go on the next one (on this client's event loop, where
+    /// every connection of it lives).
+    private func handOver(_ requests: [APNsConnectionHandler.Waiting]) {
+        connection().whenComplete { result in
+            switch result {
+            case .success(let handler): handler.take(requests)
+            case .failure(let error): APNsConnectionHandler.fail(requests, error)
+            }
         }
     }
 
@@ -190,16 +207,18 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
     typealias OutboundIn = Never
     typealias OutboundOut = ByteBuffer
 
-    private struct Waiting {
+    /// A request not on the wire yet.
+    struct Waiting {
         var post: APNsHTTP2Client.Post
         var batch: APNsBatch
         var index: Int
+        /// How many connections have handed it over already.
+        var handovers = 0
     }
 
     private struct Open {
-        var batch: APNsBatch
-        var index: Int
-        var deadline: NIODeadline
+        /// Kept for a GOAWAY that says the stream was not processed: it goes on the next connection.
+        var request: Waiting
         var status: Int?
         var headers = HPACKHeaders()
         var body: ByteBuffer?
@@ -220,6 +239,8 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
     ]
     /// Receive window given back to the peer once this much DATA has arrived unacknowledged.
     private static let windowRefill = 32_768
+    /// How many times a request may be handed to another connection before it fails.
+    static let maxHandovers = 3
 
     private var context: ChannelHandlerContext?
     private var inbound: ByteBuffer?
@@ -250,6 +271,8 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
         set { closeCallback.withLock { $0 = newValue } }
     }
     private let closeCallback = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Takes the requests this connection lets go unsent (set by the client, on the event loop).
+    var handOver: (([Waiting]) -> Void)?
     private let usable = Atomic<Bool>(true)
     private let handshakeTimeout: TimeAmount
     private var handshakeDeadline: Scheduled<Void>?
@@ -364,12 +387,40 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
     // MARK: requests
 
     func submit(_ posts: [APNsHTTP2Client.Post], _ batch: APNsBatch) {
+        take(posts.enumerated().map { Waiting(post: $1, batch: batch, index: $0) })
+    }
+
+    /// Queues requests (new ones, or those another connection handed over); on the event loop.
+    func take(_ requests: [Waiting]) {
         guard context != nil, isUsable else {
-            for index in posts.indices { batch.complete(index, .failure(APNsClientError.connectionClosed)) }
+            letGo(requests)
             return
         }
-        for (index, post) in posts.enumerated() { waiting.append(Waiting(post: post, batch: batch, index: index)) }
+        waiting.append(contentsOf: requests)
         startWaiting()
+    }
+
+    static func fail(_ requests: [Waiting], _ error: any Error) {
+        for request in requests { request.batch.complete(request.index, .failure(error)) }
+    }
+
+    /// Requests that never reached the peer: to the next connection while they may go on, else failed.
+    private func letGo(_ requests: [Waiting]) {
+        guard !requests.isEmpty else { return }
+        var moving: [Waiting] = []
+        moving.reserveCapacity(requests.count)
+        let now = NIODeadline.now()
+        for var request in requests {
+            if request.post.deadline <= now {
+                request.batch.complete(request.index, .failure(APNsClientError.timeout))
+            } else if request.handovers < Self.maxHandovers, handOver != nil {
+                request.handovers += 1
+                moving.append(request)
+            } else {
+                request.batch.complete(request.index, .failure(APNsClientError.connectionClosed))
+            }
+        }
+        if !moving.isEmpty, let handOver { handOver(moving) }
     }
 
     /// Opens streams for waiting requests while the peer's concurrency and the connection's send
@@ -393,10 +444,12 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
                 if length > 0 { self.writeData(&buffer, stream: id, body: next.post.body) }
             }
             connectionSendWindow -= length
-            open[id] = Open(batch: next.batch, index: next.index, deadline: next.post.deadline)
+            open[id] = Open(request: next)
             if nextStreamId >= Self.lastStreamId {
+                // Out of stream ids: what waits goes on a new connection; this one ends with its streams.
                 retire()
-                failWaiting(APNsClientError.connectionClosed)
+                handOverWaiting()
+                closeIfDrained()
             }
         }
     }
@@ -491,7 +544,7 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
             guard header.stream != 0 else { connectionError(.protocolError); return false }
             guard header.length == 4 else { connectionError(.frameSizeError); return false }
             if let stream = open.removeValue(forKey: header.stream) {
-                stream.batch.complete(stream.index, .failure(APNsClientError.streamReset))
+                stream.request.batch.complete(stream.request.index, .failure(APNsClientError.streamReset))
                 startWaiting()
                 closeIfDrained()
             }
@@ -593,20 +646,22 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
         return true
     }
 
-    /// GOAWAY: no new streams here; those past `lastStream` were not processed and fail, and so do
-    /// the waiting ones (the client opens a new connection for what comes next).
+    /// GOAWAY: no new streams here. Those past `lastStream` were not processed (RFC 9113 §6.8):
+    /// they go on a new connection, before the waiting ones, in the order they were opened.
     private func goAway(lastStream: UInt32) {
         retire()
-        for id in open.keys where id > lastStream {
-            if let stream = open.removeValue(forKey: id) { stream.batch.complete(stream.index, .failure(APNsClientError.connectionClosed)) }
-        }
-        failWaiting(APNsClientError.connectionClosed)
+        var unprocessed: [(UInt32, Waiting)] = []
+        for (id, stream) in open where id > lastStream { unprocessed.append((id, stream.request)) }
+        for (id, _) in unprocessed { open[id] = nil }
+        unprocessed.sort { $0.0 < $1.0 }
+        for (_, request) in unprocessed.reversed() { waiting.prepend(request) }
+        handOverWaiting()
         closeIfDrained()
     }
 
     private func finish(_ id: UInt32) {
         guard let stream = open.removeValue(forKey: id) else { return }
-        stream.batch.complete(stream.index, .success(APNsHTTP2Client.Response(status: stream.status ?? 0, headers: stream.headers,
+        stream.request.batch.complete(stream.request.index, .success(APNsHTTP2Client.Response(status: stream.status ?? 0, headers: stream.headers,
                                                                                body: stream.body ?? ByteBuffer())))
         startWaiting()
         closeIfDrained()
@@ -621,9 +676,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
     private func expire() {
         let now = NIODeadline.now()
         var reset = false
-        for (id, stream) in open where stream.deadline <= now {
+        for (id, stream) in open where stream.request.post.deadline <= now {
             open.removeValue(forKey: id)
-            stream.batch.complete(stream.index, .failure(APNsClientError.timeout))
+            stream.request.batch.complete(stream.request.index, .failure(APNsClientError.timeout))
             write { HTTP2Wire.writeRstStream(&$0, stream: id, code: .cancel) }
             reset = true
         }
@@ -661,17 +716,20 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
         onClose?()
     }
 
-    private func failWaiting(_ error: any Error) {
-        let requests = waiting
+    /// The waiting requests, never sent, go to the next connection (the client's `handOver`).
+    private func handOverWaiting() {
+        let requests = Array(waiting)
         waiting.removeAll()
-        for request in requests { request.batch.complete(request.index, .failure(error)) }
+        letGo(requests)
     }
 
+    /// The connection is gone: its open requests fail (the peer may have acted on them), the
+    /// waiting ones go on.
     private func failAll(_ error: any Error) {
         retire()
         let streams = open
         open = [:]
-        for stream in streams.values { stream.batch.complete(stream.index, .failure(error)) }
-        failWaiting(error)
+        for stream in streams.values { stream.request.batch.complete(stream.request.index, .failure(error)) }
+        handOverWaiting()
     }
 }

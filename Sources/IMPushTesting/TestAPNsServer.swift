@@ -30,6 +30,12 @@ public final class TestAPNsServer: Sendable {
         case status(Int, reason: String)
         /// No answer at all.
         case hang
+        /// A GOAWAY naming this push's stream the last one processed, then 200: the connection
+        /// takes no more requests.
+        case goAway
+        /// Once: a GOAWAY naming the stream before this push's the last one processed, and no
+        /// answer (the push was not processed); the token is answered `.success` afterwards.
+        case goAwayUnprocessed
     }
 
     /// How a recorded request was authenticated.
@@ -80,17 +86,20 @@ public final class TestAPNsServer: Sendable {
     public var baseURL: String { server.baseURL }
 
     /// `keys` maps Key IDs to the public keys of the p8 keys the server accepts; `recordRequests`
-    /// false keeps only the count (benchmarks); `eventLoopGroup` nil: NIO's shared one.
+    /// false keeps only the count (benchmarks); `eventLoopGroup` nil: NIO's shared one;
+    /// `initialWindowSize` and `maxConcurrentStreams`: what its SETTINGS announce.
     public init(bundleId: String, teamId: String, keys: [String: P256.Signing.PublicKey],
                 authority: TestCertificateAuthority = .shared, now: @escaping @Sendable () -> Date = { Date() },
-                recordRequests: Bool = true, eventLoopGroup: (any EventLoopGroup)? = nil) async throws {
+                recordRequests: Bool = true, eventLoopGroup: (any EventLoopGroup)? = nil, initialWindowSize: Int = 1 << 20,
+                maxConcurrentStreams: Int = 1000) async throws {
         let state = Locked(State())
         self.state = state
         self.bundleId = bundleId
         self.teamId = teamId
         let keys = keys.mapValues(\.rawRepresentation)
         server = try await TestHTTPServer(tls: authority.serverTLSConfiguration(protocols: ["h2"], clientCertificates: true),
-                                          eventLoopGroup: eventLoopGroup) { request in
+                                          eventLoopGroup: eventLoopGroup, initialWindowSize: initialWindowSize,
+                                          maxConcurrentStreams: maxConcurrentStreams) { request in
             Self.handle(request, state: state, bundleId: bundleId, teamId: teamId, keys: keys, now: now, record: recordRequests)
         }
     }
@@ -172,7 +181,9 @@ public final class TestAPNsServer: Sendable {
                                               authentication: authentication, connectionId: request.connectionId,
                                               httpVersion: request.httpVersion))
             }
-            return state.answers[deviceToken] ?? .success
+            let answer = state.answers[deviceToken] ?? .success
+            if answer == .goAwayUnprocessed { state.answers[deviceToken] = .success }
+            return answer
         }
         switch answer {
         case .success:
@@ -186,6 +197,9 @@ public final class TestAPNsServer: Sendable {
         case .serviceUnavailable(let retryAfter): return refusal(503, "ServiceUnavailable", retryAfter: retryAfter)
         case .status(let status, let reason): return refusal(status, reason)
         case .hang: return .hang
+        case .goAway:
+            return .goAway(processed: true, then: .respond(status: 200, headers: [("apns-id", request.header("apns-id") ?? UUID().uuidString.lowercased())]))
+        case .goAwayUnprocessed: return .goAway(processed: false, then: .hang)
         }
     }
 

@@ -101,7 +101,15 @@ final class TestHTTP2FrameHandler: ChannelInboundHandler {
         guard let stream = streams.removeValue(forKey: id) else { return }
         let request = connection.request(method: stream.method, path: stream.path, headers: stream.headers, body: stream.body,
                                          version: "HTTP/2")
-        respond(request).carryOut(on: context.eventLoop) { status, headers, body in
+        var answer = respond(request)
+        if case .goAway(let processed, let then) = answer {
+            let last = processed ? id : (Int(id) > 2 ? HTTP2StreamID(Int(id) - 2) : .rootStream)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil))),
+                          promise: nil)
+            scheduleFlush(context)
+            answer = then
+        }
+        answer.carryOut(on: context.eventLoop) { status, headers, body in
             self.write(status: status, headers: headers, body: body, on: id, context: context)
         }
     }

@@ -34,6 +34,10 @@ public enum TestHTTPAnswer: Sendable {
     case hang
     /// Answer after a while (a slow server), from the connection's event loop.
     indirect case later(milliseconds: Int64, TestHTTPAnswer)
+    /// HTTP/2: a GOAWAY (NO_ERROR) first, naming this request's stream the last one processed, or
+    /// the one before it (`processed` false: this request is given up unanswered, as RFC 9113 §6.8
+    /// allows); then `then`. Over HTTP/1.1 just `then`.
+    indirect case goAway(processed: Bool, then: TestHTTPAnswer)
 
     /// Carries the answer out on `eventLoop` (the connection's, where the request was read):
     /// nothing for `.hang`, `write` after the delay for `.later`, `write` now for `.respond`.
@@ -43,6 +47,8 @@ public enum TestHTTPAnswer: Sendable {
             return
         case .later(let milliseconds, let then):
             eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(milliseconds)) { then.carryOut(on: eventLoop, write) }
+        case .goAway(_, let then):
+            then.carryOut(on: eventLoop, write)
         case .respond(let status, let headers, let body):
             write(status, headers, body)
         }
@@ -70,15 +76,19 @@ public final class TestHTTPServer: Sendable {
     }
 
     /// Starts listening. `tls` nil: plain HTTP/1.1. `eventLoopGroup` nil: NIO's shared one.
-    public init(tls: TLSConfiguration?, eventLoopGroup: (any EventLoopGroup)? = nil,
+    /// `initialWindowSize`: the HTTP/2 SETTINGS_INITIAL_WINDOW_SIZE it announces (how many body
+    /// bytes a client may send on a stream before the server gives window back);
+    /// `maxConcurrentStreams` its SETTINGS_MAX_CONCURRENT_STREAMS.
+    public init(tls: TLSConfiguration?, eventLoopGroup: (any EventLoopGroup)? = nil, initialWindowSize: Int = 1 << 20,
+                maxConcurrentStreams: Int = 1000,
                 respond: @escaping @Sendable (TestHTTPRequest) -> TestHTTPAnswer) async throws {
         let sslContext = try tls.map { try NIOSSLContext(configuration: $0) }
         let connections = Locked(Connections())
         self.connections = connections
         var h2 = NIOHTTP2Handler.ConnectionConfiguration()
         h2.initialSettings = [
-            HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
-            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams),
+            HTTP2Setting(parameter: .initialWindowSize, value: initialWindowSize),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 16384),
         ]
         let connectionConfiguration = h2

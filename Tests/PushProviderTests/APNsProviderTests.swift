@@ -17,11 +17,12 @@ struct APNsProviderTests {
     /// A local APNs trusting one p8 key, the transport pointed at it for both environments, and
     /// token credentials with that key; all on `clock`.
     static func withAPNs(clock: TestClock = TestClock(), serverClock: TestClock? = nil, timeoutSeconds: Int = 30,
-                         eventLoopGroup: (any EventLoopGroup)? = nil,
+                         eventLoopGroup: (any EventLoopGroup)? = nil, initialWindowSize: Int = 1 << 20, maxConcurrentStreams: Int = 1000,
                          _ body: (TestAPNsServer, ProviderPushTransport, PushCredentials) async throws -> Void) async throws {
         let key = P256.Signing.PrivateKey()
         let server = try await TestAPNsServer(bundleId: bundleId, teamId: teamId, keys: [keyId: key.publicKey],
-                                              now: (serverClock ?? clock).now, eventLoopGroup: eventLoopGroup)
+                                              now: (serverClock ?? clock).now, eventLoopGroup: eventLoopGroup,
+                                              initialWindowSize: initialWindowSize, maxConcurrentStreams: maxConcurrentStreams)
         let endpoints = PushEndpoints(apnsProduction: server.baseURL, apnsSandbox: server.baseURL,
                                       extraTrustRootsPEM: TestCertificateAuthority.shared.rootCertificatePEM,
                                       requestTimeoutSeconds: timeoutSeconds)
@@ -289,6 +290,71 @@ struct APNsProviderTests {
             #expect(server.requestCount == answers.count * 2)
             #expect(Set(server.requests.compactMap { $0.header("apns-id") }).count == answers.count * 2)
             #expect(await transport.send(batch: []) == [])
+        }
+    }
+
+    @Test("a body past the stream window APNs announced fails at once as APNs_PayloadTooLarge, without a request, and holds up none behind it")
+    func bodyPastStreamWindow() async throws {
+        try await Self.withAPNs(initialWindowSize: 1024) { server, transport, credentials in
+            var large = Self.alert("large")
+            large.appData = String(repeating: "d", count: 2000)
+            let small = Self.alert("small")
+            let batch = [
+                PushSend(large, to: .apns(token: deviceToken(500), environment: .production, voip: false), credentials: credentials),
+                PushSend(small, to: .apns(token: deviceToken(501), environment: .production, voip: false), credentials: credentials),
+                PushSend(large, to: .apns(token: deviceToken(502), environment: .production, voip: false), credentials: credentials),
+                PushSend(small, to: .apns(token: deviceToken(503), environment: .production, voip: false), credentials: credentials),
+            ]
+            let outcomes = await transport.send(batch: batch)
+            #expect(outcomes.count == 4)
+            #expect(outcomes[0] == .failed(code: "APNs_PayloadTooLarge"))
+            #expect(outcomes[2] == .failed(code: "APNs_PayloadTooLarge"))
+            #expect(outcomes[1].isDelivered, "\(outcomes[1])")
+            #expect(outcomes[3].isDelivered, "\(outcomes[3])")
+            #expect(server.requests.map(\.deviceToken) == [deviceToken(501), deviceToken(503)], "only the pushes that fit were sent")
+            // On its own, too; and the connection still carries what fits.
+            #expect(await transport.send(large, to: .apns(token: deviceToken(504), environment: .production, voip: false),
+                                         credentials: credentials) == .failed(code: "APNs_PayloadTooLarge"))
+            #expect(await transport.send(small, to: .apns(token: deviceToken(505), environment: .production, voip: false),
+                                         credentials: credentials).isDelivered)
+            #expect(server.requestCount == 3)
+        }
+    }
+
+    @Test("a GOAWAY hands the pushes not yet sent to a new connection: all delivered, none retried, none sent twice")
+    func goAwayHandsOver() async throws {
+        // One stream at a time: the pushes after the first wait on the connection when its GOAWAY comes.
+        try await Self.withAPNs(maxConcurrentStreams: 1) { server, transport, credentials in
+            let tokens = (600..<605).map { deviceToken($0) }
+            server.answer(.goAway, forToken: tokens[0])
+            let batch = tokens.enumerated().map { index, token in
+                PushSend(Self.alert("goaway-\(index)"), to: .apns(token: token, environment: .production, voip: false), credentials: credentials)
+            }
+            let outcomes = await transport.send(batch: batch)
+            #expect(outcomes.allSatisfy { $0.isDelivered }, "\(outcomes)")
+            let requests = server.requests
+            #expect(requests.map(\.deviceToken).sorted() == tokens.sorted(), "each push once")
+            #expect(requests.first { $0.deviceToken == tokens[0] }?.connectionId == 1)
+            #expect(Set(requests.filter { $0.deviceToken != tokens[0] }.map(\.connectionId)) == [2], "the rest on the next connection")
+            #expect(server.connectionsAccepted == 2)
+        }
+    }
+
+    @Test("a GOAWAY that says a sent push was not processed: it goes again on a new connection, with the same apns-id")
+    func goAwayUnprocessedHandsOver() async throws {
+        try await Self.withAPNs(maxConcurrentStreams: 1) { server, transport, credentials in
+            let tokens = (610..<613).map { deviceToken($0) }
+            server.answer(.goAwayUnprocessed, forToken: tokens[0])
+            let batch = tokens.enumerated().map { index, token in
+                PushSend(Self.alert("unprocessed-\(index)"), to: .apns(token: token, environment: .production, voip: false), credentials: credentials)
+            }
+            let outcomes = await transport.send(batch: batch)
+            #expect(outcomes.allSatisfy { $0.isDelivered }, "\(outcomes)")
+            let first = server.requests.filter { $0.deviceToken == tokens[0] }
+            #expect(first.map(\.connectionId) == [1, 2], "given up unanswered on the first connection, delivered on the second")
+            #expect(first.count == 2 && first[0].header("apns-id") == first[1].header("apns-id"))
+            #expect(server.requests.filter { $0.deviceToken != tokens[0] }.allSatisfy { $0.connectionId == 2 })
+            #expect(server.requestCount == 4)
         }
     }
 
