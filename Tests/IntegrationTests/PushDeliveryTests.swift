@@ -369,6 +369,64 @@ struct PushDeliveryTests {
         }
     }
 
+    @Test("pushes of several messages sent in one batch (all retried at once): each device gets its own message's title, body, badge, rc and apns-id")
+    func batchOfSeveralMessages() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await Self.withPushServer(clock: clock) { server, providers in
+            let bob = TestPushProviders.apnsToken("bob"), carol = TestPushProviders.apnsToken("carol")
+            for (user, token) in [("bob", bob), ("carol", carol)] {
+                providers.apns.answer(.serviceUnavailable(retryAfter: nil), forToken: token)
+                try await Self.offlineDevice(server, user, token: token)
+            }
+            _ = try await server.api.post("/group/create.json", rawForm: "userId=alice&userId=bob&userId=carol&groupId=team&groupName=Team")
+            _ = try await server.api.post("/user/remarks/set.json", form: ["userId": "carol", "remarks": #"[{"id": "alice", "remark": "Boss"}]"#])
+            let alice = try await server.connectedClient("alice")
+            let standup = try await alice.sendMessage(.group, targetId: "team", content: TextMessage(content: "standup"))
+            let direct = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "just you"))
+            let retro = try await alice.sendMessage(.group, targetId: "team", content: TextMessage(content: "retro"))
+            let messages = [(standup.messageUId, 2), (direct.messageUId, 1), (retro.messageUId, 2)]
+            try await waitUntil("every push tried once and refused") {
+                for (uid, count) in messages {
+                    let records = try await Self.records(server, messageUID: uid)
+                    guard records.count == count, records.allSatisfy({ $0["attempts"] as? Int == 1 && $0["status"] as? String == "pending" }) else { return false }
+                }
+                return true
+            }
+            let firstRound = providers.apns.requests
+            #expect(firstRound.count == 5)
+            providers.apns.answer(.success, forToken: bob)
+            providers.apns.answer(.success, forToken: carol)
+            // Every record comes due at the same instant: the sender reads them as one batch.
+            clock.advance(milliseconds: 1_000)
+            for (uid, count) in messages {
+                #expect(try await Self.settledRecords(server, messageUID: uid, count: count).allSatisfy { $0["status"] as? String == "sent" })
+            }
+            let secondRound = Array(providers.apns.requests.dropFirst(firstRound.count))
+            #expect(secondRound.count == 5)
+            struct Seen: Hashable { var token: String, uid: String, title: String, body: String, badge: Int }
+            let seen = Set(secondRound.map { request in
+                let rc = request.json?["rc"] as? [String: String] ?? [:]
+                return Seen(token: request.deviceToken, uid: rc["id"] ?? "", title: Self.alert(request)["title"] as? String ?? "",
+                            body: Self.alert(request)["body"] as? String ?? "", badge: Self.aps(request)["badge"] as? Int ?? -1)
+            })
+            #expect(seen == [
+                Seen(token: bob, uid: standup.messageUId, title: "Team", body: "alice: standup", badge: 1),
+                Seen(token: carol, uid: standup.messageUId, title: "Team", body: "Boss: standup", badge: 1),
+                Seen(token: bob, uid: direct.messageUId, title: "alice", body: "just you", badge: 2),
+                Seen(token: bob, uid: retro.messageUId, title: "Team", body: "alice: retro", badge: 3),
+                Seen(token: carol, uid: retro.messageUId, title: "Team", body: "Boss: retro", badge: 2),
+            ])
+            // Each push keeps its apns-id across the attempts, and no two pushes share one.
+            let firstIds = Dictionary(uniqueKeysWithValues: firstRound.map { ("\($0.deviceToken) \(($0.json?["rc"] as? [String: String])?["id"] ?? "")", $0.header("apns-id") ?? "") })
+            for request in secondRound {
+                let key = "\(request.deviceToken) \((request.json?["rc"] as? [String: String])?["id"] ?? "")"
+                #expect(firstIds[key] == request.header("apns-id") && request.header("apns-id") != nil, "\(key)")
+            }
+            #expect(Set(secondRound.compactMap { $0.header("apns-id") }).count == 5)
+            await alice.disconnect()
+        }
+    }
+
     @Test("a restart with a push pending sends it once: the record survives in the store and the new server takes it up")
     func restartWithPendingPush() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
