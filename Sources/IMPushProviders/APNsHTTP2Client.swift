@@ -53,6 +53,8 @@ final class APNsHTTP2Client: Sendable {
 
     private struct State {
         var channel: EventLoopFuture<APNsConnectionHandler>?
+        /// Names `channel` (each connection opened gets the next number).
+        var channelNumber = 0
         var closed = false
     }
 
@@ -104,40 +106,49 @@ final class APNsHTTP2Client: Sendable {
     }
 
     /// The open connection, or a new one when there is none (or it closed, or ran out of stream ids).
+    /// The handler is told where to report its end and hand its unsent requests before the future
+    /// gives it to anyone, so no request reaches a handler that could not pass it on.
     private func connection() -> EventLoopFuture<APNsConnectionHandler> {
         state.withLock { state in
             if state.closed { return eventLoop.makeFailedFuture(APNsClientError.closed) }
             if let channel = state.channel { return channel }
-            let opened = connect()
-            state.channel = opened
-            opened.whenFailure { [weak self] _ in self?.forget(opened) }
-            opened.whenSuccess { [weak self] handler in
-                guard let self else { return }
-                handler.onClose = { [weak self] in self?.forget(opened) }
+            state.channelNumber += 1
+            let number = state.channelNumber
+            // NIO's connect never completes within the call (it goes through the event loop), so
+            // these callbacks, which take the lock, never run under it.
+            let opened = connect().map { [weak self] handler -> APNsConnectionHandler in
+                handler.onClose = { [weak self] in self?.forget(number) }
                 handler.handOver = { [weak self] requests in
                     guard let self else { return APNsConnectionHandler.fail(requests, APNsClientError.closed) }
                     self.handOver(requests)
                 }
-                if !handler.isUsable { forget(opened) }
+                if !handler.isUsable { self?.forget(number) }
+                return handler
             }
+            opened.whenFailure { [weak self] _ in self?.forget(number) }
+            state.channel = opened
             return opened
         }
     }
 
     /// Requests a connection let go unsent go on the next one (on this client's event loop, where
-    /// every connection of it lives).
+    /// every connection of it lives); after `close()` they fail.
     private func handOver(_ requests: [APNsConnectionHandler.Waiting]) {
-        connection().whenComplete { result in
+        connection().whenComplete { [weak self] result in
             switch result {
-            case .success(let handler): handler.take(requests)
-            case .failure(let error): APNsConnectionHandler.fail(requests, error)
+            case .success(let handler) where self?.state.withLock({ !$0.closed }) ?? false:
+                handler.take(requests)
+            case .success:
+                APNsConnectionHandler.fail(requests, APNsClientError.closed)
+            case .failure(let error):
+                APNsConnectionHandler.fail(requests, error)
             }
         }
     }
 
-    private func forget(_ channel: EventLoopFuture<APNsConnectionHandler>) {
+    private func forget(_ number: Int) {
         state.withLock { state in
-            if state.channel === channel { state.channel = nil }
+            if state.channelNumber == number { state.channel = nil }
         }
     }
 
@@ -373,6 +384,10 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
         takeReadyPromise()?.fail(APNsClientError.connectionClosed)
         failAll(APNsClientError.connectionClosed)
         self.context = nil
+        // The closures and the ready future hold this handler (through the client's future of it).
+        onClose = nil
+        handOver = nil
+        readyFuture.withLock { $0 = nil }
     }
 
     func close(on eventLoop: any EventLoop) -> EventLoopFuture<Void> {
@@ -396,7 +411,16 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
             letGo(requests)
             return
         }
-        waiting.append(contentsOf: requests)
+        // A handed-over request waited for this connection's handshake: one past its deadline
+        // fails here rather than go out to be reset (and perhaps delivered, then tried again).
+        let now = NIODeadline.now()
+        for request in requests {
+            if request.post.deadline <= now {
+                request.batch.complete(request.index, .failure(APNsClientError.timeout))
+            } else {
+                waiting.append(request)
+            }
+        }
         startWaiting()
     }
 

@@ -369,7 +369,7 @@ struct PushDeliveryTests {
         }
     }
 
-    @Test("pushes of several messages sent in one batch (all retried at once): each device gets its own message's title, body, badge, rc and apns-id")
+    @Test("pushes of several messages due at the same instant (all retried together, so sent side by side): each device gets its own message's title, body, badge, rc and apns-id")
     func batchOfSeveralMessages() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
         try await Self.withPushServer(clock: clock) { server, providers in

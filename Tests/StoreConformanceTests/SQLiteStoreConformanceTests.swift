@@ -258,6 +258,7 @@ struct PushMemoryTests {
         for (user, device) in [("ann", "phone"), ("bob", "tab"), ("cat", "pad")] {
             try await store.setPushDevice(Self.device(1, user, device, "tok-\(user)"))
         }
+        try await store.setPushDevice(Self.device(2, "eve", "watch", "tok-eve"))
         #expect(try await Self.badges(store, 1, ["ann", "bob"]) == ["ann/phone/apns": 0, "bob/tab/apns": 0])
         #expect(heldBadgeUsers() == ["ann", "bob"] && heldDeviceUsers() == ["ann", "bob"])
         try await store.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "ann", deviceId: "phone", badge: 5)], node: "n", cursor: 1)
@@ -267,9 +268,13 @@ struct PushMemoryTests {
         #expect(heldBadgeUsers() == ["ann", "cat"], "the user with a badge to flush is kept")
         #expect(heldDeviceUsers() == ["cat"], "devices are all in the file: all let go")
         #expect(try await Self.fileBadges(store)["ann/phone/apns"] == 0, "ann's 5 is not in push_badges yet")
-        // A decision for bob, who is not held, goes to push_badges at once.
-        try await store.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "bob", deviceId: "tab", badge: 4)], node: "n", cursor: 2)
-        #expect(try await Self.fileBadges(store)["bob/tab/apns"] == 4)
+        // Decisions for bob, who is not held, go to push_badges at once (with another app's in the same list).
+        try await store.recordPushDecisions([], badges: [PushBadge(appId: 1, userId: "bob", deviceId: "tab", badge: 3),
+                                                         PushBadge(appId: 2, userId: "eve", deviceId: "watch", badge: 9),
+                                                         PushBadge(appId: 1, userId: "bob", deviceId: "tab", badge: 4)], node: "n", cursor: 2)
+        #expect(try await Self.fileBadges(store)["bob/tab/apns"] == 4, "a device named twice gets its last badge")
+        #expect(try await Self.fileBadges(store)["eve/watch/apns"] == 9)
+        #expect(try await Self.badges(store, 2, ["eve"]) == ["eve/watch/apns": 9])
         // Read again, every user's badge is the right one, from memory or the file.
         #expect(try await Self.badges(store, 1, ["ann", "bob", "cat"]) == ["ann/phone/apns": 5, "bob/tab/apns": 4, "cat/pad/apns": 0])
         #expect(heldBadgeUsers().contains("ann"))
