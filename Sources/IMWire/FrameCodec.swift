@@ -8,27 +8,16 @@ public enum FrameCodec {
     public static let maxFrameBytes = 4 * 1024 * 1024
 
     public static func request<M: SwiftProtobuf.Message>(id: UInt32, op: Im_Op, _ body: M) throws -> [UInt8] {
-        var frame = Im_Frame()
-        frame.id = id
-        frame.op = op
-        frame.payload = try body.serializedData()
-        return try frame.serializedBytes()
+        FrameEnvelope.bytes(id: id, op: op, payload: try body.serializedBytes() as [UInt8])
     }
 
     public static func reply<M: SwiftProtobuf.Message>(to request: Im_Frame, _ body: M) throws -> [UInt8] {
-        var frame = Im_Frame()
-        frame.id = request.id
-        frame.op = request.op
-        frame.payload = try body.serializedData()
-        return try frame.serializedBytes()
+        FrameEnvelope.bytes(id: request.id, op: request.op, payload: try body.serializedBytes() as [UInt8])
     }
 
     /// A success reply without a body (requests whose answer is only "done").
     public static func emptyReply(to request: Im_Frame) -> [UInt8] {
-        var frame = Im_Frame()
-        frame.id = request.id
-        frame.op = request.op
-        return (try? frame.serializedBytes()) ?? []
+        FrameEnvelope.bytes(id: request.id, op: request.op, payload: [UInt8]())
     }
 
     /// The longest error message a reply carries: a message that quotes what the client sent is
@@ -36,19 +25,12 @@ public enum FrameCodec {
     public static let maxErrorMessageBytes = 1024
 
     public static func errorReply(to request: Im_Frame, _ error: IMError) -> [UInt8] {
-        var frame = Im_Frame()
-        frame.id = request.id
-        frame.op = request.op
-        frame.code = Int32(error.code.rawValue)
-        frame.errorMessage = Self.truncated(error.message, maxBytes: maxErrorMessageBytes)
-        return (try? frame.serializedBytes()) ?? []
+        FrameEnvelope.bytes(id: request.id, op: request.op, payload: [UInt8](), code: Int32(error.code.rawValue),
+                            errorMessage: Self.truncated(error.message, maxBytes: maxErrorMessageBytes))
     }
 
     public static func push<M: SwiftProtobuf.Message>(op: Im_Op, _ body: M) throws -> [UInt8] {
-        var frame = Im_Frame()
-        frame.op = op
-        frame.payload = try body.serializedData()
-        return try frame.serializedBytes()
+        FrameEnvelope.bytes(id: 0, op: op, payload: try body.serializedBytes() as [UInt8])
     }
 
     /// `text` cut to at most `maxBytes` UTF-8 bytes at a character boundary, with an ellipsis.
@@ -66,7 +48,9 @@ public enum FrameCodec {
     }
 
     public static func decode<Bytes: Collection>(_ bytes: Bytes) throws -> Im_Frame where Bytes.Element == UInt8 {
-        try Im_Frame(serializedBytes: Array(bytes))
+        let array = Array(bytes)
+        if let frame = array.withUnsafeBytes({ FrameEnvelope.read($0) }) { return frame }
+        return try Im_Frame(serializedBytes: array)
     }
 }
 

@@ -4,9 +4,11 @@ import SwiftProtobuf
 
 extension FrameCodec {
     /// The `Frame` a WebSocket message carries, read straight from the buffer it arrived in (no
-    /// copy into an array first).
+    /// copy into an array first): by hand (`FrameEnvelope`), or by SwiftProtobuf when the frame
+    /// holds more than a client sends.
     package static func decode(_ buffer: ByteBuffer) throws -> Im_Frame {
-        try Im_Frame(serializedBytes: ArrivedBytes(buffer))
+        if let frame = buffer.withUnsafeReadableBytes({ FrameEnvelope.read($0) }) { return frame }
+        return try Im_Frame(serializedBytes: ArrivedBytes(buffer))
     }
 }
 
