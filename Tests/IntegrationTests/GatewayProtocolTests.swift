@@ -18,6 +18,50 @@ struct GatewayProtocolTests {
         server.core.registry.sessions(appId: server.app.id, userId: user).count
     }
 
+    @Test("a PING is answered on the event loop with its id and the server's time; one with fields past the envelope's too")
+    func pingAnswered() async throws {
+        let clock = ManualClock(milliseconds: 1_764_000_000_123)
+        try await withTestServer(try await TestServer.start(clock: clock)) { server in
+            let socket = try await RawSocket.connected(port: try Self.port(server), appKey: server.app.appKey, token: try await server.token("alice"))
+            // Read by hand (id, op, payload), a zero time, a time past 2^56, then one with an
+            // unknown field the hand-written reader leaves to SwiftProtobuf.
+            var unknownField = try FrameCodec.request(id: 9, op: .ping, Im_Pong())
+            unknownField += [0x30, 0x05]
+            let cases: [(bytes: [UInt8], id: UInt32, time: Int64)] = [
+                (try FrameCodec.request(id: 300, op: .ping, Im_Pong()), 300, 1_764_000_000_123),
+                (try FrameCodec.request(id: 1, op: .ping, Im_Pong()), 1, 0),
+                (try FrameCodec.request(id: UInt32.max, op: .ping, Im_Pong()), UInt32.max, Int64(1) << 57),
+                (unknownField, 9, 42),
+            ]
+            for (bytes, id, time) in cases {
+                clock.set(milliseconds: time)
+                try socket.sendFrame(bytes)
+                var received: [UInt8] = []
+                let deadline = ContinuousClock.now + .seconds(10)
+                while RawSocket.frames(in: received).isEmpty, ContinuousClock.now < deadline {
+                    guard let chunk = await socket.receive(timeout: deadline - .now) else { break }
+                    received += chunk
+                }
+                let frames = RawSocket.frames(in: received)
+                #expect(frames.count == 1)
+                let reply = try FrameCodec.decode(try #require(frames.first).payload)
+                #expect(reply.id == id)
+                #expect(reply.op == .ping)
+                #expect(reply.code == 0)
+                #expect(try reply.body(Im_Pong.self).serverTime == time)
+                // The bytes are SwiftProtobuf's.
+                var pong = Im_Pong()
+                pong.serverTime = time
+                var expected = Im_Frame()
+                expected.id = id
+                expected.op = .ping
+                expected.payload = try pong.serializedData()
+                #expect(frames.first?.payload == (try expected.serializedBytes() as [UInt8]))
+            }
+            #expect(Self.online(server, "alice") == 1)
+        }
+    }
+
     @Test("a frame with a reserved bit set ends the session with 1002; it is offline at once")
     func reservedBits() async throws {
         try await withTestServer(try await TestServer.start()) { server in

@@ -173,7 +173,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         if frame.op == .ping {
             let now = core.clock.nowMilliseconds()
             session.touch(now: now)
-            if let reply = try? GatewayOps.pong(to: frame, now: now) { session.send(reply) }
+            session.send(OutboundFrame.pong(to: frame.id, now: now))
             return
         }
         if requests.submit(frame) {
@@ -218,7 +218,7 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
         core.metrics.connect(code: 0)
         core.logger.debug("session opened", metadata: ["user": "\(session.userId)", "session": "\(session.id)", "platform": "\(session.platform)"])
         let me = NIOLoopBound(self, eventLoop: context.eventLoop)
-        requests = GatewayRequests(gateway: gateway, session: session, resumeReading: {
+        requests = GatewayRequests(gateway: gateway, session: session, executor: EventLoopTaskExecutor.of(context.eventLoop), resumeReading: {
             me.eventLoop.execute { me.value.resumeReading() }
         })
         // When the session's queue ends (disconnect, kick, slow reader, heartbeat timeout) and its
@@ -345,10 +345,12 @@ final class GatewayConnectionHandler: ChannelInboundHandler, RemovableChannelHan
 }
 
 /// The requests of one session, run one at a time in arrival order. A task runs them while any
-/// wait and ends with the last: an idle connection holds none.
+/// wait and ends with the last: an idle connection holds none. It runs on the connection's event
+/// loop (`EventLoopTaskExecutor`), where the requests were read and their replies are written.
 final class GatewayRequests: Sendable {
     private let gateway: Gateway
     private let session: ClientSession
+    private let executor: EventLoopTaskExecutor
     private let resumeReading: @Sendable () -> Void
     private let state = Mutex(State())
 
@@ -362,9 +364,10 @@ final class GatewayRequests: Sendable {
     static let pauseAt = 32
     static let resumeAt = 8
 
-    init(gateway: Gateway, session: ClientSession, resumeReading: @escaping @Sendable () -> Void) {
+    init(gateway: Gateway, session: ClientSession, executor: EventLoopTaskExecutor, resumeReading: @escaping @Sendable () -> Void) {
         self.gateway = gateway
         self.session = session
+        self.executor = executor
         self.resumeReading = resumeReading
     }
 
@@ -378,7 +381,7 @@ final class GatewayRequests: Sendable {
             if pause { state.paused = true }
             return (start, pause)
         }
-        if start { Task { await self.drain() } }
+        if start { Task(executorPreference: executor) { await self.drain() } }
         return pause
     }
 
