@@ -244,6 +244,9 @@ public protocol PushStore: Sendable {
     func lastCommittedSeq() async throws -> UInt64
     /// Pending pushes due at `now`, oldest first.
     func duePushes(now: Int64, limit: Int) async throws -> [PushRecord]
+    /// The earliest next attempt time of the pending pushes of every app (a lease's end for those
+    /// being sent), or nil when none is pending: the sender then waits to be told of new ones.
+    func nextPushAttempt() async throws -> Int64?
     /// Takes these pending pushes for sending: each that is still pending and due at `now` gets
     /// `leaseUntil` as its next attempt time, atomically, and its id is returned. Of several nodes
     /// that read the same due pushes only one takes each; a push whose sender dies is due again

@@ -348,6 +348,25 @@ extension StoreConformance {
             #expect(withoutIds(full) == [record(f, "m1", "carol", "d1", next: f.now - 20)], "read back whole")
         }
 
+        await check(area, "nextPushAttempt: the earliest next attempt of the pending records, a claim's lease included; ended ones left out") { f in
+            // Times no other check writes (theirs are around 0 and f.now), so the minimum over a
+            // shared database is this check's while its record is pending.
+            let early: Int64 = -7_777_777
+            try await f.store.recordPushDecisions([
+                record(f, "m1", "alice", "d1", next: early),
+                record(f, "m1", "bob", "d1", status: .sent, next: early - 1_000),
+                record(f, "m1", "erin", status: .suppressed, code: "P19", next: early - 2_000),
+            ], badges: [], node: node(), cursor: nil)
+            try await f.store.recordPushDecisions([record(f, "m2", "alice", "d1", next: early + 100_000)], badges: [], node: node(), cursor: nil)
+            #expect(try await f.store.nextPushAttempt() == early, "the earliest pending record's, not the sent or suppressed ones' before it")
+            let id = try #require(try await f.store.pushRecords(appId: f.appId, messageUid: "m1", userId: "alice", limit: 1).first).id
+            #expect(try await f.store.claimPushes(ids: [id], now: early, leaseUntil: early + 500) == [id])
+            #expect(try await f.store.nextPushAttempt() == early + 500, "a claimed record is next due at its lease's end")
+            try await f.store.recordPushAttempts([PushAttempt(id: id, status: .sent, code: "ok", attempts: 1, now: f.now)])
+            let after = try await f.store.nextPushAttempt()
+            #expect(after != early + 500 && after != early, "once answered it is not pending: \(String(describing: after))")
+        }
+
         await check(area, "claimPushes: takes pending, due records once, pushing their next attempt to the lease's end") { f in
             try await f.store.recordPushDecisions([
                 record(f, "m1", "due1", "d1", next: f.now - 10), record(f, "m1", "due2", "d1", next: f.now),

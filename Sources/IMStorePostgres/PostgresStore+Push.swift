@@ -359,6 +359,14 @@ extension PostgresStore {
         try await rows(DuePushes(now: now, limit: Int64(limit)))
     }
 
+    public func nextPushAttempt() async throws -> Int64? {
+        for row in try await rows("SELECT MIN(next_attempt_at) FROM push_records WHERE status = 0") {
+            var cells = Cells(row)
+            return try cells.next(Int64?.self)
+        }
+        return nil
+    }
+
     /// One statement: a row another node claimed first no longer matches when its lock is released.
     public func claimPushes(ids: [Int64], now: Int64, leaseUntil: Int64) async throws -> [Int64] {
         guard !ids.isEmpty else { return [] }

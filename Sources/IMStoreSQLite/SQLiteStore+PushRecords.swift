@@ -232,6 +232,13 @@ extension SQLiteStore {
         }
     }
 
+    public func nextPushAttempt() async throws -> Int64? {
+        try await pushPool.read { db in
+            // A batch's next_attempt_at is its earliest pending record's (NULL when none is).
+            try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM push_batches WHERE next_attempt_at IS NOT NULL")
+        }
+    }
+
     public func claimPushes(ids: [Int64], now: Int64, leaseUntil: Int64) async throws -> [Int64] {
         guard !ids.isEmpty else { return [] }
         return try await pushPool.write { db in

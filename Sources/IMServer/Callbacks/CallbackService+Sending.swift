@@ -7,7 +7,10 @@ import Logging
 extension CallbackService {
     func sendLoop(executor: (any TaskExecutor)?) async {
         var expiredAt: Int64 = 0
+        // Whether the outbox was empty at the last look: then only new rows make work.
+        var empty = false
         while !Task.isCancelled {
+            empty = false
             do {
                 let now = clock.nowMilliseconds()
                 if now - expiredAt >= 60_000 {
@@ -15,6 +18,7 @@ extension CallbackService {
                     try await expire(now: now)
                 }
                 let backlog = try await store.callbackBacklog()
+                empty = backlog.isEmpty
                 // A round runs to its end even when the server stops (its requests are bounded by
                 // their timeout): rows it claimed are answered, retried or given back, never left
                 // leased for another node to wait out.
@@ -30,7 +34,7 @@ extension CallbackService {
             } catch {
                 logger.error("callbacks: the outbox could not be read", metadata: ["error": "\(error)"])
             }
-            await wake.wait(milliseconds: options.pollMilliseconds)
+            await wake.wait(milliseconds: empty ? options.idleMilliseconds : options.pollMilliseconds)
         }
     }
 

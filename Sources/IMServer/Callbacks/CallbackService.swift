@@ -40,6 +40,10 @@ public final class CallbackService: Sendable {
     public struct Options: Sendable {
         /// How often the sender looks for rows that became due (retries) when nothing woke it.
         public var pollMilliseconds: Int64 = 250
+        /// How long the sender waits with an empty outbox before it looks again unless told of new
+        /// rows first (this node's rows tell it at once; this is for the rows of a node of the
+        /// cluster that ended after writing them).
+        public var idleMilliseconds: Int64 = 5_000
         /// How long a request may take (RongCloud: 5 s).
         public var requestTimeoutMilliseconds: Int64 = 5_000
         /// The first retry's delay; each next one doubles, up to `maxRetryDelayMilliseconds`.
@@ -75,7 +79,9 @@ public final class CallbackService: Sendable {
         self.logger = logger
         self.node = node
         self.options = options
-        self.intake = CallbackIntake(store: store, node: node, logger: logger)
+        let wake = self.wake
+        // What the intake writes is sent at once (the sender waits for it when its outbox is empty).
+        self.intake = CallbackIntake(store: store, node: node, logger: logger, written: { wake.signal() })
     }
 
     // MARK: settings
@@ -293,11 +299,14 @@ final class CallbackIntake: Sendable {
     private let pending = Mutex(Pending())
     private let wake = WakeSignal()
     private let logger: Logger
+    /// Called once records are in the outbox.
+    private let written: @Sendable () -> Void
 
-    init(store: any CallbackStore, node: String, logger: Logger) {
+    init(store: any CallbackStore, node: String, logger: Logger, written: @escaping @Sendable () -> Void = {}) {
         self.store = store
         self.node = node
         self.logger = logger
+        self.written = written
     }
 
     /// Adds records (and the routing cursor they reach) to the next batch.
@@ -342,6 +351,7 @@ final class CallbackIntake: Sendable {
         do {
             try await store.enqueueCallbacks(batch.entries.map(\.record), node: node, cursor: batch.cursor)
             for waiter in batch.waiters { waiter.resume() }
+            if !batch.entries.isEmpty { written() }
         } catch {
             // The waiting callers hear of it (their action is refused); the rest is written with
             // the next batch, ahead of what came meanwhile.

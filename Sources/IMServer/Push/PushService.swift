@@ -55,8 +55,12 @@ public final class PushService: Sendable {
     let metrics: ServerMetrics?
 
     public struct Options: Sendable {
-        /// How often the sender looks for pushes that became due (retries).
+        /// How often the sender looks for pushes that became due (retries) while some are pending.
         public var pollMilliseconds: Int64 = 250
+        /// How long the sender waits, when none is pending, before it looks again unless told of
+        /// new pushes first (a decision of this node tells it at once; this is for the pushes of a
+        /// node of the cluster that ended after recording them).
+        public var idleMilliseconds: Int64 = 5_000
         /// Pushes taken for sending at a time.
         public var batch = 2_000
         /// Batches sent at once (each waits for its answers while the next is read and claimed).
@@ -511,7 +515,15 @@ public final class PushService: Sendable {
                         lastSweep = now
                         _ = try? await store.deletePushRecords(createdBefore: now - options.retentionMilliseconds)
                     }
-                    await waitForWork()
+                    // With nothing pending at all, only a new decision makes work: wait for it
+                    // (and look again now and then, for another node's pushes left by its end).
+                    let next: Int64?
+                    do {
+                        next = try await store.nextPushAttempt()
+                    } catch {
+                        next = now   // unknown: look again soon
+                    }
+                    await wake.wait(milliseconds: next == nil ? options.idleMilliseconds : options.pollMilliseconds)
                     continue
                 }
                 let batch = due
@@ -525,11 +537,6 @@ public final class PushService: Sendable {
                 }
             }
         }
-    }
-
-    /// Returns when told of new pushes or after the poll interval (retries come due by the clock).
-    private func waitForWork() async {
-        await wake.wait(milliseconds: options.pollMilliseconds)
     }
 
     /// Sends one batch and records every answer.
