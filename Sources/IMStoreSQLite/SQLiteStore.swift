@@ -32,6 +32,8 @@ public final class SQLiteStore: IMStore {
     let pushBadges = Mutex(PushBadgeMemory())
     /// The devices of the users the decisions read (SQLiteStore+PushBadges).
     let pushDevices = Mutex(PushDeviceMemory())
+    /// Sync's retention floors, per app and minute (`retentionFloor`).
+    let syncFloors = Mutex<[SyncFloorKey: Int64]>([:])
 
     /// How long held badges may wait for push_badges (SQLiteStore+PushBadges).
     let badgeFlushInterval: Duration
@@ -433,18 +435,7 @@ public final class SQLiteStore: IMStore {
 
     public func syncPage(appId: Int64, userId: String, after: UInt64, minSentTime: Int64, limit: Int, maxBytes: Int) async throws -> SyncPage {
         try await pool.read { db in
-            // Messages older than the retention are skipped by seq: the first messages at or after
-            // `minSentTime` bound every scan below. Seq and sentTime grow together, except that a
-            // burst in one conversation runs its sentTimes a few ms ahead of the clock, so the
-            // lowest seq among the first thousand by time is taken.
-            let floor: Int64
-            if let first = try Int64.fetchOne(db.cachedStatement(sql: """
-                SELECT MIN(seq) FROM (SELECT seq FROM messages WHERE app_id = ? AND sent_time >= ? ORDER BY sent_time LIMIT 1000)
-                """), arguments: [appId, minSentTime]) {
-                floor = max(Int64(clamping: after), first - 1)
-            } else {
-                floor = max(Int64(clamping: after), try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(seq), 0) FROM messages") ?? 0)
-            }
+            let floor = max(Int64(clamping: after), try retentionFloor(db, appId: appId, minSentTime: minSentTime))
             // Private and system messages: three index range scans (received, sent, broadcast to
             // everyone), each stopping after `limit + 1`. Only seqs: rows are read below for the
             // seqs this page takes, so a page of large messages never holds more than it sends.
@@ -532,6 +523,45 @@ public final class SQLiteStore: IMStore {
             return SyncPage(messages: page, watermark: taken.last ?? UInt64(floor), hasMore: hasMore)
         }
     }
+
+    /// A seq that no message of the app sent at or after `minSentTime` is at or below: sync skips
+    /// the messages older than the retention by seq. Seq and sentTime grow together, except that a
+    /// burst in one conversation runs its sentTimes a few ms ahead of the clock, so the lowest seq
+    /// among the first thousand by time is taken (without any, the newest seq).
+    ///
+    /// That read steps through a thousand index entries, for every first page of every device that
+    /// connects, so it is made for the start of `minSentTime`'s minute and kept for the minute
+    /// (`syncFloors`). A floor for an earlier time is lower or the same, so it scans at most a few
+    /// seqs more; a message committed later has a seq above every floor; one deleted since only
+    /// leaves the floor lower than it could be.
+    func retentionFloor(_ db: Database, appId: Int64, minSentTime: Int64) throws -> Int64 {
+        func read(_ since: Int64) throws -> Int64 {
+            if let first = try Int64.fetchOne(db.cachedStatement(sql: """
+                SELECT MIN(seq) FROM (SELECT seq FROM messages WHERE app_id = ? AND sent_time >= ? ORDER BY sent_time LIMIT 1000)
+                """), arguments: [appId, since]) {
+                return first - 1
+            }
+            return try Int64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(seq), 0) FROM messages")) ?? 0
+        }
+        guard minSentTime > Int64.min + 60_000 else { return try read(minSentTime) }
+        let key = SyncFloorKey(appId: appId, minute: minSentTime - ((minSentTime % 60_000) + 60_000) % 60_000)
+        if let floor = syncFloors.withLock({ $0[key] }) { return floor }
+        let floor = try read(key.minute)
+        syncFloors.withLock { floors in
+            if floors.count >= Self.syncFloorLimit { floors.removeAll(keepingCapacity: true) }
+            floors[key] = floor
+        }
+        return floor
+    }
+
+    /// An app and the start of a minute, for `syncFloors`.
+    struct SyncFloorKey: Hashable {
+        var appId: Int64
+        var minute: Int64
+    }
+
+    /// Floors kept at most (apps times the minutes of their retentions in use, a few each).
+    static let syncFloorLimit = 1_024
 
     /// Rows a sync page reads per query: small enough that a chunk of the largest messages stays a
     /// few megabytes, large enough that a page of small ones takes few queries.

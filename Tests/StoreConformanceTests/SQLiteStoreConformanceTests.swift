@@ -647,3 +647,37 @@ struct FirstIntegerTests {
         }
     }
 }
+
+@Suite("SQLite: sync's retention floor kept per minute")
+struct SyncFloorTests {
+    static func message(_ to: String, at time: Int64, _ uid: String) -> StoredMessage {
+        StoredMessage(appId: 1, conversationType: .private, conversationKey: privateConversationKey("alice", to),
+                      targetId: to, senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"hi"}"#.utf8),
+                      uid: uid, sentTime: time, flags: .persistedAndCounted, clientMessageId: "", includeSender: true)
+    }
+
+    static func sync(_ store: SQLiteStore, since minSentTime: Int64) async throws -> [String] {
+        try await store.syncPage(appId: 1, userId: "bob", after: 0, minSentTime: minSentTime, limit: 100, maxBytes: 1 << 20).messages.map(\.uid)
+    }
+
+    @Test("a sync in the same minute finds what was committed after the floor was kept, and what an earlier time in the minute lets in; older messages stay out")
+    func keptFloor() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let store = try SQLiteStore(directory: directories.make().path)
+        defer { try? store.close() }
+        _ = try await store.commit([Self.message("bob", at: 1_000, "old")])
+        // The first sync keeps the floor of minute 60,000: no message after it, so the newest seq.
+        #expect(try await Self.sync(store, since: 60_900).isEmpty)
+        #expect(store.syncFloors.withLock { $0.count } == 1)
+        _ = try await store.commit([Self.message("bob", at: 60_700, "new")])
+        #expect(try await Self.sync(store, since: 60_900).isEmpty, "sent before 60,900")
+        #expect(try await Self.sync(store, since: 60_500) == ["new"], "a floor made for 60,900 itself would have left it out")
+        _ = try await store.commit([Self.message("bob", at: 60_950, "newer")])
+        #expect(try await Self.sync(store, since: 60_900) == ["newer"])
+        #expect(try await Self.sync(store, since: 0) == ["old", "new", "newer"])
+        // A later minute reads its own floor: the older messages are below it.
+        #expect(try await Self.sync(store, since: 120_001).isEmpty)
+        #expect(store.syncFloors.withLock { $0.count } == 3)
+    }
+}
