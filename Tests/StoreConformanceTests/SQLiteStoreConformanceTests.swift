@@ -666,16 +666,15 @@ struct SyncFloorTests {
         defer { directories.removeAll() }
         let store = try SQLiteStore(directory: directories.make().path)
         defer { try? store.close() }
-        _ = try await store.commit([Self.message("bob", at: 1_000, "old")])
-        // The first sync keeps the floor of minute 60,000: no message after it, so the newest seq.
-        #expect(try await Self.sync(store, since: 60_900).isEmpty)
+        _ = try await store.commit([Self.message("bob", at: 1_000, "old"), Self.message("bob", at: 60_700, "mid"),
+                                    Self.message("bob", at: 60_950, "late")])
+        // The first sync keeps the floor of minute 60,000 (below "mid"), not of 60,900 (below "late").
+        #expect(try await Self.sync(store, since: 60_900) == ["late"])
         #expect(store.syncFloors.withLock { $0.count } == 1)
-        _ = try await store.commit([Self.message("bob", at: 60_700, "new")])
-        #expect(try await Self.sync(store, since: 60_900).isEmpty, "sent before 60,900")
-        #expect(try await Self.sync(store, since: 60_500) == ["new"], "a floor made for 60,900 itself would have left it out")
-        _ = try await store.commit([Self.message("bob", at: 60_950, "newer")])
-        #expect(try await Self.sync(store, since: 60_900) == ["newer"])
-        #expect(try await Self.sync(store, since: 0) == ["old", "new", "newer"])
+        #expect(try await Self.sync(store, since: 60_500) == ["mid", "late"], "a floor made for 60,900 itself would have left out mid")
+        _ = try await store.commit([Self.message("bob", at: 60_990, "after")])
+        #expect(try await Self.sync(store, since: 60_900) == ["late", "after"], "committed after the floor was kept")
+        #expect(try await Self.sync(store, since: 0) == ["old", "mid", "late", "after"])
         // A later minute reads its own floor: the older messages are below it.
         #expect(try await Self.sync(store, since: 120_001).isEmpty)
         #expect(store.syncFloors.withLock { $0.count } == 3)
