@@ -23,12 +23,15 @@ public struct ConnectTokenClaims: Sendable, Equatable, Codable {
 
     /// Splits a token into its claims bytes and signature bytes, or nil if it is not shaped like one.
     public static func parts(of token: String) -> (payload: Data, signature: Data)? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 2,
-              let payload = Base64URL.decode(String(parts[0])),
-              let signature = Base64URL.decode(String(parts[1]))
-        else { return nil }
-        return (payload, signature)
+        var token = token
+        return token.withUTF8 { bytes -> (Data, Data)? in
+            guard let dot = bytes.firstIndex(of: UInt8(ascii: ".")),
+                  !bytes[(dot + 1)...].contains(UInt8(ascii: ".")),
+                  let payload = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: bytes[..<dot])),
+                  let signature = Base64URL.decode(bytes: UnsafeBufferPointer(rebasing: bytes[(dot + 1)...]))
+            else { return nil }
+            return (payload, signature)
+        }
     }
 
     /// The claims of a token, without verifying its signature.
@@ -59,20 +62,45 @@ public enum Base64URL {
     /// Decodes the canonical encoding only: the URL-safe alphabet without padding, with the unused
     /// bits of the last character zero. So each value has exactly one text, and a token cannot be
     /// varied (padding, the standard alphabet, other trailing bits) and still be accepted.
+    ///
+    /// Decoded in one pass over the bytes (every CONNECT decodes a token: going through Foundation's
+    /// decoder and encoding the result again to compare was 2% of a connect storm's CPU).
     public static func decode(_ text: String) -> Data? {
-        var bytes = Array(text.utf8)
-        guard bytes.count % 4 != 1 else { return nil }
-        for index in bytes.indices {
-            switch bytes[index] {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                continue
-            case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")
-            case UInt8(ascii: "_"): bytes[index] = UInt8(ascii: "/")
-            default: return nil
+        var text = text
+        return text.withUTF8 { decode(bytes: $0) }
+    }
+
+    /// `decode` of the text's UTF-8 bytes.
+    public static func decode(bytes input: UnsafeBufferPointer<UInt8>) -> Data? {
+        guard input.count % 4 != 1 else { return nil }
+        var data = Data(count: input.count * 3 / 4)
+        var bits: UInt32 = 0
+        var held = 0
+        let complete = data.withUnsafeMutableBytes { (out: UnsafeMutableRawBufferPointer) -> Bool in
+            var at = 0
+            for byte in input {
+                let value: UInt32
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = UInt32(byte - UInt8(ascii: "A"))
+                case UInt8(ascii: "a")...UInt8(ascii: "z"): value = UInt32(byte - UInt8(ascii: "a")) + 26
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): value = UInt32(byte - UInt8(ascii: "0")) + 52
+                case UInt8(ascii: "-"): value = 62
+                case UInt8(ascii: "_"): value = 63
+                default: return false
+                }
+                bits = bits << 6 | value
+                held += 6
+                if held >= 8 {
+                    held -= 8
+                    out[at] = UInt8(truncatingIfNeeded: bits >> UInt32(held))
+                    at += 1
+                    bits &= (1 << UInt32(held)) - 1
+                }
             }
+            return true
         }
-        while bytes.count % 4 != 0 { bytes.append(UInt8(ascii: "=")) }
-        guard let data = Data(base64Encoded: Data(bytes)), encode(data) == text else { return nil }
+        // What is left (2 or 4 bits of a last character) must be zero in the canonical text.
+        guard complete, bits == 0 else { return nil }
         return data
     }
 }

@@ -44,6 +44,9 @@ public final class ServerStatistics: Sendable {
     private let logger: Logger
     private let pending = Mutex(Pending())
     private let remembered = Mutex(Remembered())
+    /// Each app's current day and when it begins and ends, so a connect does not work out the
+    /// calendar date again (a tenth of a connect's own work in a storm).
+    private let currentDays = Mutex<[Int64: (zone: String?, start: Int64, end: Int64, day: String)]>([:])
 
     init(store: any StatisticsStore, apps: AppRegistry, registry: SessionRegistry, clock: any WallClock, logger: Logger) {
         self.store = store
@@ -64,13 +67,30 @@ public final class ServerStatistics: Sendable {
 
     /// A user connected.
     func active(appId: Int64, userId: String) {
-        let day = apps.settings(appId: appId).messaging.day(of: clock.nowMilliseconds())
+        let day = currentDay(appId: appId, now: clock.nowMilliseconds())
         let written = remembered.withLock { remembered in
             guard let entry = remembered.days[appId], entry.day == day else { return false }
             return entry.users.contains(userId)
         }
         guard !written else { return }
         pending.withLock { _ = $0.active[AppDay(appId: appId, day: day), default: []].insert(userId) }
+    }
+
+    /// The app's natural day at `now`, `YYYY-MM-DD` (as `MessagingSettings.day(of:)`).
+    func currentDay(appId: Int64, now: Int64) -> String {
+        let messaging = apps.settings(appId: appId).messaging
+        if let known = currentDays.withLock({ $0[appId] }), known.zone == messaging.dayTimeZone, known.start <= now, now < known.end {
+            return known.day
+        }
+        let calendar = messaging.dayCalendar
+        let start = calendar.startOfDay(for: Date(timeIntervalSince1970: Double(now) / 1000))
+        let end = calendar.date(byAdding: .day, value: 1, to: start) ?? start
+        let day = messaging.day(of: now)
+        currentDays.withLock {
+            $0[appId] = (messaging.dayTimeZone, Int64((start.timeIntervalSince1970 * 1000).rounded()),
+                         Int64((end.timeIntervalSince1970 * 1000).rounded()), day)
+        }
+        return day
     }
 
     /// Writes what was counted since the last call; what cannot be written is kept for the next.

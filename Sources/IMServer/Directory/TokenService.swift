@@ -40,8 +40,11 @@ public struct TokenService: Sendable {
 
     /// Verifies the token against the app it was presented to; 31004 when it is not valid there.
     public func verify(_ token: String, app: AppRecord) throws -> ConnectTokenClaims {
-        guard let claims = Self.unverifiedClaims(of: token, as: ConnectTokenClaims.self),
-              claims.appKey == app.appKey, Self.isSigned(token, secret: app.appSecret),
+        // The token is split and decoded once for both the claims and the signature.
+        guard let (payload, signature) = ConnectTokenClaims.parts(of: token),
+              let claims = try? JSONDecoder().decode(ConnectTokenClaims.self, from: payload),
+              claims.appKey == app.appKey,
+              HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: payload, using: SymmetricKey(data: Data(app.appSecret.utf8))),
               UserID.isValid(claims.userId)
         else {
             throw IMError(.tokenIncorrect, "the token is not valid for app key \(app.appKey): get a new token from your app server (Server API /user/getToken.json) for this app key")
