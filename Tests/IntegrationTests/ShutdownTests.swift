@@ -201,7 +201,14 @@ struct ShutdownTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try SQLiteStore(directory: dir.path)
         let delivered = Locked(0)
-        let log = MessageLog(store: store, clock: SystemClock(), maxBatch: 16) { batch in delivered.withLock { $0 += batch.count } }
+        // The seqs of each batch handed to delivery, in the order handed.
+        let batches = Locked<[[UInt64]]>([])
+        let log = MessageLog(store: store, clock: SystemClock(), maxBatch: 16) { batch in
+            delivered.withLock { $0 += batch.count }
+            batches.withLock { list in
+                list.append(batch.compactMap { if case .stored(let stored) = $0.outcome { stored.seq } else { nil } })
+            }
+        }
         func message(_ index: Int) -> StoredMessage {
             StoredMessage(appId: 1, conversationType: .private, conversationKey: privateConversationKey("a", "b"), targetId: "b",
                           senderId: "a", objectName: "RC:TxtMsg", content: Data(#"{"content":"\#(index)"}"#.utf8), flags: .isPersisted)
@@ -222,6 +229,11 @@ struct ShutdownTests {
         #expect(committed == 100 && failed == 0)
         let outcomes = try await appends.value
         #expect(outcomes.count == 100 && delivered.value == 100)
+        // The backlog is committed 16 at a time and each batch delivered in commit order.
+        let handed = batches.value
+        #expect(handed.map(\.count) == [16, 16, 16, 16, 16, 16, 4])
+        let seqs = handed.flatMap { $0 }
+        #expect(seqs == seqs.sorted() && Set(seqs).count == 100)
         for outcome in outcomes {
             guard case .stored(let stored) = outcome else {
                 Issue.record("not stored: \(outcome)")

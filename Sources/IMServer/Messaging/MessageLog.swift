@@ -34,7 +34,8 @@ public actor MessageLog {
     private let committedBatches: AsyncStream<Committed>
     private let handOn: AsyncStream<Committed>.Continuation
 
-    private var queue: [(message: StoredMessage, origin: Origin, reply: CheckedContinuation<CommitOutcome, any Error>)] = []
+    private typealias Pending = (message: StoredMessage, origin: Origin, reply: CheckedContinuation<CommitOutcome, any Error>)
+    private var queue: [Pending] = []
     /// False once the writer has been told to stop and took the last appends.
     private var accepting = true
     /// Wakes the writer when something is queued; finished to stop it.
@@ -147,33 +148,41 @@ public actor MessageLog {
     /// Commits everything queued.
     private func writeQueued() async {
         while !queue.isEmpty {
-            let count = min(queue.count, maxBatch)
-            let batch = Array(queue.prefix(count))
-            queue.removeFirst(count)
-            let draining = stopRequested.withLock { $0 }
-            do {
-                var messages: [StoredMessage] = []
-                messages.reserveCapacity(batch.count)
-                for entry in batch {
-                    messages.append(stamp(entry.message))
-                }
-                let started = ContinuousClock.now
-                let outcomes = try await store.commit(messages)
-                metrics?.committed(batch: messages.count, took: ContinuousClock.now - started)
-                // The store may have moved a sentTime past one another node committed meanwhile
-                // (a cluster): the next stamp starts from what was stored.
-                for case .stored(let stored) in outcomes {
-                    let key = AppConversation(appId: stored.appId, key: stored.conversationKey)
-                    if stored.sentTime > lastSentTime[key] ?? Int64.min { lastSentTime[key] = stored.sentTime }
-                }
-                handOn.yield((zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) }, batch.map(\.reply)))
-                if draining { drained.committed += batch.count }
-            } catch {
-                // Nothing of this batch is stored; forget cached times that may be ahead of the store.
-                lastSentTime = [:]
-                if draining { drained.failed += batch.count }
-                for entry in batch { entry.reply.resume(throwing: error) }
+            // Taken whole, then committed maxBatch at a time: a backlog of appends is never shifted
+            // down once per batch (removing a batch from the front of a long array moves the rest).
+            let taken = queue
+            queue = []
+            for start in stride(from: 0, to: taken.count, by: maxBatch) {
+                await commitBatch(taken[start..<min(start + maxBatch, taken.count)])
             }
+        }
+    }
+
+    /// Commits one batch and hands it on (or fails its senders).
+    private func commitBatch(_ batch: ArraySlice<Pending>) async {
+        let draining = stopRequested.withLock { $0 }
+        do {
+            var messages: [StoredMessage] = []
+            messages.reserveCapacity(batch.count)
+            for entry in batch {
+                messages.append(stamp(entry.message))
+            }
+            let started = ContinuousClock.now
+            let outcomes = try await store.commit(messages)
+            metrics?.committed(batch: messages.count, took: ContinuousClock.now - started)
+            // The store may have moved a sentTime past one another node committed meanwhile
+            // (a cluster): the next stamp starts from what was stored.
+            for case .stored(let stored) in outcomes {
+                let key = AppConversation(appId: stored.appId, key: stored.conversationKey)
+                if stored.sentTime > lastSentTime[key] ?? Int64.min { lastSentTime[key] = stored.sentTime }
+            }
+            handOn.yield((zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) }, batch.map(\.reply)))
+            if draining { drained.committed += batch.count }
+        } catch {
+            // Nothing of this batch is stored; forget cached times that may be ahead of the store.
+            lastSentTime = [:]
+            if draining { drained.failed += batch.count }
+            for entry in batch { entry.reply.resume(throwing: error) }
         }
     }
 
