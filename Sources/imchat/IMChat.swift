@@ -102,6 +102,10 @@ struct IMChat: AsyncParsableCommand {
         let refresh = newToken
         let limit = timeLimit
         let signal = opened.continuation
+        // Each offline sync that completes (at every connect), for the event log: what arrives
+        // after it comes live.
+        let syncs = kit.client.offlineMessageSyncCompleted()
+        Task { for await _ in syncs { log.write("synced", [:]) } }
         let connecting = Task {
             do {
                 _ = try await kit.connect(token: loginToken, timeLimit: limit, newToken: refresh, dbOpened: { signal.yield(()) })

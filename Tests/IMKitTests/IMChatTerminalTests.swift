@@ -29,6 +29,9 @@ struct IMChatTerminalTests {
     static func start(_ tmux: TmuxHarness, _ server: TestServer, _ user: String, _ extra: [String] = []) async throws {
         try await tmux.start(user, server: server.baseURL, appKey: server.app.appKey, appSecret: server.app.appSecret, extra: extra)
         try await tmux.waitFor(user, contains: "[connected]")
+        // Its first offline sync is done: what the test sends next arrives live, as it would to a
+        // user already online (a message committed during the sync comes with it, as offline).
+        try await tmux.waitForEvent(user, "synced")
     }
 
     @Test("S2: three messages show (3) and the badge; a typing status and a command do not count; read elsewhere clears it; system rows fold into one")

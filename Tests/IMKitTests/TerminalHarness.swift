@@ -103,6 +103,18 @@ final class TmuxHarness: Sendable {
         return last
     }
 
+    /// Waits until the session's event log holds `count` events named `name`; records an issue
+    /// when it does not within `timeout`.
+    func waitForEvent(_ session: String, _ name: String, count: Int = 1, timeout: Duration = .seconds(30),
+                      sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if events(session, name).count >= count { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("\(session)'s event log never held \(count) \"\(name)\" event(s)", sourceLocation: sourceLocation)
+    }
+
     @discardableResult
     func waitFor(_ session: String, contains text: String, timeout: Duration = .seconds(30),
                  sourceLocation: SourceLocation = #_sourceLocation) async throws -> String {

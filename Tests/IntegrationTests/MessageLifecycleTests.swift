@@ -91,6 +91,9 @@ struct MessageLifecycleTests {
             let marker = try await alice.sendMessage(.group, targetId: "g1", content: TextMessage(content: "marker"))
             #expect(await carolInbox.wait(for: 2).last?.message.messageUId == marker.messageUId)
             #expect(carolRecalls.items.count == 1, "carol never hears of the directional message")
+            // Bob's copy of the marker is stored before the count is read (carol's arriving says
+            // nothing of bob's).
+            #expect(await bobInbox.wait(for: 3).last?.message.messageUId == marker.messageUId)
             #expect(try await bob.getConversation(.group, targetId: "g1")?.unreadMessageCount == 1)
             // A member cannot recall someone else's group message.
             var forged = try #require(bobInbox.items.first?.message)
