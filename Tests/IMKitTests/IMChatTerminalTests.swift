@@ -28,7 +28,8 @@ struct IMChatTerminalTests {
 
     static func start(_ tmux: TmuxHarness, _ server: TestServer, _ user: String, _ extra: [String] = []) async throws {
         try await tmux.start(user, server: server.baseURL, appKey: server.app.appKey, appSecret: server.app.appSecret, extra: extra)
-        try await tmux.waitFor(user, contains: "[connected]")
+        // A process started while seven other tests load both cores may take a while to draw.
+        try await tmux.waitFor(user, contains: "[connected]", timeout: .seconds(60))
         // Its first offline sync is done: what the test sends next arrives live, as it would to a
         // user already online (a message committed during the sync comes with it, as offline).
         try await tmux.waitForEvent(user, "synced")
