@@ -4,8 +4,7 @@ import IMStore
 /// What happened on the server, told after it happened: the seam that delivery, push, callbacks
 /// to the app's server, metrics and a cluster bus attach to.
 public enum ServerEvent: Sendable {
-    /// A message is durable in the log (published in commit order, once its sender is answered; in a
-    /// cluster before).
+    /// A message is durable in the log (published in commit order, before its sender is answered).
     case messageCommitted(CommittedMessageEvent)
     /// A device signed in: its session is registered and reachable.
     case sessionOnline(SessionPresence)

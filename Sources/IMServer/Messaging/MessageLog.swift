@@ -7,10 +7,10 @@ import Synchronization
 ///
 /// Senders append and wait; the writer takes everything queued, assigns each message its
 /// `messageUId` and a `sentTime` strictly increasing inside its conversation, commits them in one
-/// durable transaction, answers the senders and hands the batch to delivery, in commit order (the
-/// answers do not wait for the fan-out). In a cluster every node has its own writer; the store
-/// orders their commits (seq in commit order, and a sentTime not after the conversation's newest
-/// moved 1 ms past it), and the batch is on the cluster bus before its senders are answered.
+/// durable transaction, hands them to delivery in commit order, and only then answers the senders.
+/// In a cluster every node has its own writer; the store orders their commits (seq in commit
+/// order, and a sentTime not after the conversation's newest moved 1 ms past it), and the batch is
+/// on the cluster bus before its senders are answered.
 ///
 /// Committing and delivering overlap: the writer commits batch N+1 while batch N is delivered
 /// (and goes out on the cluster bus); one task hands batches on and answers their senders, in
@@ -52,9 +52,9 @@ public actor MessageLog {
     private static let lastSentTimeCacheLimit = 100_000
 
     /// - Parameters:
-    ///   - committed: called with each committed batch, in commit order (delivery hangs here), once
-    ///     its senders are answered; in a cluster before. Batches are handed on one at a time, so
-    ///     deliveries keep commit order; the writer goes on committing meanwhile.
+    ///   - committed: called with each committed batch, in commit order, before its senders are
+    ///     answered (delivery hangs here). Batches are handed on one at a time, so deliveries keep
+    ///     commit order; the writer goes on committing meanwhile.
     ///   - handedOn: when given (a cluster), returns once what `committed` published so far has left
     ///     this process (the cluster bus); a batch's senders are answered only after it returns.
     public init(store: any MessageStore & MessageLifecycleStore & UltraGroupStore, clock: any WallClock, maxBatch: Int = 512,
@@ -93,16 +93,8 @@ public actor MessageLog {
         // Delivers batches and answers their senders in commit order; ends after the last one.
         let answering = Task { [committedBatches, committed, handedOn] in
             for await batch in committedBatches {
-                guard let handedOn else {
-                    // One node: a batch's senders are answered once it is committed, and its fan-out
-                    // (a push queued for every recipient session, thousands for a large group)
-                    // follows without them waiting for it; deliveries keep commit order all the same.
-                    for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
-                    await committed(batch.messages)
-                    continue
-                }
                 await committed(batch.messages)
-                await handedOn()
+                await handedOn?()
                 for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
             }
         }
