@@ -35,7 +35,9 @@ public actor MessageLog {
     private let handOn: AsyncStream<Committed>.Continuation
 
     private typealias Pending = (message: StoredMessage, origin: Origin, reply: CheckedContinuation<CommitOutcome, any Error>)
+    /// Appends in order; those before `queueHead` were taken by the writer already.
     private var queue: [Pending] = []
+    private var queueHead = 0
     /// False once the writer has been told to stop and took the last appends.
     private var accepting = true
     /// Wakes the writer when something is queued; finished to stop it.
@@ -116,7 +118,7 @@ public actor MessageLog {
     }
 
     /// Appends waiting for the writer.
-    var queuedCount: Int { queue.count }
+    var queuedCount: Int { queue.count - queueHead }
 
     /// A stored message by uid (read from the store; the log's order is not involved).
     nonisolated func storedMessage(appId: Int64, uid: String) async throws -> StoredMessage? {
@@ -139,19 +141,26 @@ public actor MessageLog {
 
     /// Commits everything queued.
     private func writeQueued() async {
-        while !queue.isEmpty {
-            // Taken whole, then committed maxBatch at a time: a backlog of appends is never shifted
-            // down once per batch (removing a batch from the front of a long array moves the rest).
-            let taken = queue
-            queue = []
-            for start in stride(from: 0, to: taken.count, by: maxBatch) {
-                await commitBatch(taken[start..<min(start + maxBatch, taken.count)])
+        while queueHead < queue.count {
+            // The oldest maxBatch appends, those that came during the last commit included, taken
+            // by moving the head: a backlog is not shifted down the array once per batch. The
+            // taken part is dropped once it is all of the array or more than half of it.
+            let end = min(queueHead + maxBatch, queue.count)
+            let batch = Array(queue[queueHead..<end])
+            queueHead = end
+            if queueHead == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                queueHead = 0
+            } else if queueHead > queue.count / 2 {
+                queue.removeFirst(queueHead)
+                queueHead = 0
             }
+            await commitBatch(batch)
         }
     }
 
     /// Commits one batch and hands it on (or fails its senders).
-    private func commitBatch(_ batch: ArraySlice<Pending>) async {
+    private func commitBatch(_ batch: [Pending]) async {
         let draining = stopRequested.withLock { $0 }
         do {
             var messages: [StoredMessage] = []
