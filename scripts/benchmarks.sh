@@ -13,6 +13,7 @@ common=(--target IMBenchmarks --path Benchmarks/Thresholds --no-progress)
 case "${1:-check}" in
   check)
     log="$(mktemp)"
+    trap 'rm -f "$log"' EXIT
     set +e
     swift package --disable-sandbox benchmark thresholds check "${common[@]}" 2>&1 | tee "$log"
     status=${PIPESTATUS[0]}
@@ -20,13 +21,11 @@ case "${1:-check}" in
     # The plugin exits 1 both when a benchmark allocates more and when it allocates less than its
     # threshold; the error it names tells the two apart.
     if [ "$status" -eq 0 ]; then
-      rm -f "$log"; exit 0
+      exit 0
     elif grep -q "benchmarkThresholdImprovement" "$log" && ! grep -q "benchmarkThresholdRegression" "$log"; then
-      rm -f "$log"
       echo "The benchmarks allocate less than Benchmarks/Thresholds allows: run scripts/benchmarks.sh update to keep the gain."
       exit 0
     else
-      rm -f "$log"
       echo "The benchmarks allocate more than Benchmarks/Thresholds allows, or did not run (exit $status): see the table above."
       exit 1
     fi ;;

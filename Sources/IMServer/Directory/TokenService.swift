@@ -35,7 +35,12 @@ public struct TokenService: Sendable {
     /// Whether a token of that form was signed with `secret`.
     static func isSigned(_ token: String, secret: String) -> Bool {
         guard let (payload, signature) = ConnectTokenClaims.parts(of: token) else { return false }
-        return HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: payload, using: SymmetricKey(data: Data(secret.utf8)))
+        return isSignature(signature, of: payload, secret: secret)
+    }
+
+    /// Whether `signature` is the HMAC-SHA256 of `payload` with `secret` (compared in constant time).
+    private static func isSignature(_ signature: Data, of payload: Data, secret: String) -> Bool {
+        HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: payload, using: SymmetricKey(data: Data(secret.utf8)))
     }
 
     /// Verifies the token against the app it was presented to; 31004 when it is not valid there.
@@ -44,7 +49,7 @@ public struct TokenService: Sendable {
         guard let (payload, signature) = ConnectTokenClaims.parts(of: token),
               let claims = try? JSONDecoder().decode(ConnectTokenClaims.self, from: payload),
               claims.appKey == app.appKey,
-              HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: payload, using: SymmetricKey(data: Data(app.appSecret.utf8))),
+              Self.isSignature(signature, of: payload, secret: app.appSecret),
               UserID.isValid(claims.userId)
         else {
             throw IMError(.tokenIncorrect, "the token is not valid for app key \(app.appKey): get a new token from your app server (Server API /user/getToken.json) for this app key")
