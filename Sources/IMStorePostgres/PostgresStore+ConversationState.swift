@@ -162,14 +162,16 @@ extension PostgresStore {
                 guard let existing = try await tag(tagId), !existing.removed else { throw StoreRefusal.noSuchTag(tagId: tagId) }
                 for conversation in conversations.uniqued() {
                     if let current = try await link(tagId: tagId, conversation), !current.removed { continue }
+                    let version = stamp()
                     try await connection.run("""
                         INSERT INTO conversation_tag_links (app_id, user_id, tag_id, conv_type, target_id, channel_id, is_top, linked_at, removed, version)
                         VALUES (\(appId), \(userId), \(tagId), \(Int64(conversation.type.rawValue)), \(conversation.targetId),
-                                \(conversation.channelId), 0, \(now), 0, \(stamp()))
+                                \(conversation.channelId), 0, \(now), 0, \(version))
                         ON CONFLICT (app_id, user_id, tag_id, conv_type, target_id, channel_id) DO UPDATE SET
                             is_top = 0, linked_at = excluded.linked_at, removed = 0, version = excluded.version
                         """, logger)
-                    delta.links.append(try await link(tagId: tagId, conversation)!)
+                    delta.links.append(ConversationTagLinkRecord(tagId: tagId, conversation: conversation, isTop: false, removed: false,
+                                                                 version: UInt64(version), linkedAt: now))
                 }
             case .removeConversations(let tagId, let conversations):
                 for conversation in conversations.uniqued() {
@@ -224,12 +226,18 @@ extension PostgresStore {
 
         private mutating func unlink(_ link: ConversationTagLinkRecord) async throws {
             let conversation = link.conversation
+            let version = stamp()
             try await connection.run("""
-                UPDATE conversation_tag_links SET removed = 1, is_top = 0, version = \(stamp())
+                UPDATE conversation_tag_links SET removed = 1, is_top = 0, version = \(version)
                 WHERE app_id = \(appId) AND user_id = \(userId) AND tag_id = \(link.tagId) AND conv_type = \(Int64(conversation.type.rawValue))
                     AND target_id = \(conversation.targetId) AND channel_id = \(conversation.channelId)
                 """, logger)
-            delta.links.append(try await self.link(tagId: link.tagId, conversation)!)
+            // The changed row is known without reading it back (one round trip per link, not two).
+            var removed = link
+            removed.removed = true
+            removed.isTop = false
+            removed.version = UInt64(version)
+            delta.links.append(removed)
         }
 
         private func tag(_ tagId: String) async throws -> ConversationTagRecord? {
