@@ -187,8 +187,14 @@ struct IMChatTerminalTests {
                 return lines.count > 2 && lines[2] == "bob: m1"
             }
             #expect(!jumped.contains("unread ↑"))
+            // Each key is seen handled on the screen before the next step: a message that came
+            // before the scroll would be taken in at the bottom and raise no indicator.
+            // (m40 is also in the notice line at the foot: the message's own row is the one read.)
+            func showsM40(_ screen: String) -> Bool { screen.split(separator: "\n").contains("bob: m40") }
             try await tmux.press("alice", "End")
+            try await tmux.waitFor("alice", "m40 at the bottom", showsM40)
             try await tmux.press("alice", "PageUp")
+            try await tmux.waitFor("alice", "m40 scrolled out of view") { !showsM40($0) }
             try await Self.publish(server, "bob", "alice", "while reading above")
             try await tmux.waitFor("alice", contains: "[↓ 1 new]")
             try await tmux.press("alice", "End")
