@@ -94,8 +94,11 @@ public final class ServerCore: Sendable {
                                   processor: MediaProcessor(tools: mediaTools, workDirectory: mediaDirectory + "/.work/" + (cluster?.nodeId ?? "single"),
                                                             logger: logger),
                                   apps: apps, clock: clock, logger: logger)
-        let rosters = GroupRosters(store: store, registry: registry, peers: peers)
-        let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers)
+        // On one node a sender is answered before its message's fan-out is queued; member changes
+        // wait here for the fan-outs answered before them (`FanOutOrder`).
+        let fanOut = FanOutOrder()
+        let rosters = GroupRosters(store: store, registry: registry, peers: peers, fanOut: fanOut)
+        let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers, fanOut: fanOut)
         let localBus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger, metrics: metrics)
         self.localBus = localBus
         let bus: any SessionBus = cluster.map { ClusterSessionBus(local: localBus, transport: $0) } ?? localBus
@@ -117,7 +120,7 @@ public final class ServerCore: Sendable {
         var handedOn: (@Sendable () async -> Void)?
         if let cluster { handedOn = { await cluster.flush() } }
         let metrics = self.metrics
-        self.log = MessageLog(store: store, clock: clock, metrics: metrics, committed: { batch in
+        self.log = MessageLog(store: store, clock: clock, metrics: metrics, fanOut: fanOut, committed: { batch in
             statistics.count(batch.lazy.compactMap { item in
                 if case .stored(let message) = item.outcome { return message }
                 return nil

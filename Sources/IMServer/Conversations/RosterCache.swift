@@ -58,10 +58,12 @@ final class RosterCache<Record: CachedRoster>: Sendable {
     private let maxCached: Int
     private let load: @Sendable (Int64, String) async throws -> Record?
     private let state = Mutex(State())
+    private let fanOut: FanOutOrder
 
-    init(registry: SessionRegistry, maxCached: Int, load: @escaping @Sendable (Int64, String) async throws -> Record?) {
+    init(registry: SessionRegistry, maxCached: Int, fanOut: FanOutOrder, load: @escaping @Sendable (Int64, String) async throws -> Record?) {
         self.registry = registry
         self.maxCached = maxCached
+        self.fanOut = fanOut
         self.load = load
     }
 
@@ -123,6 +125,9 @@ final class RosterCache<Record: CachedRoster>: Sendable {
     /// Runs a change of these groups in the store, keeping the cache from serving what the change
     /// replaces.
     func changing<T: Sendable>(appId: Int64, ids: [String], _ change: () async throws -> T) async throws -> T {
+        // A message answered before the change reaches the members it was sent to: its fan-out,
+        // which reads the members, is queued before they change (a member removed now still gets it).
+        await fanOut.behindAnswered()
         mark(appId: appId, ids: ids, starting: true)
         defer { mark(appId: appId, ids: ids, starting: false) }
         return try await explainingRefusals(change)

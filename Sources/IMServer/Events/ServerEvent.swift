@@ -4,7 +4,8 @@ import IMStore
 /// What happened on the server, told after it happened: the seam that delivery, push, callbacks
 /// to the app's server, metrics and a cluster bus attach to.
 public enum ServerEvent: Sendable {
-    /// A message is durable in the log (published in commit order, before its sender is answered).
+    /// A message is durable in the log (published in commit order, once its sender is answered; in a
+    /// cluster before).
     case messageCommitted(CommittedMessageEvent)
     /// A device signed in: its session is registered and reachable.
     case sessionOnline(SessionPresence)

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// Receives server events in order, and is awaited: the event's publisher goes on only once every
-/// handler has had it (delivery to sessions happens before a sender is answered).
+/// handler has had it (delivery queues a batch's pushes before the next batch is delivered).
 public protocol ServerEventHandler: Sendable {
     func handle(_ event: ServerEvent) async
 }

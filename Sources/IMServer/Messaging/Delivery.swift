@@ -2,8 +2,9 @@ import IMCore
 import IMStore
 
 /// Online delivery: hands every committed message to the session bus, which writes it to the live
-/// sessions that should see it now. It is the first handler of the server's events, so a message
-/// is on its way to its recipients before its sender is answered.
+/// sessions that should see it now. It is the first handler of the server's events, so a message's
+/// pushes are queued as soon as its batch is committed and its senders answered (in a cluster,
+/// before they are answered).
 public final class Delivery: ServerEventHandler {
     let bus: any SessionBus
     let clock: any WallClock

@@ -7,10 +7,11 @@ import Synchronization
 ///
 /// Senders append and wait; the writer takes everything queued, assigns each message its
 /// `messageUId` and a `sentTime` strictly increasing inside its conversation, commits them in one
-/// durable transaction, hands them to delivery in commit order, and only then answers the senders.
-/// In a cluster every node has its own writer; the store orders their commits (seq in commit
-/// order, and a sentTime not after the conversation's newest moved 1 ms past it), and the batch is
-/// on the cluster bus before its senders are answered.
+/// durable transaction, answers the senders and hands the batch to delivery, in commit order: on
+/// one node the answers do not wait for the fan-out, and what could overtake it waits on
+/// `fanOut` (`FanOutOrder`). In a cluster every node has its own writer; the store orders their
+/// commits (seq in commit order, and a sentTime not after the conversation's newest moved 1 ms
+/// past it), and the batch is on the cluster bus before its senders are answered.
 ///
 /// Committing and delivering overlap: the writer commits batch N+1 while batch N is delivered
 /// (and goes out on the cluster bus); one task hands batches on and answers their senders, in
@@ -28,6 +29,8 @@ public actor MessageLog {
     private let maxBatch: Int
     private let committed: @Sendable ([CommittedMessage]) async -> Void
     private let handedOn: (@Sendable () async -> Void)?
+    /// Orders what follows an answer behind the answered batch's fan-out.
+    nonisolated let fanOut: FanOutOrder
     /// A committed batch waiting to be delivered and answered.
     private typealias Committed = (messages: [CommittedMessage], replies: [CheckedContinuation<CommitOutcome, any Error>])
     /// Committed batches, in commit order, for the task that delivers them and answers their senders.
@@ -54,16 +57,19 @@ public actor MessageLog {
     private static let lastSentTimeCacheLimit = 100_000
 
     /// - Parameters:
-    ///   - committed: called with each committed batch, in commit order, before its senders are
-    ///     answered (delivery hangs here). Batches are handed on one at a time, so deliveries keep
-    ///     commit order; the writer goes on committing meanwhile.
+    ///   - committed: called with each committed batch, in commit order (delivery hangs here), once
+    ///     its senders are answered; in a cluster before. Batches are handed on one at a time, so
+    ///     deliveries keep commit order; the writer goes on committing meanwhile.
+    ///   - fanOut: told of each batch answered and delivered (one node), for what must follow a
+    ///     delivery to wait on.
     ///   - handedOn: when given (a cluster), returns once what `committed` published so far has left
     ///     this process (the cluster bus); a batch's senders are answered only after it returns.
     public init(store: any MessageStore & MessageLifecycleStore & UltraGroupStore, clock: any WallClock, maxBatch: Int = 512,
-                metrics: ServerMetrics? = nil,
+                metrics: ServerMetrics? = nil, fanOut: FanOutOrder = FanOutOrder(),
                 committed: @escaping @Sendable ([CommittedMessage]) async -> Void,
                 handedOn: (@Sendable () async -> Void)? = nil) {
         self.metrics = metrics
+        self.fanOut = fanOut
         self.store = store
         self.clock = clock
         self.maxBatch = maxBatch
@@ -93,10 +99,23 @@ public actor MessageLog {
     /// (their senders got the error). Run once (by `MessageLogService`).
     func runWriter() async -> (committed: Int, failed: Int) {
         // Delivers batches and answers their senders in commit order; ends after the last one.
-        let answering = Task { [committedBatches, committed, handedOn] in
+        let answering = Task { [committedBatches, committed, handedOn, fanOut] in
             for await batch in committedBatches {
+                guard let handedOn else {
+                    // One node: a batch's senders are answered once it is committed, and its
+                    // fan-out (a push queued for every recipient session, thousands for a large
+                    // group) follows without them waiting for it. The next batch is answered only
+                    // after it, so deliveries keep commit order; `fanOut` holds back whatever else
+                    // could overtake it.
+                    let number = fanOut.answering()
+                    for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
+                    await committed(batch.messages)
+                    fanOut.delivered(number)
+                    continue
+                }
+                // A cluster: the batch is on the bus before its senders are answered.
                 await committed(batch.messages)
-                await handedOn?()
+                await handedOn()
                 for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
             }
         }

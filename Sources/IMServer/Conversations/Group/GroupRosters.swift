@@ -31,10 +31,10 @@ public final class GroupRosters: Sendable {
     private let global = Mutex(GlobalMutes())
     private let peers: ClusterPeers
 
-    init(store: any GroupStore, registry: SessionRegistry, peers: ClusterPeers, maxCachedGroups: Int = 100_000) {
+    init(store: any GroupStore, registry: SessionRegistry, peers: ClusterPeers, fanOut: FanOutOrder, maxCachedGroups: Int = 100_000) {
         self.store = store
         self.peers = peers
-        self.cache = RosterCache(registry: registry, maxCached: maxCachedGroups) { appId, groupId in
+        self.cache = RosterCache(registry: registry, maxCached: maxCachedGroups, fanOut: fanOut) { appId, groupId in
             try await store.groupRoster(appId: appId, groupId: groupId)
         }
     }

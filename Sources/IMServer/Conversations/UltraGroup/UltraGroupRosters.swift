@@ -29,9 +29,9 @@ public final class UltraGroupRosters: Sendable {
     private let cache: RosterCache<UltraGroupRosterRecord>
     private let peers: ClusterPeers
 
-    init(store: any UltraGroupStore, registry: SessionRegistry, peers: ClusterPeers, maxCachedGroups: Int = 10_000) {
+    init(store: any UltraGroupStore, registry: SessionRegistry, peers: ClusterPeers, fanOut: FanOutOrder, maxCachedGroups: Int = 10_000) {
         self.peers = peers
-        cache = RosterCache(registry: registry, maxCached: maxCachedGroups) { appId, groupId in
+        cache = RosterCache(registry: registry, maxCached: maxCachedGroups, fanOut: fanOut) { appId, groupId in
             try await store.ultraGroupRoster(appId: appId, groupId: groupId)
         }
     }
