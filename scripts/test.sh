@@ -3,6 +3,12 @@
 # process), runs the whole test suite, then `imbench --quick`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What the tests leave in the temporary directory (media fixtures made once per test process,
+# servers' data directories, the private PostgreSQL server) goes into a folder of this run's,
+# removed when it ends.
+run_tmp="$(mktemp -d "${TMPDIR:-/tmp}/imserver-tests.XXXXXX")"
+export TMPDIR="$run_tmp"
+trap 'rm -rf "$run_tmp"' EXIT
 # GRDB links the system SQLite; Debian's headers are in libsqlite3-dev.
 if ! [ -f /usr/include/sqlite3.h ]; then
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq libsqlite3-dev; else sudo apt-get install -y libsqlite3-dev; fi
@@ -27,14 +33,14 @@ export IMSERVER_TEST_CHROMEDRIVER
 pg_dir="${TMPDIR:-/tmp}/imserver-test-postgres-$$"
 IMSERVER_TEST_POSTGRES_URL="$(scripts/postgres.sh start "$pg_dir")"
 export IMSERVER_TEST_POSTGRES_URL
-trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir"' EXIT
+trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir" "$run_tmp"' EXIT
 swift build --build-tests
 # Every test target, the store conformance suite (Tests/StoreConformanceTests, docs/STORE-CONFORMANCE.md)
 # included: it runs here against SQLite.
 # The run's output is kept so that, when a test fails, its failures are printed again at the end,
 # where a CI log's tail shows them.
 test_log="$(mktemp)"
-trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir" "$test_log"' EXIT
+trap 'scripts/postgres.sh stop "$pg_dir"; rm -rf "$pg_dir" "$test_log" "$run_tmp"' EXIT
 # At most 8 tests at a time. Each integration test runs servers, clients, tmux sessions or child
 # processes of its own; all ~500 at once put a load of 10 on 2 cores, and then tests that bound
 # a wait (a connect refused within 60 s, a reply within 10 s) failed for want of CPU, not for

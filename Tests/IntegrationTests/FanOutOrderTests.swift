@@ -41,9 +41,7 @@ struct FanOutOrderTests {
 
         // Bob is removed after the answer: the change waits for the fan-out.
         let removal = Task { try await rosters.changing(appId: 1, groupIds: ["g"]) { try await store.quitGroup(appId: 1, groupId: "g", userIds: ["bob"]) } }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while fanOut.waitingCount == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(fanOut.waitingCount == 1, "the removal waits")
+        try await Self.waitUntil { fanOut.waitingCount == 1 }
         #expect(try await store.groupMembers(appId: 1, groupId: "g").map(\.userId).sorted() == ["alice", "bob"], "and has changed nothing yet")
 
         open.yield()
@@ -56,27 +54,38 @@ struct FanOutOrderTests {
         _ = await writer.value
     }
 
-    @Test("a wait returns at once with nothing pending, and otherwise once every batch answered before it is delivered")
+    @Test("a wait returns at once with nothing pending, otherwise once every batch committed before it is delivered, or when its task is cancelled")
     func order() async throws {
         let order = FanOutOrder()
-        await order.behindAnswered()   // nothing answered: no wait
-        let first = order.answering()
-        let second = order.answering()
+        await order.behindCommitted()   // nothing committed: no wait
+        let first = order.committing()
+        let second = order.committing()
         let done = Locked(false)
         let waiter = Task {
-            await order.behindAnswered()
+            await order.behindCommitted()
             done.withLock { $0 = true }
         }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while order.waitingCount == 0 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(order.waitingCount == 1)
+        try await Self.waitUntil { order.waitingCount == 1 }
         order.delivered(first)
         #expect(order.waitingCount == 1 && !done.value, "the second batch is still on its way")
-        let third = order.answering()   // answered after the wait began: not waited for
+        let third = order.committing()   // committed after the wait began: not waited for
         order.delivered(second)
         await waiter.value
         #expect(done.value && order.waitingCount == 0)
+
+        // A wait whose task is cancelled (a shutdown out of time) ends without the delivery.
+        let cancelled = Task { await order.behindCommitted() }
+        try await Self.waitUntil { order.waitingCount == 1 }
+        cancelled.cancel()
+        await cancelled.value
+        #expect(order.waitingCount == 0)
         order.delivered(third)
-        await order.behindAnswered()
+        await order.behindCommitted()
+    }
+
+    private static func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(condition())
     }
 }

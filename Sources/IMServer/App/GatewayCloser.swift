@@ -27,6 +27,8 @@ struct GatewayCloser: Service {
         let logger = core.logger
         logger.notice("shutting down: no new connections or requests", metadata: ["requests": "\(shutdown.counts.requests)"])
         await shutdown.finished(.request)
+        // The requests answered include sends whose fan-out may still be on its way.
+        await core.log.fanOut.behindCommitted()
         let sessions = core.registry.allSessions()
         logger.notice("shutting down: closing the client sessions", metadata: ["sessions": "\(sessions.count)"])
         for session in sessions { session.closeForShutdown() }

@@ -27,7 +27,8 @@ public struct IMServerApp: Sendable {
     ///
     /// 1. `GatewayCloser` (last in the group): new connections are refused (503), Server API
     ///    requests get 503, client requests and connects 31003; the client requests under way
-    ///    finish (a send's acknowledgement is queued before anything closes); every client session
+    ///    finish (a send's acknowledgement, and its message's fan-out, are queued before anything
+    ///    closes); every client session
     ///    is closed with WebSocket close 1001 (going away) once what is queued for it is written,
     ///    and the step ends when every gateway has ended (at most `closeTimeoutSeconds` after).
     /// 2. The Hummingbird application: stops listening, lets the Server API requests under way

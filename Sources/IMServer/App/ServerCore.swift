@@ -94,8 +94,8 @@ public final class ServerCore: Sendable {
                                   processor: MediaProcessor(tools: mediaTools, workDirectory: mediaDirectory + "/.work/" + (cluster?.nodeId ?? "single"),
                                                             logger: logger),
                                   apps: apps, clock: clock, logger: logger)
-        // On one node a sender is answered before its message's fan-out is queued; member changes
-        // wait here for the fan-outs answered before them (`FanOutOrder`).
+        // On one node a sender is answered before its message's fan-out is queued; member changes,
+        // kicks and the like wait here for the fan-outs of what was committed before them.
         let fanOut = FanOutOrder()
         let rosters = GroupRosters(store: store, registry: registry, peers: peers, fanOut: fanOut)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers, fanOut: fanOut)
@@ -136,7 +136,7 @@ public final class ServerCore: Sendable {
             }
         }, handedOn: handedOn)
         self.archive = MessageArchive(store: store)
-        self.directory = UserDirectory(store: store, registry: registry, peers: peers, apps: apps)
+        self.directory = UserDirectory(store: store, registry: registry, peers: peers, apps: apps, fanOut: fanOut)
         self.sensitiveWords = SensitiveWordFilter(store: store, peers: peers)
         self.apiLimits = APIRateLimiter(clock: clock, nodes: { cluster?.liveNodes() ?? 1 })
         let relay = cluster.map { ChatroomRelay(transport: $0) }

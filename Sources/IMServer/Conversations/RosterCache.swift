@@ -125,9 +125,9 @@ final class RosterCache<Record: CachedRoster>: Sendable {
     /// Runs a change of these groups in the store, keeping the cache from serving what the change
     /// replaces.
     func changing<T: Sendable>(appId: Int64, ids: [String], _ change: () async throws -> T) async throws -> T {
-        // A message answered before the change reaches the members it was sent to: its fan-out,
+        // A message committed before the change reaches the members it was sent to: its fan-out,
         // which reads the members, is queued before they change (a member removed now still gets it).
-        await fanOut.behindAnswered()
+        await fanOut.behindCommitted()
         mark(appId: appId, ids: ids, starting: true)
         defer { mark(appId: appId, ids: ids, starting: false) }
         return try await explainingRefusals(change)

@@ -28,9 +28,13 @@ public final class UserDirectory: Sendable {
     private let privateMutes = Mutex<(entries: [Int64: Set<String>], changes: UInt64)>(([:], 0))
 
     private let peers: ClusterPeers
+    /// A kick waits for the fan-out of messages committed before it: the app's server that
+    /// publishes to a user and then blocks them has the message reach them first.
+    private let fanOut: FanOutOrder
 
-    init(store: any UserStore, registry: SessionRegistry, peers: ClusterPeers, apps: AppRegistry) {
+    init(store: any UserStore, registry: SessionRegistry, peers: ClusterPeers, apps: AppRegistry, fanOut: FanOutOrder) {
         self.peers = peers
+        self.fanOut = fanOut
         self.store = store
         self.registry = registry
         self.apps = apps
@@ -62,6 +66,7 @@ public final class UserDirectory: Sendable {
     /// sessions with 31011, the seed's code for a user banned while online.
     func block(appId: Int64, userIds: [String], minutes: Int, now: Int64) async throws {
         try await store.setBlocked(appId: appId, userIds: userIds, until: now + Int64(minutes) * 60_000, now: now)
+        await fanOut.behindCommitted()
         for userId in userIds {
             for session in registry.sessions(appId: appId, userId: userId) {
                 session.kick(code: .bannedWhileOnline, reason: "user \(userId) was blocked by the app's server for \(minutes) minutes")
@@ -180,6 +185,7 @@ public final class UserDirectory: Sendable {
     func deactivate(appId: Int64, userIds: [String], now: Int64) async throws {
         try await store.deactivateUsers(appId: appId, userIds: userIds, now: now)
         forgetAll(appId: appId, owners: userIds)
+        await fanOut.behindCommitted()
         disconnect(appId: appId, userIds: userIds, code: .userDeactivated, reason: "the user was deactivated by the app's server")
     }
 
@@ -200,6 +206,7 @@ public final class UserDirectory: Sendable {
     func delete(appId: Int64, userIds: [String], now: Int64) async throws {
         try await store.deleteUsers(appId: appId, userIds: userIds, now: now)
         forgetAll(appId: appId, owners: userIds)
+        await fanOut.behindCommitted()
         disconnect(appId: appId, userIds: userIds, code: .tokenIncorrect, reason: "the user was deleted by the app's server")
     }
 

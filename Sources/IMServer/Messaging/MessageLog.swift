@@ -29,10 +29,10 @@ public actor MessageLog {
     private let maxBatch: Int
     private let committed: @Sendable ([CommittedMessage]) async -> Void
     private let handedOn: (@Sendable () async -> Void)?
-    /// Orders what follows an answer behind the answered batch's fan-out.
+    /// Orders what follows a committed batch behind its fan-out.
     nonisolated let fanOut: FanOutOrder
     /// A committed batch waiting to be delivered and answered.
-    private typealias Committed = (messages: [CommittedMessage], replies: [CheckedContinuation<CommitOutcome, any Error>])
+    private typealias Committed = (number: UInt64, messages: [CommittedMessage], replies: [CheckedContinuation<CommitOutcome, any Error>])
     /// Committed batches, in commit order, for the task that delivers them and answers their senders.
     private let committedBatches: AsyncStream<Committed>
     private let handOn: AsyncStream<Committed>.Continuation
@@ -60,8 +60,8 @@ public actor MessageLog {
     ///   - committed: called with each committed batch, in commit order (delivery hangs here), once
     ///     its senders are answered; in a cluster before. Batches are handed on one at a time, so
     ///     deliveries keep commit order; the writer goes on committing meanwhile.
-    ///   - fanOut: told of each batch answered and delivered (one node), for what must follow a
-    ///     delivery to wait on.
+    ///   - fanOut: told of each batch committed and delivered, for what must follow a delivery to
+    ///     wait on.
     ///   - handedOn: when given (a cluster), returns once what `committed` published so far has left
     ///     this process (the cluster bus); a batch's senders are answered only after it returns.
     public init(store: any MessageStore & MessageLifecycleStore & UltraGroupStore, clock: any WallClock, maxBatch: Int = 512,
@@ -107,15 +107,15 @@ public actor MessageLog {
                     // group) follows without them waiting for it. The next batch is answered only
                     // after it, so deliveries keep commit order; `fanOut` holds back whatever else
                     // could overtake it.
-                    let number = fanOut.answering()
                     for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
                     await committed(batch.messages)
-                    fanOut.delivered(number)
+                    fanOut.delivered(batch.number)
                     continue
                 }
                 // A cluster: the batch is on the bus before its senders are answered.
                 await committed(batch.messages)
                 await handedOn()
+                fanOut.delivered(batch.number)
                 for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
             }
         }
@@ -196,7 +196,7 @@ public actor MessageLog {
                 let key = AppConversation(appId: stored.appId, key: stored.conversationKey)
                 if stored.sentTime > lastSentTime[key] ?? Int64.min { lastSentTime[key] = stored.sentTime }
             }
-            handOn.yield((zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) }, batch.map(\.reply)))
+            handOn.yield((fanOut.committing(), zip(batch, outcomes).map { CommittedMessage(outcome: $1, origin: $0.origin) }, batch.map(\.reply)))
             if draining { drained.committed += batch.count }
         } catch {
             // Nothing of this batch is stored; forget cached times that may be ahead of the store.

@@ -20,7 +20,7 @@ public struct RecallOutcome: Sendable, Equatable, Codable {
 /// messages skip the log: online recipients only.
 public final class MessageService: Sendable {
     private let log: MessageLog
-    /// What must follow the fan-out of messages already answered waits here.
+    /// What must follow the fan-out of messages already committed waits here.
     var fanOut: FanOutOrder { log.fanOut }
     private let bus: any SessionBus
     private let clock: any WallClock
@@ -114,8 +114,8 @@ public final class MessageService: Sendable {
         if message.flags.contains(.status) {
             message.sentTime = clock.nowMilliseconds()
             message.uid = uids.next(milliseconds: message.sentTime)
-            // Behind the fan-out of every message answered before it (a status skips the log).
-            await fanOut.behindAnswered()
+            // Behind the fan-out of every message committed before it (a status skips the log).
+            await fanOut.behindCommitted()
             await bus.deliver(message, origin: origin)
             return message
         }
