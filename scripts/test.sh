@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 # servers' data directories, the private PostgreSQL server) goes into a folder of this run's,
 # removed when it ends.
 run_tmp="$(mktemp -d "${TMPDIR:-/tmp}/imserver-tests.XXXXXX")"
+# Others may enter it: the PostgreSQL server below runs as its own user when this runs as root.
+chmod 755 "$run_tmp"
 export TMPDIR="$run_tmp"
 trap 'rm -rf "$run_tmp"' EXIT
 # GRDB links the system SQLite; Debian's headers are in libsqlite3-dev.

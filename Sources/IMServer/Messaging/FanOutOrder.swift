@@ -23,11 +23,15 @@ public final class FanOutOrder: Sendable {
 
     private let state = Mutex(State())
 
+    /// True inside a delivery (the message log's `committed`): a wait there would wait for itself.
+    @TaskLocal static var delivering = false
+
     public init() {}
 
     /// Returns once every batch committed before the call has its fan-out queued, or once the
     /// calling task is cancelled (a shutdown that ran out of time).
     public func behindCommitted() async {
+        assert(!Self.delivering, "a delivery waits for the fan-outs before it: it would wait for its own")
         if state.withLock({ $0.delivered >= $0.committed }) { return }
         let id = state.withLock { state in
             state.nextWaiter += 1

@@ -108,12 +108,12 @@ public actor MessageLog {
                     // after it, so deliveries keep commit order; `fanOut` holds back whatever else
                     // could overtake it.
                     for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
-                    await committed(batch.messages)
+                    await FanOutOrder.$delivering.withValue(true) { await committed(batch.messages) }
                     fanOut.delivered(batch.number)
                     continue
                 }
                 // A cluster: the batch is on the bus before its senders are answered.
-                await committed(batch.messages)
+                await FanOutOrder.$delivering.withValue(true) { await committed(batch.messages) }
                 await handedOn()
                 fanOut.delivered(batch.number)
                 for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
