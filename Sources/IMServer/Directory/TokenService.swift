@@ -25,21 +25,30 @@ public struct TokenService: Sendable {
         return Base64URL.encode(payload) + "." + Base64URL.encode(mac(payload, secret: secret))
     }
 
-    /// The claims of a token of that form, before its signature is checked (they name the app
-    /// whose secret checks it); nil when it is not shaped like one.
-    static func unverifiedClaims<Claims: Decodable>(of token: String, as type: Claims.Type) -> Claims? {
-        guard let (payload, _) = ConnectTokenClaims.parts(of: token) else { return nil }
-        return try? JSONDecoder().decode(type, from: payload)
-    }
+    /// A token of that form split and its claims decoded once, before its signature is checked
+    /// (the claims name the app whose secret checks it).
+    struct Unverified<Claims: Decodable> {
+        let claims: Claims
+        private let payload: Data
+        private let signature: Data
 
-    /// Whether a token of that form was signed with `secret`.
-    static func isSigned(_ token: String, secret: String) -> Bool {
-        guard let (payload, signature) = ConnectTokenClaims.parts(of: token) else { return false }
-        return isSignature(signature, of: payload, secret: secret)
+        /// Nil when the token is not shaped like one.
+        init?(_ token: String) {
+            guard let (payload, signature) = ConnectTokenClaims.parts(of: token),
+                  let claims = try? JSONDecoder().decode(Claims.self, from: payload) else { return nil }
+            self.claims = claims
+            self.payload = payload
+            self.signature = signature
+        }
+
+        /// Whether the token was signed with `secret`.
+        func isSigned(secret: String) -> Bool {
+            TokenService.isSignature(signature, of: payload, secret: secret)
+        }
     }
 
     /// Whether `signature` is the HMAC-SHA256 of `payload` with `secret` (compared in constant time).
-    private static func isSignature(_ signature: Data, of payload: Data, secret: String) -> Bool {
+    fileprivate static func isSignature(_ signature: Data, of payload: Data, secret: String) -> Bool {
         HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: payload, using: SymmetricKey(data: Data(secret.utf8)))
     }
 

@@ -90,11 +90,11 @@ public final class MediaService: Sendable {
 
     /// The claims of a token for `purpose`, or 1004 (unknown app, bad signature, expired).
     func verify(_ token: String, purpose: String) async throws -> (AppRecord, Claims) {
-        guard let claims = TokenService.unverifiedClaims(of: token, as: Claims.self), claims.p == purpose,
+        guard let unverified = TokenService.Unverified<Claims>(token), case let claims = unverified.claims, claims.p == purpose,
               let app = await apps.find(key: claims.a) else {
             throw IMError(.apiSignatureFailed, "missing or malformed media token: ask the connection for one (MEDIA_\(purpose == "up" ? "UPLOAD" : "DOWNLOAD")_TOKEN)")
         }
-        guard TokenService.isSigned(token, secret: app.appSecret) else {
+        guard unverified.isSigned(secret: app.appSecret) else {
             throw IMError(.apiSignatureFailed, "the media token's signature does not match: ask the connection for a new one")
         }
         guard claims.e > clock.nowMilliseconds() else {
