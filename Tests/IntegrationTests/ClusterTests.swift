@@ -275,6 +275,29 @@ struct ClusterTests {
         }
     }
 
+    @Test("an ultra group message modified on one node reaches its members' devices on the other live, after the message")
+    func ultraGroupEditAcrossNodes() async throws {
+        try await withCluster(nodes: 2) { cluster in
+            let (n0, n1) = (cluster.nodes[0], cluster.nodes[1])
+            try await n0.core.ultraGroups.create(appId: n0.app.id, groupId: "ug", name: "ug", ownerId: "ann")
+            try await n0.core.ultraGroups.join(appId: n0.app.id, groupId: "ug", userIds: ["bob"])
+            let ann = try await n0.connectedClient("ann")
+            let bob = try await n1.connectedClient("bob")
+            let bobInbox = EventRecorder(bob.receivedMessages())
+            let bobChanges = EventRecorder(bob.messageModifications())
+
+            let sent = try await ann.sendMessage(.ultraGroup, targetId: "ug", channelId: "", content: TextMessage(content: "tpyo"))
+            _ = try await ann.modifyUltraGroupMessage(messageUId: sent.messageUId, content: TextMessage(content: "typo"))
+            let seen = await bobChanges.wait(for: 1)
+            #expect(seen.first.map(Self.text) == "typo" && seen.first?.messageUId == sent.messageUId,
+                    "the edit made on node 0 reached bob on node 1")
+            #expect(await bobInbox.wait(for: 1).first?.message.messageUId == sent.messageUId)
+            #expect(try await bob.getHistoryMessages(.ultraGroup, targetId: "ug").compactMap(Self.text) == ["typo"],
+                    "bob's device applied the edit to the message it had")
+            for client in [ann, bob] { await client.disconnect() }
+        }
+    }
+
     @Test("a per-app Server API limit is shared by the live nodes: each admits its share, so the cluster admits the limit")
     func rateLimitAcrossNodes() async throws {
         let clock = ManualClock()

@@ -53,6 +53,8 @@ extension ServerCore {
         switch message {
         case .deliver(let stored, let origin):
             await localBus.deliver(stored, origin: origin.origin)
+        case .modified(let stored, let origin):
+            await localBus.deliverModified(stored, origin: origin.origin)
         case .send(let frame, let appId, let userIds, let exceptSession):
             let except: Origin? = exceptSession.map { .session(id: $0, appId: appId, userId: "") }
             localBus.send(OutboundFrame(Array(frame)), appId: appId, userIds: userIds, except: except)

@@ -20,6 +20,11 @@ public final class ClusterSessionBus: SessionBus {
         await local.deliver(message, origin: origin)
     }
 
+    public func deliverModified(_ message: StoredMessage, origin: Origin) async {
+        transport.publish(.modified(message, origin: ClusterOrigin(origin)))
+        await local.deliverModified(message, origin: origin)
+    }
+
     public func send(_ frame: OutboundFrame, appId: Int64, userIds: [String], except origin: Origin?) {
         transport.publish(.send(frame: Data(frame.payload), appId: appId, userIds: userIds, exceptSession: origin?.sessionId))
         local.send(frame, appId: appId, userIds: userIds, except: origin)

@@ -119,6 +119,9 @@ public enum PresenceOutcome: Sendable, Equatable {
 public enum ClusterMessage: Sendable, Equatable, Codable {
     /// A committed message: each node writes it to its own live sessions that should see it.
     case deliver(StoredMessage, origin: ClusterOrigin)
+    /// An ultra group message's new content: each node writes it to its own live sessions of the
+    /// channel that got the message.
+    case modified(StoredMessage, origin: ClusterOrigin)
     /// A frame for every session of these users on each node, except one session.
     case send(frame: Data, appId: Int64, userIds: [String], exceptSession: String?)
     /// These sessions lost their place to a newer login on another node: kick them (31010).

@@ -1,5 +1,6 @@
 import IMCore
 import IMStore
+import IMWire
 import Logging
 
 /// How the server reaches client sessions. `LocalSessionBus` reaches the sessions of this process
@@ -9,6 +10,9 @@ public protocol SessionBus: Sendable {
     /// Writes a committed message to the live sessions that should see it now, except the
     /// session it came from (which gets its reply instead).
     func deliver(_ message: StoredMessage, origin: Origin) async
+    /// Writes an ultra group message's new content (`messageModified`) to the live sessions of its
+    /// channel that got the message, except the session the change came from.
+    func deliverModified(_ message: StoredMessage, origin: Origin) async
     /// Sends a frame to every session of these users, except the origin's session.
     func send(_ frame: OutboundFrame, appId: Int64, userIds: [String], except origin: Origin?)
 }
@@ -67,6 +71,16 @@ public final class LocalSessionBus: SessionBus {
             }
         }
         return nil
+    }
+
+    public func deliverModified(_ message: StoredMessage, origin: Origin) async {
+        guard let frame = try? FrameCodec.push(op: .messageModified, message.wire),
+              let sessions = await groupSessions(message) else { return }
+        let shared = OutboundFrame(frame)
+        for (session, joinedSeq) in sessions
+        where session.id != origin.sessionId && joinedSeq < message.seq && message.isVisible(to: session.userId) {
+            _ = session.send(shared)
+        }
     }
 
     public func deliver(_ message: StoredMessage, origin: Origin) async {

@@ -400,16 +400,10 @@ public final class UltraGroupService: Sendable {
         try await store.modifyMessage(appId: appId, uid: uid, content: content, mentions: mentions, modifiedTime: clock.nowMilliseconds())
         message.content = content
         message.mentions = mentions
-        if let frame = try? FrameCodec.push(op: .messageModified, message.wire) {
-            // The edit goes to the sessions directly: behind the original's fan-out, or a member
-            // would be told of an edit to a message it has not got yet (and drop it).
-            await messages.fanOut.behindCommitted()
-            let shared = OutboundFrame(frame)
-            for (target, joinedSeq) in try await rosters.onlineSessions(appId: appId, groupId: message.targetId, channelId: message.channelId)
-            where target.id != origin.sessionId && joinedSeq < message.seq && message.isVisible(to: target.userId) {
-                _ = target.send(shared)
-            }
-        }
+        // The edit goes to the sessions directly (on every node): behind the original's fan-out, or
+        // a member would be told of an edit to a message it has not got yet (and drop it).
+        await messages.fanOut.behindCommitted()
+        await bus.deliverModified(message, origin: origin)
         return message
     }
 
