@@ -70,4 +70,26 @@ struct StatisticsTests {
             await ann.disconnect(); await bob.disconnect(); await dave.disconnect()
         }
     }
+
+    @Test("an app's day time zone changed in the middle of a day: the next user active counts on the new zone's day at once")
+    func timeZoneChangedMidDay() async throws {
+        // 2027-01-15 20:00 UTC, which is 2027-01-16 04:00 in Shanghai.
+        let clock = ManualClock(milliseconds: 1_800_000_000_000 + 12 * 3_600_000)
+        let server = try await TestServer.start(clock: clock) { config in
+            config.serverAPI.adminKey = AdminAPITests.key
+            config.messaging.dayTimeZone = "UTC"
+        }
+        try await withTestServer(server) { server in
+            let ann = try await server.connectedClient("ann")
+            let (changed, answer) = try await AdminAPITests.call(server, "POST", "/admin/apps/\(server.app.appKey)/settings",
+                                                                 json: ["set": ["dayTimeZone": "Asia/Shanghai"], "reset": [String]()])
+            #expect(changed == 200, "\(answer)")
+            let bob = try await server.connectedClient("bob")
+            let (_, stats) = try await AdminAPITests.call(server, "GET", "/admin/apps/\(server.app.appKey)/statistics?days=7")
+            let days = try #require(stats["days"] as? [[String: Any]])
+            #expect(days.map { $0["day"] as? String } == ["2027-01-15", "2027-01-16"], "\(days)")
+            #expect(days.map { $0["activeUsers"] as? Int } == [1, 1], "ann on the UTC day, bob on Shanghai's: \(days)")
+            await ann.disconnect(); await bob.disconnect()
+        }
+    }
 }
