@@ -130,6 +130,24 @@ extension StoreConformance {
             #expect(back.links.map(\.removed) == [false] && back.links.map(\.isTop) == [false], "taken out, then added again")
         }
 
+        await check(area, "removing a tag of several conversations stamps each link once, in the order they were tagged, then the tag") { f in
+            func edit(_ edit: ConversationStateEdit) async throws -> ConversationStateDeltaRecord {
+                try await f.store.editConversationState(appId: f.appId, userId: "alice", edit, now: f.now)
+            }
+            let conversations = ["d", "b", "e", "a", "c"].map { ConversationIdentifier(.private, targetId: $0) }
+            _ = try await edit(.addTag(tagId: "t", name: "T", limit: 20))
+            for conversation in conversations { _ = try await edit(.addConversations(tagId: "t", [conversation])) }
+            _ = try await edit(.removeConversations(tagId: "t", [conversations[2]]))
+            let before = try await edit(.addConversations(tagId: "t", [conversations[2]]))   // e again: now the newest
+            let gone = try await edit(.removeTag(tagId: "t"))
+            #expect(gone.previousVersion == before.version && gone.version == before.version + 6, "five links and the tag")
+            #expect(gone.links.map(\.conversation.targetId) == ["d", "b", "a", "c", "e"], "in the order they were tagged")
+            #expect(gone.links.map(\.version) == Array((before.version + 1)...(before.version + 5)) && gone.links.allSatisfy { $0.removed && !$0.isTop })
+            #expect(gone.tags.map(\.version) == [before.version + 6])
+            let state = try await f.store.conversationStateChanges(appId: f.appId, userId: "alice", since: before.version, limit: 100)
+            #expect(state.links.map(\.version) == gone.links.map(\.version) && state.links.allSatisfy(\.removed), "stored as answered")
+        }
+
         await check(area, "state sync: from 0 the current state only, later every change, lowest versions first, in pages") { f in
             func edit(_ edit: ConversationStateEdit) async throws {
                 _ = try await f.store.editConversationState(appId: f.appId, userId: "alice", edit, now: f.now)

@@ -150,9 +150,23 @@ extension PostgresStore {
                 delta.tags.append(try await tag(tagId)!)
             case .removeTag(let tagId):
                 guard let existing = try await tag(tagId), !existing.removed else { return }
-                for current in try await links(tagId: tagId) where !current.removed {
-                    try await unlink(current)
-                }
+                // Every link of the tag removed in one statement (a tag may hold many thousands of
+                // conversations), each stamped with a version of its own in the order they had.
+                let base = Int64(next)
+                let removed = try await connection.rows("""
+                    WITH live AS (
+                        SELECT conv_type, target_id, channel_id, row_number() OVER (ORDER BY version) AS n
+                        FROM conversation_tag_links
+                        WHERE app_id = \(appId) AND user_id = \(userId) AND tag_id = \(tagId) AND removed = 0
+                    )
+                    UPDATE conversation_tag_links AS l SET removed = 1, is_top = 0, version = \(base) + live.n
+                    FROM live
+                    WHERE l.app_id = \(appId) AND l.user_id = \(userId) AND l.tag_id = \(tagId)
+                        AND l.conv_type = live.conv_type AND l.target_id = live.target_id AND l.channel_id = live.channel_id
+                    RETURNING \(unescaped: PostgresStore.qualifiedLinkColumns)
+                    """, logger).map(PostgresStore.link).sorted { $0.version < $1.version }
+                next += UInt64(removed.count)
+                delta.links += removed
                 try await connection.run("""
                     UPDATE conversation_tags SET removed = 1, version = \(stamp())
                     WHERE app_id = \(appId) AND user_id = \(userId) AND tag_id = \(tagId)
@@ -253,13 +267,6 @@ extension PostgresStore {
                     AND target_id = \(conversation.targetId) AND channel_id = \(conversation.channelId)
                 """, logger).first.map(PostgresStore.link)
         }
-
-        private func links(tagId: String) async throws -> [ConversationTagLinkRecord] {
-            try await connection.rows("""
-                SELECT \(unescaped: PostgresStore.linkColumns) FROM conversation_tag_links
-                WHERE app_id = \(appId) AND user_id = \(userId) AND tag_id = \(tagId) ORDER BY version
-                """, logger).map(PostgresStore.link)
-        }
     }
 
     // MARK: rows
@@ -267,6 +274,8 @@ extension PostgresStore {
     static let settingColumns = "conv_type, target_id, channel_id, unpush_level, is_top, version, updated_at"
     static let tagColumns = "tag_id, name, created_at, removed, version"
     static let linkColumns = "tag_id, conv_type, target_id, channel_id, is_top, linked_at, removed, version"
+    /// `linkColumns` of the table named `l` (an UPDATE ... FROM returning them).
+    static let qualifiedLinkColumns = linkColumns.split(separator: ", ").map { "l.\($0)" }.joined(separator: ", ")
 
     static func version(_ connection: PostgresConnection, _ logger: Logger, appId: Int64, userId: String) async throws -> UInt64 {
         guard let row = try await connection.rows("""
