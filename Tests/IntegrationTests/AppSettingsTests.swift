@@ -198,7 +198,8 @@ struct AppSettingsTests {
             let synced = EventRecorder(carol.offlineMessageSyncCompleted())
             try await carol.connect(token: carolToken)
             #expect(await synced.wait(for: 1).count == 1)
-            let uids = inbox.items.map(\.message.messageUId)
+            // The inbox's stream is read by a task of its own: the sync's event can come first.
+            let uids = await inbox.wait(for: 1).map(\.message.messageUId)
             #expect(uids.contains(recent.messageUId) && !uids.contains(old.messageUId), "past this app's offline retention (a day): \(uids)")
             await carol.disconnect(); await ann.disconnect(); await bob.disconnect()
         }
