@@ -26,8 +26,11 @@ struct InProcessCluster {
         var nodes: [TestServer] = []
         for index in 0..<count {
             let transport = PostgresClusterTransport.make(host: url.host, port: url.port, username: url.user, password: url.password,
-                                                          database: url.database,
-                                                          nodeId: "node\(index)", logger: logger)
+                                                          database: url.database, nodeId: "node\(index)",
+                                                          // Under the whole suite's load a node's beat can be
+                                                          // late by seconds; a node here leaves only by stopping
+                                                          // (the timeout's own tests are ClusterProcessTests').
+                                                          deadAfter: .seconds(60), logger: logger)
             nodes.append(try await TestServer.start(store: store, cluster: wrap(transport), clock: clock, configure: configure))
         }
         // Every node listens before the test begins.
