@@ -32,11 +32,12 @@ public final class FanOutOrder: Sendable {
     /// calling task is cancelled (a shutdown that ran out of time).
     public func behindCommitted() async {
         assert(!Self.delivering, "a delivery waits for the fan-outs before it: it would wait for its own")
-        if state.withLock({ $0.delivered >= $0.committed }) { return }
-        let id = state.withLock { state in
+        // Nothing on its way (the common case), or else a number for this wait, under one lock.
+        guard let id = state.withLock({ state -> Int? in
+            guard state.delivered < state.committed else { return nil }
             state.nextWaiter += 1
             return state.nextWaiter
-        }
+        }) else { return }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready = state.withLock { state -> Bool in

@@ -100,23 +100,18 @@ public actor MessageLog {
     func runWriter() async -> (committed: Int, failed: Int) {
         // Delivers batches and answers their senders in commit order; ends after the last one.
         let answering = Task { [committedBatches, committed, handedOn, fanOut] in
+            // One node: a batch's senders are answered once it is committed, and its fan-out (a
+            // push queued for every recipient session, thousands for a large group) follows without
+            // them waiting for it. The next batch is answered only after it, so deliveries keep
+            // commit order; `fanOut` holds back whatever else could overtake it. A cluster: the
+            // batch is on the bus before its senders are answered.
+            let answerFirst = handedOn == nil
             for await batch in committedBatches {
-                guard let handedOn else {
-                    // One node: a batch's senders are answered once it is committed, and its
-                    // fan-out (a push queued for every recipient session, thousands for a large
-                    // group) follows without them waiting for it. The next batch is answered only
-                    // after it, so deliveries keep commit order; `fanOut` holds back whatever else
-                    // could overtake it.
-                    for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
-                    await FanOutOrder.$delivering.withValue(true) { await committed(batch.messages) }
-                    fanOut.delivered(batch.number)
-                    continue
-                }
-                // A cluster: the batch is on the bus before its senders are answered.
+                if answerFirst { Self.answer(batch) }
                 await FanOutOrder.$delivering.withValue(true) { await committed(batch.messages) }
-                await handedOn()
+                await handedOn?()
                 fanOut.delivered(batch.number)
-                for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
+                if !answerFirst { Self.answer(batch) }
             }
         }
         for await _ in wakeUps {
@@ -128,6 +123,10 @@ public actor MessageLog {
         handOn.finish()
         await answering.value
         return drained
+    }
+
+    private static func answer(_ batch: Committed) {
+        for (reply, message) in zip(batch.replies, batch.messages) { reply.resume(returning: message.outcome) }
     }
 
     /// Tells the writer to stop once it has written everything appended so far.
