@@ -23,8 +23,9 @@ struct PushDecisionTests {
 
     static func context(_ message: StoredMessage, config: MessagePushConfig? = nil, mentions: MentionedInfo? = nil,
                         settings: PushAppSettings = PushAppSettings(), templates: [PushTemplateRecord] = [],
-                        groupDefault: PushNotificationLevel = .default) -> PushMessageContext {
-        PushMessageContext(message: message, pushConfig: config, mentions: mentions, senderName: "Ann", conversationName: "Group One",
+                        groupDefault: PushNotificationLevel = .default, senderAlias: String? = nil) -> PushMessageContext {
+        PushMessageContext(message: message, pushConfig: config, mentions: mentions, senderName: "Ann", senderAlias: senderAlias,
+                           conversationName: "Group One",
                            templates: Dictionary(uniqueKeysWithValues: templates.map { ($0.templateId, $0) }), settings: settings,
                            groupDefaultLevel: groupDefault, now: now)
     }
@@ -155,9 +156,8 @@ struct PushDecisionTests {
     @Test("a group push names its sender in the default text: the recipient's remark > the sender's group alias > the sender's name; explicit texts and private pushes stay as given")
     func groupSenderName() throws {
         let group = Self.message(.group)
-        var context = Self.context(group)
-        #expect(try Self.notification(PushDecision.decide(context, for: Self.recipient())).body == "Ann: hello")
-        context.senderAlias = "Captain Ann"
+        #expect(try Self.notification(PushDecision.decide(Self.context(group), for: Self.recipient())).body == "Ann: hello")
+        let context = Self.context(group, senderAlias: "Captain Ann")
         #expect(try Self.notification(PushDecision.decide(context, for: Self.recipient())).body == "Captain Ann: hello")
         #expect(try Self.notification(PushDecision.decide(context, for: Self.recipient(remark: "Mum"))).body == "Mum: hello")
         let explicit = Self.message(.group, pushContent: "New order")

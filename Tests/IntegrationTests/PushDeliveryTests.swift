@@ -458,24 +458,27 @@ struct PushDeliveryTests {
         await providers.stop()
     }
 
-    @Test("messages decided together (the decisions a restart catches up on) count a device's badge up one by one")
+    @Test("messages decided together (the decisions a restart catches up on) count a device's badge up one by one, also across messages to other users")
     func badgesOfMessagesDecidedTogether() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-badges-\(UUID().uuidString)")
         let store = try SQLiteStore(directory: directory.path)
         let providers = try await TestPushProviders.start()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let token = TestPushProviders.apnsToken("bob")
-        // A server with push: bob's phone registers and goes offline; the node's cursor is set.
+        let bobToken = TestPushProviders.apnsToken("bob")
+        let carolToken = TestPushProviders.apnsToken("carol")
+        // A server with push: bob's and carol's phones register and go offline; the node's cursor is set.
         try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
-            try await Self.offlineDevice(server, "bob", token: token)
+            try await Self.offlineDevice(server, "bob", token: bobToken)
+            try await Self.offlineDevice(server, "carol", token: carolToken)
         }
-        // A server without push commits three messages to bob that no node decides.
+        // A server without push commits messages that no node decides: to bob, to carol (whose
+        // devices are read between bob's), and to bob twice more.
         var uids: [String] = []
         try await withTestServer(try await TestServer.start(store: store, clock: clock)) { server in
             let alice = try await server.connectedClient("alice")
-            for n in 1...3 {
-                uids.append(try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "while down \(n)")).messageUId)
+            for (n, target) in ["bob", "carol", "bob", "bob"].enumerated() {
+                uids.append(try await alice.sendMessage(.private, targetId: target, content: TextMessage(content: "while down \(n)")).messageUId)
             }
         }
         // The next server with push decides them from its cursor, in one go.
@@ -483,8 +486,10 @@ struct PushDeliveryTests {
         try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
             for uid in sentUIDs { _ = try await Self.settledRecords(server, messageUID: uid) }
         }
-        let badges = Self.requests(providers, to: token).compactMap { Self.aps($0)["badge"] as? Int }
-        #expect(badges.sorted() == [1, 2, 3], "each message counts on from the one before it: \(badges)")
+        let bobBadges = Self.requests(providers, to: bobToken).compactMap { Self.aps($0)["badge"] as? Int }
+        #expect(bobBadges.sorted() == [1, 2, 3], "each message counts on from the one before it, a message to carol between them: \(bobBadges)")
+        let carolBadges = Self.requests(providers, to: carolToken).compactMap { Self.aps($0)["badge"] as? Int }
+        #expect(carolBadges == [1], "\(carolBadges)")
         try store.close()
         await providers.stop()
     }

@@ -22,29 +22,30 @@ public enum PushCode {
     public static let frequency = "ULTRA_GROUP_FREQUENCY"
 }
 
-/// What decides one message's pushes: the message and what is known of its conversation.
+/// What decides one message's pushes: the message and what is known of its conversation. Made
+/// once per message and never changed: the shared parts it caches are worked out from it.
 struct PushMessageContext {
-    var message: StoredMessage
-    var pushConfig: MessagePushConfig?
-    var mentions: MentionedInfo?
+    let message: StoredMessage
+    let pushConfig: MessagePushConfig?
+    let mentions: MentionedInfo?
     /// The sender's name (its user id when it has none).
-    var senderName: String
+    let senderName: String
     /// The sender's group member push alias (`/group/remarks/set.json`), for group pushes.
-    var senderAlias: String? = nil
+    let senderAlias: String?
     /// The group's or ultra group's name, for the default title.
-    var conversationName: String?
-    var templates: [String: PushTemplateRecord]
-    var settings: PushAppSettings
+    let conversationName: String?
+    let templates: [String: PushTemplateRecord]
+    let settings: PushAppSettings
     /// The group's (or its channel's) default do-not-disturb level (ultra groups).
-    var groupDefaultLevel: PushNotificationLevel = .default
-    var now: Int64
+    let groupDefaultLevel: PushNotificationLevel
+    let now: Int64
     /// The built-in type's text by language, for the languages asked so far (the content is
     /// parsed once per message and language, not once per recipient).
-    var defaultContents = LanguageTexts()
+    let defaultContents = LanguageTexts()
     /// The rc fields every recipient's push shares (`rId` is added per recipient).
-    var rc: [String: String] = [:]
-    /// The stored shared part of the notification last decided (most recipients share it).
-    var sharedParts = SharedPartCache()
+    let rc: [String: String]
+    /// The stored shared parts of its notifications, by variant (most recipients share one).
+    let sharedParts = SharedPartCache()
 
     init(message: StoredMessage, pushConfig: MessagePushConfig?, mentions: MentionedInfo?, senderName: String, senderAlias: String? = nil,
          conversationName: String?, templates: [String: PushTemplateRecord], settings: PushAppSettings,
@@ -59,13 +60,14 @@ struct PushMessageContext {
         self.settings = settings
         self.groupDefaultLevel = groupDefaultLevel
         self.now = now
-        rc = ["cType": message.conversationType.pushCode, "fId": message.senderId, "oName": message.objectName,
-              "tId": message.targetId, "id": message.uid]
+        var rc = ["cType": message.conversationType.pushCode, "fId": message.senderId, "oName": message.objectName,
+                  "tId": message.targetId, "id": message.uid]
         if message.conversationType == .ultraGroup { rc["bId"] = message.channelId }
         if message.objectName == RecallCommandMessage.objectName,
            let recalled = (try? JSONSerialization.jsonObject(with: message.content) as? [String: Any])?["messageUId"] as? String {
             rc["rc-dlt-identifier"] = recalled
         }
+        self.rc = rc
     }
 }
 
@@ -81,20 +83,43 @@ final class LanguageTexts {
     }
 }
 
-/// The stored shared part of the last notification asked for: the recipients of one message
-/// mostly have the same one, and writing it was most of a decision's cost.
+/// The stored shared parts of a message's notifications, by what makes them differ from one
+/// recipient to another (`Variant`): most recipients of a message have the same, and working out
+/// and writing their texts was most of a decision's cost. Nil: the variant has no content (P16).
 final class SharedPartCache {
-    private var last: (notification: PushNotification, bytes: [UInt8])?
+    /// What a recipient's notification depends on beyond the message: recipients with the same
+    /// variant get the same shared part.
+    struct Variant: Hashable {
+        var language: String
+        var mentioned: Bool
+        /// The name the recipient gave the sender (in a private push's title, a group push's text).
+        var remark: String?
+        var showDetails: Bool
+        /// The title left out (`disablePushTitle`, for APNs devices).
+        var untitled: Bool
 
-    func bytes(of notification: PushNotification) -> [UInt8] {
-        // String equality is Unicode-canonical: the texts that vary by recipient (a remark in the
-        // title or body) are compared by their bytes as well, so the record keeps the recipient's own.
-        if let last, last.notification == notification, last.notification.body.utf8.elementsEqual(notification.body.utf8),
-           (last.notification.title?.utf8).elementsEqual(notification.title?.utf8) {
-            return last.bytes
+        /// Texts that vary by recipient are compared by their bytes as well: String equality is
+        /// Unicode-canonical, and the record keeps the recipient's own form. (Equal bytes are
+        /// canonically equal, so the hash still agrees.)
+        static func == (a: Variant, b: Variant) -> Bool {
+            a.mentioned == b.mentioned && a.showDetails == b.showDetails && a.untitled == b.untitled
+                && a.language.utf8.elementsEqual(b.language.utf8) && (a.remark?.utf8).elementsEqual(b.remark?.utf8)
         }
-        let bytes = notification.storedSharedPart
-        last = (notification, bytes)
+    }
+
+    private var last: (variant: Variant, bytes: [UInt8]?)?
+    private var made: [Variant: [UInt8]?] = [:]
+
+    func bytes(of variant: Variant, _ make: () -> PushNotification?) -> [UInt8]? {
+        if let last, last.variant == variant { return last.bytes }
+        let bytes: [UInt8]?
+        if let known = made[variant] {
+            bytes = known
+        } else {
+            bytes = make()?.storedSharedPart
+            made[variant] = bytes
+        }
+        last = (variant, bytes)
         return bytes
     }
 }
@@ -158,6 +183,46 @@ enum PushDecision {
         if recipient.overFrequency { return suppressed(PushCode.frequency) }
 
         let language = (settings.userSettingsEnabled ? recipient.profile.language : nil) ?? settings.defaultLanguage
+        let showDetails = settings.showDetails && (!settings.userSettingsEnabled || recipient.profile.showContent)
+        let config = context.pushConfig
+        // What recipients share (no id, badge or rc.rId) is worked out and written once per
+        // variant; the record is that part and the device's own fields (`PushNotification.stored`).
+        let titled = SharedPartCache.Variant(language: language, mentioned: mentioned, remark: recipient.remark, showDetails: showDetails,
+                                             untitled: false)
+        guard let titledPart = context.sharedParts.bytes(of: titled, { sharedNotification(context, titled) }) else {
+            return suppressed(PushCode.noContent)
+        }
+        let voip = settings.voipObjectNames.contains(message.objectName)
+        var devices = recipient.devices
+        devices.removeAll { ($0.kind == .apnsVoIP) != voip }
+        guard !devices.isEmpty else { return suppressed(PushCode.noDevice) }
+
+        var records: [PushRecord] = []
+        records.reserveCapacity(devices.count)
+        for device in devices {
+            var sharedPart = titledPart
+            if config?.disablePushTitle == true && device.kind != .fcm {
+                var untitled = titled
+                untitled.untitled = true
+                sharedPart = context.sharedParts.bytes(of: untitled, { sharedNotification(context, untitled) }) ?? titledPart
+            }
+            let stored = PushNotification.stored(sharedPart: sharedPart,
+                                                 id: "\(message.uid):\(recipient.userId):\(device.deviceId):\(device.kind.rawValue)",
+                                                 badge: device.badge + 1, recipient: recipient.userId)
+            records.append(PushRecord(appId: message.appId, messageUid: message.uid, userId: recipient.userId, deviceId: device.deviceId,
+                                      kind: device.kind, token: device.token, environment: device.environment,
+                                      notification: stored, status: .pending,
+                                      nextAttemptAt: context.now, createdAt: context.now))
+        }
+        return records
+    }
+
+    /// The notification every recipient of `variant` gets but for its id, badge and `rc.rId`; nil
+    /// when it has no content (P16).
+    private static func sharedNotification(_ context: PushMessageContext, _ variant: SharedPartCache.Variant) -> PushNotification? {
+        let message = context.message
+        let settings = context.settings
+        let language = variant.language
         let config = context.pushConfig
         let template = config?.templateId.flatMap { context.templates[$0] }
         let templateEntry = template.flatMap { $0.entries[language] ?? $0.entries[settings.defaultLanguage] }
@@ -168,49 +233,31 @@ enum PushDecision {
             .text(language) { PushLanguage.defaultContent(objectName: message.objectName, content: message.content, language: language) }
             .map { text in
                 guard message.conversationType == .group else { return text }
-                let sender = nonEmpty(recipient.remark) ?? nonEmpty(context.senderAlias) ?? context.senderName
+                let sender = nonEmpty(variant.remark) ?? nonEmpty(context.senderAlias) ?? context.senderName
                 return "\(sender): \(text)"
             }
-        var body = (mentioned ? nonEmpty(context.mentions?.mentionedContent) : nil)
+        var body = (variant.mentioned ? nonEmpty(context.mentions?.mentionedContent) : nil)
             ?? nonEmpty(config?.pushContent)
             ?? nonEmpty(message.pushContent)
             ?? nonEmpty(templateEntry?.content)
             ?? defaultContent
-        if body == nil && mentioned { body = PushLanguage.mentioned(language) }
-        guard var body else { return suppressed(PushCode.noContent) }
-        let showDetails = settings.showDetails && (!settings.userSettingsEnabled || recipient.profile.showContent)
-        if !showDetails && config?.forceShowDetailContent != true { body = PushLanguage.hiddenDetail(language) }
+        if body == nil && variant.mentioned { body = PushLanguage.mentioned(language) }
+        guard var body else { return nil }
+        if !variant.showDetails && config?.forceShowDetailContent != true { body = PushLanguage.hiddenDetail(language) }
 
         let defaultTitle: String = switch message.conversationType {
         case .group, .ultraGroup: context.conversationName.flatMap { $0.isEmpty ? nil : $0 } ?? message.targetId
-        default: recipient.remark ?? context.senderName
+        default: variant.remark ?? context.senderName
         }
         let title = nonEmpty(config?.pushTitle) ?? nonEmpty(templateEntry?.title) ?? defaultTitle
-
-        let voip = settings.voipObjectNames.contains(message.objectName)
-        let devices = recipient.devices.filter { ($0.kind == .apnsVoIP) == voip }
-        guard !devices.isEmpty else { return suppressed(PushCode.noDevice) }
-
-        let appData = nonEmpty(config?.pushData) ?? nonEmpty(message.pushData)
-        return devices.map { device in
-            // What recipients share (no id, badge or rc.rId), written once while it stays the same;
-            // the record is that part and the device's own fields (`PushNotification.stored`).
-            let shared = PushNotification(
-                id: "", title: (config?.disablePushTitle == true && device.kind != .fcm) ? nil : title,
-                body: body, badge: nil,
-                sound: settings.sounds[message.objectName] ?? settings.sound,
-                threadId: config?.iOSConfig?.threadId, collapseId: config?.iOSConfig?.apnsCollapseId,
-                interruptionLevel: config?.iOSConfig?.interruptionLevel, rc: context.rc, appData: appData,
-                fcmCollapseKey: config?.androidConfig?.fcmCollapseKey, fcmChannelId: config?.androidConfig?.fcmChannelId,
-                fcmImageURL: config?.androidConfig?.fcmImageUrl)
-            let stored = PushNotification.stored(sharedPart: context.sharedParts.bytes(of: shared),
-                                                 id: "\(message.uid):\(recipient.userId):\(device.deviceId):\(device.kind.rawValue)",
-                                                 badge: device.badge + 1, recipient: recipient.userId)
-            return PushRecord(appId: message.appId, messageUid: message.uid, userId: recipient.userId, deviceId: device.deviceId,
-                              kind: device.kind, token: device.token, environment: device.environment,
-                              notification: stored, status: .pending,
-                              nextAttemptAt: context.now, createdAt: context.now)
-        }
+        return PushNotification(
+            id: "", title: variant.untitled ? nil : title,
+            body: body, badge: nil,
+            sound: settings.sounds[message.objectName] ?? settings.sound,
+            threadId: config?.iOSConfig?.threadId, collapseId: config?.iOSConfig?.apnsCollapseId,
+            interruptionLevel: config?.iOSConfig?.interruptionLevel, rc: context.rc, appData: nonEmpty(config?.pushData) ?? nonEmpty(message.pushData),
+            fcmCollapseKey: config?.androidConfig?.fcmCollapseKey, fcmChannelId: config?.androidConfig?.fcmChannelId,
+            fcmImageURL: config?.androidConfig?.fcmImageUrl)
     }
 }
 

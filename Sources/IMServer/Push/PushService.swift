@@ -64,7 +64,7 @@ public final class PushService: Sendable {
         /// Pushes taken for sending at a time.
         public var batch = 2_000
         /// Batches sent at once (each waits for its answers while the next is read and claimed).
-        public var batchesInFlight = 3
+        public var batchesInFlight = 6
         /// Attempts before a retryable failure is final.
         public var maxAttempts = 6
         /// The first retry's delay; each next one doubles, up to `maxRetryDelayMilliseconds`.
@@ -130,12 +130,13 @@ public final class PushService: Sendable {
 
     /// Decides and sends until cancelled. `events` is the server's event stream (subscribed before
     /// the first message can commit).
-    /// `executor`: where push work runs (`BackgroundExecutor`); the batches the sender detaches from
-    /// cancellation run there too.
-    func run(events: AsyncStream<ServerEvent>, executor: (any TaskExecutor)? = nil) async {
+    /// `deciding` and `sending`: where the decisions and the sender run (a `BackgroundExecutor`
+    /// each, so that the one's work never waits behind the other's on one thread); the batches the
+    /// sender detaches from cancellation run on `sending` too.
+    func run(events: AsyncStream<ServerEvent>, deciding: (any TaskExecutor)? = nil, sending: (any TaskExecutor)? = nil) async {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.decideLoop(events) }
-            group.addTask { await self.sendLoop(executor: executor) }
+            group.addTask(executorPreference: deciding) { await self.decideLoop(events) }
+            group.addTask(executorPreference: sending) { await self.sendLoop(executor: sending) }
         }
     }
 
@@ -145,14 +146,38 @@ public final class PushService: Sendable {
         } catch {
             logger.error("push: the messages committed before this start could not be decided", metadata: ["error": "\(error)"])
         }
-        for await event in events {
-            if case .messageCommitted(let committed) = event {
-                await decideLogged(committed.message)
-            } else {
-                await handle(event)
+        // The events are read ahead: the messages committed while a decision was being made are
+        // decided together next, with one transaction for several, so a group's messages at a
+        // rate its decisions one at a time cannot follow are still all decided as they come.
+        // Presence events keep their place: the messages before one are decided before it is seen.
+        let backlog = EventBacklog(limit: 100_000)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await backlog.fill(from: events) }
+            while let taken = await backlog.take() {
+                var messages: [StoredMessage] = []
+                for event in taken {
+                    if case .messageCommitted(let committed) = event {
+                        messages.append(committed.message)
+                        if messages.count == Self.messagesPerDecision {
+                            await decideLogged(messages)
+                            messages = []
+                        }
+                    } else {
+                        if !messages.isEmpty {
+                            await decideLogged(messages)
+                            messages = []
+                        }
+                        await handle(event)
+                    }
+                }
+                if !messages.isEmpty { await decideLogged(messages) }
             }
         }
     }
+
+    /// Messages decided together at most (their records are written in transactions of about
+    /// `writeChunk`).
+    static let messagesPerDecision = 16
 
     /// A presence event: the service's view of who is online, and badges reset.
     private func handle(_ event: ServerEvent) async {
@@ -212,10 +237,11 @@ public final class PushService: Sendable {
         endedSessions.withLock { $0.removeAll() }
     }
 
-    /// Decides one message. The cursor goes with every recorded decision, and otherwise at most
+    /// Decides messages committed one after another. The cursor goes with every recorded decision, and otherwise at most
     /// once a second: a message that made no record costs no write, and a crash re-decides at
     /// most a second of them (a decision already recorded is kept).
-    private func decideLogged(_ message: StoredMessage) async {
+    private func decideLogged(_ messages: [StoredMessage]) async {
+        guard let last = messages.last else { return }
         let now = clock.nowMilliseconds()
         let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
         // Tried until it is recorded: a later message's cursor must not pass one whose pushes were
@@ -223,11 +249,12 @@ public final class PushService: Sendable {
         var delay = 100
         while !Task.isCancelled {
             do {
-                let wroteCursor = try await decide([message], cursor: message.seq, writeCursorAlone: cursorDue)
+                let wroteCursor = try await decide(messages, cursor: last.seq, writeCursorAlone: cursorDue)
                 if wroteCursor { cursorWrittenAt.withLock { $0 = now } }
                 return
             } catch {
-                logger.error("push: a decision could not be recorded; trying again", metadata: ["error": "\(error)", "uid": "\(message.uid)"])
+                logger.error("push: a decision could not be recorded; trying again",
+                             metadata: ["error": "\(error)", "uid": "\(messages.map(\.uid).joined(separator: ","))"])
                 try? await Task.sleep(for: .milliseconds(delay))
                 delay = min(delay * 2, 10_000)
             }
@@ -252,67 +279,83 @@ public final class PushService: Sendable {
         }
     }
 
-    /// Writes a message's decisions (records, the badges they set, the cursor) and wakes the sender.
+    /// Writes decisions (records, the badges they set, the cursor) and wakes the sender.
     private func record(_ records: [PushRecord], _ badges: [PushBadge], cursor: UInt64?) async throws {
         try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
+        for decided in records { metrics?.pushDecided(decided.status) }
         if records.contains(where: { $0.status == .pending }) { wake.signal() }
     }
 
-    /// Records the decisions for these messages with the cursor (in transactions of at most
-    /// `writeChunk` records); without any decision, the cursor alone only when `writeCursorAlone`.
-    /// Returns whether the cursor was written.
+    /// Records the decisions for these messages with the cursor, the records of whole messages
+    /// together in transactions of about `writeChunk` records (a message with more has its own,
+    /// split); without any decision, the cursor alone only when `writeCursorAlone`. Returns
+    /// whether the cursor was written.
     @discardableResult
     func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool = true) async throws -> Bool {
-        var records: [PushRecord] = []
-        var badges: [PushBadge] = []
+        // Each message's decisions and the badges they set, in the messages' order.
+        var decided: [(records: [PushRecord], badges: [PushBadge])] = []
         // What the messages of this call share: the badges decided so far (not written yet) and
         // the devices last read.
         var shared = SharedReads()
         for message in messages where PushDecision.isNotification(message) {
             if let users = try await audience(of: message) {
-                let (decided, newBadges) = try await decisions(for: message, users: users, shared: &shared)
-                records += decided
-                badges += newBadges
+                let decision = try await decisions(for: message, users: users, shared: &shared)
+                if !decision.0.isEmpty { decided.append(decision) }
                 continue
             }
             // A broadcast: every user with a device, a page at a time; long lists of decisions are
             // recorded as they come (a crash re-decides the message, and keeps what was recorded).
+            var records: [PushRecord] = []
+            var badges: [PushBadge] = []
             var after = ""
             while true {
                 let page = try await store.pushDeviceUsers(appId: message.appId, afterUserId: after, limit: Self.directPage)
                 guard let last = page.last else { break }
                 after = last
-                let (decided, newBadges) = try await decisions(for: message, users: page.filter { $0 != message.senderId }, shared: &shared)
-                records += decided
-                badges += newBadges
+                let (pageRecords, pageBadges) = try await decisions(for: message, users: page.filter { $0 != message.senderId }, shared: &shared)
+                records += pageRecords
+                badges += pageBadges
                 if records.count >= Self.writeChunk {
-                    for decided in records { metrics?.pushDecided(decided.status) }
                     try await record(records, badges, cursor: nil)
                     records = []
                     badges = []
                 }
             }
+            if !records.isEmpty { decided.append((records, badges)) }
         }
-        for decided in records { metrics?.pushDecided(decided.status) }
-        guard !records.isEmpty || writeCursorAlone else { return false }
-        // In transactions of at most `writeChunk` records. The cursor goes with the last; a crash
-        // between them re-decides the message and keeps what was recorded.
-        var start = 0
-        repeat {
-            let end = min(records.count, start + Self.writeChunk)
-            let last = end == records.count
-            let chunk = Array(records[start..<end])
-            let chunkBadges: [PushBadge]
-            if records.count <= Self.writeChunk {
-                chunkBadges = badges
-            } else {
-                let chunkKeys = Set(chunk.map { DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId) })
-                chunkBadges = badges.filter { chunkKeys.contains(DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId)) }
+        guard !decided.isEmpty || writeCursorAlone else { return false }
+        // Whole messages together, up to `writeChunk` records a transaction; the cursor goes with
+        // the last (alone when nothing is left to go with it). A crash between them re-decides the
+        // messages, and keeps what was recorded.
+        var pending: (records: [PushRecord], badges: [PushBadge]) = ([], [])
+        for message in decided {
+            if !pending.records.isEmpty && pending.records.count + message.records.count > Self.writeChunk {
+                try await record(pending.records, pending.badges, cursor: nil)
+                pending = ([], [])
             }
-            try await record(chunk, chunkBadges, cursor: last ? cursor : nil)
-            start = end
-        } while start < records.count
+            if message.records.count > Self.writeChunk {
+                try await recordSplit(message.records, message.badges)
+            } else {
+                pending.records += message.records
+                pending.badges += message.badges
+            }
+        }
+        try await record(pending.records, pending.badges, cursor: cursor)
         return true
+    }
+
+    /// Writes one message's decisions in transactions of at most `writeChunk` records (a device
+    /// has one record of a message, so its badge goes with it).
+    private func recordSplit(_ records: [PushRecord], _ badges: [PushBadge]) async throws {
+        var start = 0
+        while start < records.count {
+            let end = min(records.count, start + Self.writeChunk)
+            let chunk = Array(records[start..<end])
+            let keys = Set(chunk.map { DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId) })
+            let chunkBadges = badges.filter { keys.contains(DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId)) }
+            try await record(chunk, chunkBadges, cursor: nil)
+            start = end
+        }
     }
 
     /// One device of one user of one app.
@@ -326,7 +369,9 @@ public final class PushService: Sendable {
     /// end, so a later message counts a device's badge on from an earlier one's; and consecutive
     /// messages to the same users (a group's) read their devices once.
     struct SharedReads {
-        var badges: [DeviceKey: Int] = [:]
+        /// The badges decided so far, in order.
+        var badges: [PushBadge] = []
+        /// The devices last read, with the badges decided since.
         var devices: (appId: Int64, users: [String], byUser: [String: [PushDeviceRecord]])?
     }
 
@@ -391,19 +436,24 @@ public final class PushService: Sendable {
             devices = last.byUser
         } else {
             devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
-            shared.devices = (appId, offline, devices)
-        }
-        let away = offline.filter { devices[$0] != nil }
-        guard !away.isEmpty else { return ([], []) }
-        if !shared.badges.isEmpty {
-            for user in away {
-                devices[user] = devices[user]?.map { device in
-                    var device = device
-                    device.badge = shared.badges[DeviceKey(appId: appId, userId: user, deviceId: device.deviceId)] ?? device.badge
-                    return device
+            // The store has the badges written so far: those of this call's earlier messages go on.
+            if !shared.badges.isEmpty {
+                var decided: [DeviceKey: Int] = [:]
+                for badge in shared.badges where badge.appId == appId {
+                    decided[DeviceKey(appId: appId, userId: badge.userId, deviceId: badge.deviceId)] = badge.badge
+                }
+                for (user, list) in devices {
+                    for index in list.indices {
+                        if let badge = decided[DeviceKey(appId: appId, userId: user, deviceId: list[index].deviceId)] {
+                            devices[user]?[index].badge = badge
+                        }
+                    }
                 }
             }
         }
+        defer { shared.devices = (appId, offline, devices) }
+        let away = offline.filter { devices[$0] != nil }
+        guard !away.isEmpty else { return ([], []) }
 
         // What the rules read besides the devices, at once (each is a query of its own).
         let settings = try await settings(appId: appId)
@@ -453,8 +503,11 @@ public final class PushService: Sendable {
         var records: [PushRecord] = []
         var badges: [PushBadge] = []
         for user in away {
-            var recipient = PushRecipient(userId: user, devices: devices[user] ?? [], onlinePlatforms: online[user] ?? [],
-                                          preferences: preferences[user], profile: profiles[user] ?? .default, remark: remarks[user])
+            // (Most of a group's members have no settings of their own: those lookups are skipped.)
+            var recipient = PushRecipient(userId: user, devices: devices[user] ?? [], onlinePlatforms: online.isEmpty ? [] : online[user] ?? [],
+                                          preferences: preferences.isEmpty ? nil : preferences[user],
+                                          profile: profiles.isEmpty ? .default : profiles[user] ?? .default,
+                                          remark: remarks.isEmpty ? nil : remarks[user])
             if message.conversationType == .ultraGroup && settings.ultraGroupPushLimit > 0 {
                 recipient.overFrequency = !admitUltraGroupPush(appId: appId, groupId: message.targetId, userId: user, now: now,
                                                                limit: settings.ultraGroupPushLimit,
@@ -462,12 +515,16 @@ public final class PushService: Sendable {
             }
             let decided = PushDecision.decide(context, for: recipient)
             for record in decided where record.status == .pending {
-                let badge = (recipient.devices.first { $0.deviceId == record.deviceId && $0.kind == record.kind }?.badge ?? 0) + 1
-                badges.append(PushBadge(appId: appId, userId: user, deviceId: record.deviceId, badge: badge))
-                shared.badges[DeviceKey(appId: appId, userId: user, deviceId: record.deviceId)] = badge
+                // The device's badge goes up, for this push and the next message's.
+                if let index = recipient.devices.firstIndex(where: { $0.deviceId == record.deviceId && $0.kind == record.kind }) {
+                    let badge = recipient.devices[index].badge + 1
+                    badges.append(PushBadge(appId: appId, userId: user, deviceId: record.deviceId, badge: badge))
+                    devices[user]?[index].badge = badge
+                }
             }
             records += decided
         }
+        shared.badges += badges
         return (records, badges)
     }
 
@@ -640,13 +697,15 @@ struct PushRunner: Service {
     let events: AsyncStream<ServerEvent>
 
     func run() async throws {
-        let executor = BackgroundExecutor(name: "imserver-push")
-        await withTaskExecutorPreference(executor) {
+        let deciding = BackgroundExecutor(name: "imserver-push")
+        let sending = BackgroundExecutor(name: "imserver-send")
+        await withTaskExecutorPreference(deciding) {
             try? await cancelWhenGracefulShutdown {
-                await push.run(events: events, executor: executor)
+                await push.run(events: events, deciding: deciding, sending: sending)
             }
         }
-        executor.stop()
+        deciding.stop()
+        sending.stop()
         await push.transport.shutdown()
     }
 }
