@@ -28,7 +28,7 @@ struct PushDeliveryTests {
 
     /// A server with push credentials for the local providers (and `settings` on top).
     static func withPushServer(clock: any WallClock = SystemClock(), store: (any IMStore)? = nil, settings: [String: Any] = [:],
-                               providers given: TestPushProviders? = nil,
+                               providers given: TestPushProviders? = nil, options: PushService.Options = Self.options,
                                _ body: (TestServer, TestPushProviders) async throws -> Void) async throws {
         let providers: TestPushProviders
         if let given { providers = given } else { providers = try await TestPushProviders.start() }
@@ -490,6 +490,48 @@ struct PushDeliveryTests {
         #expect(bobBadges.sorted() == [1, 2, 3], "each message counts on from the one before it, a message to carol between them: \(bobBadges)")
         let carolBadges = Self.requests(providers, to: carolToken).compactMap { Self.aps($0)["badge"] as? Int }
         #expect(carolBadges == [1], "\(carolBadges)")
+        try store.close()
+        await providers.stop()
+    }
+
+    @Test("a broadcast decided with earlier messages is written after them, whatever the transaction size: a device's badge never goes back")
+    func broadcastDecidedWithEarlierMessages() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-broadcast-\(UUID().uuidString)")
+        let store = try SQLiteStore(directory: directory.path)
+        let providers = try await TestPushProviders.start()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bobToken = TestPushProviders.apnsToken("bob")
+        let carolToken = TestPushProviders.apnsToken("carol")
+        try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
+            try await Self.offlineDevice(server, "bob", token: bobToken)
+            try await Self.offlineDevice(server, "carol", token: carolToken)
+        }
+        // Committed with no node deciding: a message to bob, then a broadcast to every user.
+        var uids: [String] = []
+        try await withTestServer(try await TestServer.start(store: store, clock: clock)) { server in
+            let alice = try await server.connectedClient("alice")
+            uids.append(try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "first")).messageUId)
+            let (_, broadcast) = try await server.api.post("/message/broadcast.json", form: [
+                "fromUserId": "notice", "objectName": "RC:TxtMsg", "content": #"{"content":"maintenance tonight"}"#])
+            uids.append(try #require((broadcast["messageUID"] ?? broadcast["id"]) as? String, "\(broadcast)"))
+        }
+        // Decided together at the next start, in transactions of two records: the broadcast's
+        // page is written as soon as it is decided, and the message before it first.
+        var options = Self.options
+        options.writeChunk = 2
+        let sentUIDs = uids
+        try await Self.withPushServer(clock: clock, store: store, providers: providers, options: options) { server, _ in
+            _ = try await Self.settledRecords(server, messageUID: sentUIDs[0])
+            _ = try await Self.settledRecords(server, messageUID: sentUIDs[1], count: 2)
+            // The next message to bob counts on from the broadcast's badge.
+            let alice = try await server.connectedClient("alice")
+            let next = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "after"))
+            _ = try await Self.settledRecords(server, messageUID: next.messageUId)
+        }
+        let bobBadges = Self.requests(providers, to: bobToken).compactMap { Self.aps($0)["badge"] as? Int }
+        #expect(bobBadges.sorted() == [1, 2, 3], "the message, the broadcast, the message after: \(bobBadges)")
+        #expect(Self.requests(providers, to: carolToken).compactMap { Self.aps($0)["badge"] as? Int } == [1])
         try store.close()
         await providers.stop()
     }

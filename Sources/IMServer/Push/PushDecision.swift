@@ -95,7 +95,7 @@ final class SharedPartCache {
         /// The name the recipient gave the sender (in a private push's title, a group push's text).
         var remark: String?
         var showDetails: Bool
-        /// The title left out (`disablePushTitle`, for APNs devices).
+        /// The title left out (`disablePushTitle`, for every device but FCM's).
         var untitled: Bool
 
         /// Texts that vary by recipient are compared by their bytes as well: String equality is

@@ -65,6 +65,10 @@ public final class PushService: Sendable {
         public var batch = 2_000
         /// Batches sent at once (each waits for its answers while the next is read and claimed).
         public var batchesInFlight = 6
+        /// Push records written per transaction: several messages' whole, or one message's part
+        /// (on SQLite a message's records are a row of push_batches; the decisions have a file and
+        /// a writer of their own there).
+        public var writeChunk = 10_000
         /// Attempts before a retryable failure is final.
         public var maxAttempts = 6
         /// The first retry's delay; each next one doubles, up to `maxRetryDelayMilliseconds`.
@@ -245,16 +249,21 @@ public final class PushService: Sendable {
         let now = clock.nowMilliseconds()
         let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
         // Tried until it is recorded: a later message's cursor must not pass one whose pushes were
-        // never written (the writes are idempotent, so a retry records nothing twice).
+        // never written. A retry goes on from the first message not wholly written: one decided
+        // again would count its devices' badges up again (its records are kept, not written twice).
+        var remaining = messages[...]
         var delay = 100
         while !Task.isCancelled {
+            var written = 0
             do {
-                let wroteCursor = try await decide(messages, cursor: last.seq, writeCursorAlone: cursorDue)
+                let wroteCursor = try await decide(Array(remaining), cursor: last.seq, writeCursorAlone: cursorDue || remaining.count < messages.count,
+                                                   written: &written)
                 if wroteCursor { cursorWrittenAt.withLock { $0 = now } }
                 return
             } catch {
                 logger.error("push: a decision could not be recorded; trying again",
-                             metadata: ["error": "\(error)", "uid": "\(messages.map(\.uid).joined(separator: ","))"])
+                             metadata: ["error": "\(error)", "uid": "\(remaining.map(\.uid).joined(separator: ","))"])
+                remaining = remaining.dropFirst(written)
                 try? await Task.sleep(for: .milliseconds(delay))
                 delay = min(delay * 2, 10_000)
             }
@@ -286,74 +295,94 @@ public final class PushService: Sendable {
         if records.contains(where: { $0.status == .pending }) { wake.signal() }
     }
 
-    /// Records the decisions for these messages with the cursor, the records of whole messages
-    /// together in transactions of about `writeChunk` records (a message with more has its own,
-    /// split); without any decision, the cursor alone only when `writeCursorAlone`. Returns
-    /// whether the cursor was written.
+    /// Records the decisions for these messages with the cursor, in their order: the records of
+    /// whole messages together in transactions of up to `writeChunk` records (a message with more
+    /// is split); without any decision, the cursor alone only when `writeCursorAlone`. Returns
+    /// whether the cursor was written. `written`: how many of the messages, from the first, had
+    /// all their decisions written (when a write fails, those need no deciding again).
     @discardableResult
     func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool = true) async throws -> Bool {
-        // Each message's decisions and the badges they set, in the messages' order.
-        var decided: [(records: [PushRecord], badges: [PushBadge])] = []
+        var written = 0
+        return try await decide(messages, cursor: cursor, writeCursorAlone: writeCursorAlone, written: &written)
+    }
+
+    func decide(_ messages: [StoredMessage], cursor: UInt64, writeCursorAlone: Bool, written: inout Int) async throws -> Bool {
+        let chunk = options.writeChunk
+        // Decided and not written yet: whole messages' records and the badges they set, with the
+        // number of messages (from the first) that are all written once they are.
+        var pending: (records: [PushRecord], badges: [PushBadge], through: Int) = ([], [], 0)
+        var wroteAny = false
+        func flush(cursor: UInt64? = nil) async throws {
+            guard !pending.records.isEmpty || cursor != nil else { return }
+            try await record(pending.records, pending.badges, cursor: cursor)
+            wroteAny = wroteAny || !pending.records.isEmpty
+            written = pending.through
+            pending.records = []
+            pending.badges = []
+        }
         // What the messages of this call share: the badges decided so far (not written yet) and
         // the devices last read.
         var shared = SharedReads()
-        for message in messages where PushDecision.isNotification(message) {
+        for (index, message) in messages.enumerated() {
+            guard PushDecision.isNotification(message) else {
+                if pending.records.isEmpty { written = index + 1 }
+                pending.through = index + 1
+                continue
+            }
             if let users = try await audience(of: message) {
-                let decision = try await decisions(for: message, users: users, shared: &shared)
-                if !decision.0.isEmpty { decided.append(decision) }
+                let (records, badges) = try await decisions(for: message, users: users, shared: &shared)
+                if records.count > chunk {
+                    // Its own transactions, after what was decided before it.
+                    try await flush()
+                    try await recordSplit(records, badges, chunk: chunk)
+                    wroteAny = true
+                } else {
+                    if !pending.records.isEmpty && pending.records.count + records.count > chunk { try await flush() }
+                    pending.records += records
+                    pending.badges += badges
+                }
+                pending.through = index + 1
+                if pending.records.isEmpty { written = index + 1 }
                 continue
             }
             // A broadcast: every user with a device, a page at a time; long lists of decisions are
-            // recorded as they come (a crash re-decides the message, and keeps what was recorded).
-            var records: [PushRecord] = []
-            var badges: [PushBadge] = []
+            // recorded as they come, after what was decided before them (a crash re-decides the
+            // message, and keeps what was recorded).
+            try await flush()
             var after = ""
             while true {
                 let page = try await store.pushDeviceUsers(appId: message.appId, afterUserId: after, limit: Self.directPage)
                 guard let last = page.last else { break }
                 after = last
-                let (pageRecords, pageBadges) = try await decisions(for: message, users: page.filter { $0 != message.senderId }, shared: &shared)
-                records += pageRecords
-                badges += pageBadges
-                if records.count >= Self.writeChunk {
-                    try await record(records, badges, cursor: nil)
-                    records = []
-                    badges = []
+                let (records, badges) = try await decisions(for: message, users: page.filter { $0 != message.senderId }, shared: &shared)
+                pending.records += records
+                pending.badges += badges
+                if pending.records.count >= chunk {
+                    try await record(pending.records, pending.badges, cursor: nil)
+                    wroteAny = true
+                    pending.records = []
+                    pending.badges = []
                 }
             }
-            if !records.isEmpty { decided.append((records, badges)) }
+            pending.through = index + 1
+            if pending.records.isEmpty { written = index + 1 }
         }
-        guard !decided.isEmpty || writeCursorAlone else { return false }
-        // Whole messages together, up to `writeChunk` records a transaction; the cursor goes with
-        // the last (alone when nothing is left to go with it). A crash between them re-decides the
-        // messages, and keeps what was recorded.
-        var pending: (records: [PushRecord], badges: [PushBadge]) = ([], [])
-        for message in decided {
-            if !pending.records.isEmpty && pending.records.count + message.records.count > Self.writeChunk {
-                try await record(pending.records, pending.badges, cursor: nil)
-                pending = ([], [])
-            }
-            if message.records.count > Self.writeChunk {
-                try await recordSplit(message.records, message.badges)
-            } else {
-                pending.records += message.records
-                pending.badges += message.badges
-            }
-        }
-        try await record(pending.records, pending.badges, cursor: cursor)
+        guard wroteAny || !pending.records.isEmpty || writeCursorAlone else { return false }
+        // The cursor goes with the last transaction (alone when nothing is left to go with it).
+        try await flush(cursor: cursor)
         return true
     }
 
-    /// Writes one message's decisions in transactions of at most `writeChunk` records (a device
-    /// has one record of a message, so its badge goes with it).
-    private func recordSplit(_ records: [PushRecord], _ badges: [PushBadge]) async throws {
+    /// Writes one message's decisions in transactions of at most `chunk` records (a device has
+    /// one record of a message, so its badge goes with it).
+    private func recordSplit(_ records: [PushRecord], _ badges: [PushBadge], chunk: Int) async throws {
         var start = 0
         while start < records.count {
-            let end = min(records.count, start + Self.writeChunk)
-            let chunk = Array(records[start..<end])
-            let keys = Set(chunk.map { DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId) })
-            let chunkBadges = badges.filter { keys.contains(DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId)) }
-            try await record(chunk, chunkBadges, cursor: nil)
+            let end = min(records.count, start + chunk)
+            let part = Array(records[start..<end])
+            let keys = Set(part.map { DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId) })
+            let partBadges = badges.filter { keys.contains(DeviceKey(appId: $0.appId, userId: $0.userId, deviceId: $0.deviceId)) }
+            try await record(part, partBadges, cursor: nil)
             start = end
         }
     }
@@ -373,11 +402,21 @@ public final class PushService: Sendable {
         var badges: [PushBadge] = []
         /// The devices last read, with the badges decided since.
         var devices: (appId: Int64, users: [String], byUser: [String: [PushDeviceRecord]])?
-    }
+        /// `badges` by device, the last for each, as far as `indexed` of them: made only when a
+        /// message's devices are read again (recipients that differ from the last message's), and
+        /// then only extended.
+        var badgeIndex: [DeviceKey: Int] = [:]
+        var indexed = 0
 
-    /// Push records written per transaction: a large group's message in one (on SQLite one row of
-    /// push_batches; the decisions have a file and a writer of their own there).
-    static let writeChunk = 10_000
+        /// The badge decided last for each device, with those decided since the last call added.
+        mutating func decidedBadges() -> [DeviceKey: Int] {
+            for badge in badges[indexed...] {
+                badgeIndex[DeviceKey(appId: badge.appId, userId: badge.userId, deviceId: badge.deviceId)] = badge.badge
+            }
+            indexed = badges.count
+            return badgeIndex
+        }
+    }
 
     /// The users a message is for (its sender excluded); nil for a broadcast to every user.
     func audience(of message: StoredMessage) async throws -> [String]? {
@@ -438,10 +477,7 @@ public final class PushService: Sendable {
             devices = Dictionary(grouping: try await store.pushDevices(appId: appId, userIds: offline), by: \.userId)
             // The store has the badges written so far: those of this call's earlier messages go on.
             if !shared.badges.isEmpty {
-                var decided: [DeviceKey: Int] = [:]
-                for badge in shared.badges where badge.appId == appId {
-                    decided[DeviceKey(appId: appId, userId: badge.userId, deviceId: badge.deviceId)] = badge.badge
-                }
+                let decided = shared.decidedBadges()
                 for (user, list) in devices {
                     for index in list.indices {
                         if let badge = decided[DeviceKey(appId: appId, userId: user, deviceId: list[index].deviceId)] {
@@ -515,11 +551,14 @@ public final class PushService: Sendable {
             }
             let decided = PushDecision.decide(context, for: recipient)
             for record in decided where record.status == .pending {
-                // The device's badge goes up, for this push and the next message's.
-                if let index = recipient.devices.firstIndex(where: { $0.deviceId == record.deviceId && $0.kind == record.kind }) {
-                    let badge = recipient.devices[index].badge + 1
+                // The device's badge goes up, for this push and the next message's (a badge is the
+                // device's, whatever the kind of its token).
+                if let pushed = recipient.devices.first(where: { $0.deviceId == record.deviceId && $0.kind == record.kind }) {
+                    let badge = pushed.badge + 1
                     badges.append(PushBadge(appId: appId, userId: user, deviceId: record.deviceId, badge: badge))
-                    devices[user]?[index].badge = badge
+                    for index in recipient.devices.indices where recipient.devices[index].deviceId == record.deviceId {
+                        devices[user]?[index].badge = badge
+                    }
                 }
             }
             records += decided
