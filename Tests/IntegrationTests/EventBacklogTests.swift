@@ -9,6 +9,14 @@ struct EventBacklogTests {
         .sessionOnline(SessionPresence(appId: 1, userId: "u\(number)", sessionId: "s\(number)", platform: "iOS", deviceId: ""))
     }
 
+    /// A finished stream of events 1 through `count`.
+    static func stream(_ count: Int) -> AsyncStream<ServerEvent> {
+        let (stream, input) = AsyncStream.makeStream(of: ServerEvent.self)
+        for number in 1...count { input.yield(event(number)) }
+        input.finish()
+        return stream
+    }
+
     static func numbers(_ events: [ServerEvent]) -> [Int] {
         events.compactMap { event in
             guard case .sessionOnline(let presence) = event else { return nil }
@@ -19,10 +27,7 @@ struct EventBacklogTests {
     @Test("events gathered while nobody takes come out together, in order; the stream's end comes after the last")
     func gathersInOrder() async {
         let backlog = EventBacklog(limit: 100)
-        let (stream, input) = AsyncStream.makeStream(of: ServerEvent.self)
-        for number in 1...5 { input.yield(Self.event(number)) }
-        input.finish()
-        await backlog.fill(from: stream)
+        await backlog.fill(from: Self.stream(5))
         let taken = await backlog.take()
         #expect(Self.numbers(taken ?? []) == [1, 2, 3, 4, 5])
         let end = await backlog.take()
@@ -32,10 +37,7 @@ struct EventBacklogTests {
     @Test("past its limit the backlog holds no more: the reader waits until the taker makes room, and nothing is lost")
     func limitHolds() async {
         let backlog = EventBacklog(limit: 3)
-        let (stream, input) = AsyncStream.makeStream(of: ServerEvent.self)
-        for number in 1...20 { input.yield(Self.event(number)) }
-        input.finish()
-        let reader = Task { await backlog.fill(from: stream) }
+        let reader = Task { await backlog.fill(from: Self.stream(20)) }
         var seen: [Int] = []
         while let taken = await backlog.take() {
             #expect(taken.count <= 3, "a take gave \(taken.count) events, past the limit of 3")

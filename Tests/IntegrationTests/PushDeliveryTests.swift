@@ -458,81 +458,85 @@ struct PushDeliveryTests {
         await providers.stop()
     }
 
+    /// The decisions a restart catches up on: bob's and carol's phones register and go offline on
+    /// a server with push (its node's cursor is set); `commit` runs on a server without push, whose
+    /// messages no node decides (it returns their uids); `decide` runs on the next server with
+    /// push, which decides them from its cursor in one go. The providers have every push sent.
+    static func catchUp(options: PushService.Options = Self.options, commit: (TestServer) async throws -> [String],
+                        decide: (TestServer, [String]) async throws -> Void) async throws -> TestPushProviders {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-catch-up-\(UUID().uuidString)")
+        let store = try SQLiteStore(directory: directory.path)
+        defer {
+            try? store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let providers = try await TestPushProviders.start()
+        do {
+            try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
+                try await Self.offlineDevice(server, "bob", token: TestPushProviders.apnsToken("bob"))
+                try await Self.offlineDevice(server, "carol", token: TestPushProviders.apnsToken("carol"))
+            }
+            var uids: [String] = []
+            try await withTestServer(try await TestServer.start(store: store, clock: clock)) { server in uids = try await commit(server) }
+            let committed = uids
+            try await Self.withPushServer(clock: clock, store: store, providers: providers, options: options) { server, _ in
+                try await decide(server, committed)
+            }
+        } catch {
+            await providers.stop()
+            throw error
+        }
+        return providers
+    }
+
+    /// The badges of the pushes `user`'s phone got.
+    static func badges(_ providers: TestPushProviders, of user: String) -> [Int] {
+        Self.requests(providers, to: TestPushProviders.apnsToken(user)).compactMap { Self.aps($0)["badge"] as? Int }
+    }
+
     @Test("messages decided together (the decisions a restart catches up on) count a device's badge up one by one, also across messages to other users")
     func badgesOfMessagesDecidedTogether() async throws {
-        let clock = ManualClock(milliseconds: 1_800_000_000_000)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-badges-\(UUID().uuidString)")
-        let store = try SQLiteStore(directory: directory.path)
-        let providers = try await TestPushProviders.start()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let bobToken = TestPushProviders.apnsToken("bob")
-        let carolToken = TestPushProviders.apnsToken("carol")
-        // A server with push: bob's and carol's phones register and go offline; the node's cursor is set.
-        try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
-            try await Self.offlineDevice(server, "bob", token: bobToken)
-            try await Self.offlineDevice(server, "carol", token: carolToken)
-        }
-        // A server without push commits messages that no node decides: to bob, to carol (whose
-        // devices are read between bob's), and to bob twice more.
-        var uids: [String] = []
-        try await withTestServer(try await TestServer.start(store: store, clock: clock)) { server in
+        // To bob, to carol (whose devices are read between bob's), and to bob twice more.
+        let providers = try await Self.catchUp(commit: { server in
             let alice = try await server.connectedClient("alice")
+            var uids: [String] = []
             for (n, target) in ["bob", "carol", "bob", "bob"].enumerated() {
                 uids.append(try await alice.sendMessage(.private, targetId: target, content: TextMessage(content: "while down \(n)")).messageUId)
             }
-        }
-        // The next server with push decides them from its cursor, in one go.
-        let sentUIDs = uids
-        try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
-            for uid in sentUIDs { _ = try await Self.settledRecords(server, messageUID: uid) }
-        }
-        let bobBadges = Self.requests(providers, to: bobToken).compactMap { Self.aps($0)["badge"] as? Int }
+            return uids
+        }, decide: { server, uids in
+            for uid in uids { _ = try await Self.settledRecords(server, messageUID: uid) }
+        })
+        let bobBadges = Self.badges(providers, of: "bob")
         #expect(bobBadges.sorted() == [1, 2, 3], "each message counts on from the one before it, a message to carol between them: \(bobBadges)")
-        let carolBadges = Self.requests(providers, to: carolToken).compactMap { Self.aps($0)["badge"] as? Int }
-        #expect(carolBadges == [1], "\(carolBadges)")
-        try store.close()
+        #expect(Self.badges(providers, of: "carol") == [1])
         await providers.stop()
     }
 
     @Test("a broadcast decided with earlier messages is written after them, whatever the transaction size: a device's badge never goes back")
     func broadcastDecidedWithEarlierMessages() async throws {
-        let clock = ManualClock(milliseconds: 1_800_000_000_000)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-broadcast-\(UUID().uuidString)")
-        let store = try SQLiteStore(directory: directory.path)
-        let providers = try await TestPushProviders.start()
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let bobToken = TestPushProviders.apnsToken("bob")
-        let carolToken = TestPushProviders.apnsToken("carol")
-        try await Self.withPushServer(clock: clock, store: store, providers: providers) { server, _ in
-            try await Self.offlineDevice(server, "bob", token: bobToken)
-            try await Self.offlineDevice(server, "carol", token: carolToken)
-        }
-        // Committed with no node deciding: a message to bob, then a broadcast to every user.
-        var uids: [String] = []
-        try await withTestServer(try await TestServer.start(store: store, clock: clock)) { server in
-            let alice = try await server.connectedClient("alice")
-            uids.append(try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "first")).messageUId)
-            let (_, broadcast) = try await server.api.post("/message/broadcast.json", form: [
-                "fromUserId": "notice", "objectName": "RC:TxtMsg", "content": #"{"content":"maintenance tonight"}"#])
-            uids.append(try #require((broadcast["messageUID"] ?? broadcast["id"]) as? String, "\(broadcast)"))
-        }
-        // Decided together at the next start, in transactions of two records: the broadcast's
-        // page is written as soon as it is decided, and the message before it first.
+        // Decided in transactions of two records: the broadcast's page is written as soon as it
+        // is decided, and the message to bob before it first.
         var options = Self.options
         options.writeChunk = 2
-        let sentUIDs = uids
-        try await Self.withPushServer(clock: clock, store: store, providers: providers, options: options) { server, _ in
-            _ = try await Self.settledRecords(server, messageUID: sentUIDs[0])
-            _ = try await Self.settledRecords(server, messageUID: sentUIDs[1], count: 2)
+        let providers = try await Self.catchUp(options: options, commit: { server in
+            let alice = try await server.connectedClient("alice")
+            let first = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "first")).messageUId
+            let (_, broadcast) = try await server.api.post("/message/broadcast.json", form: [
+                "fromUserId": "notice", "objectName": "RC:TxtMsg", "content": #"{"content":"maintenance tonight"}"#])
+            return [first, try #require((broadcast["messageUID"] ?? broadcast["id"]) as? String, "\(broadcast)")]
+        }, decide: { server, uids in
+            _ = try await Self.settledRecords(server, messageUID: uids[0])
+            _ = try await Self.settledRecords(server, messageUID: uids[1], count: 2)
             // The next message to bob counts on from the broadcast's badge.
             let alice = try await server.connectedClient("alice")
             let next = try await alice.sendMessage(.private, targetId: "bob", content: TextMessage(content: "after"))
             _ = try await Self.settledRecords(server, messageUID: next.messageUId)
-        }
-        let bobBadges = Self.requests(providers, to: bobToken).compactMap { Self.aps($0)["badge"] as? Int }
+        })
+        let bobBadges = Self.badges(providers, of: "bob")
         #expect(bobBadges.sorted() == [1, 2, 3], "the message, the broadcast, the message after: \(bobBadges)")
-        #expect(Self.requests(providers, to: carolToken).compactMap { Self.aps($0)["badge"] as? Int } == [1])
-        try store.close()
+        #expect(Self.badges(providers, of: "carol") == [1])
         await providers.stop()
     }
 
