@@ -1,11 +1,12 @@
 import Foundation
+import Logging
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import IMCore
 import IMLib
 import IMPush
-import IMServer
+@testable import IMServer
 import IMServerTesting
 import IMStore
 import IMStoreSQLite
@@ -537,6 +538,46 @@ struct PushDeliveryTests {
         let bobBadges = Self.badges(providers, of: "bob")
         #expect(bobBadges.sorted() == [1, 2, 3], "the message, the broadcast, the message after: \(bobBadges)")
         #expect(Self.badges(providers, of: "carol") == [1])
+        await providers.stop()
+    }
+
+    @Test("events taken together keep their order: a message before a phone comes online is pushed, one while it is online is not, one after it left is")
+    func presenceKeepsItsPlaceAmongMessages() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-order-\(UUID().uuidString)")
+        let store = try SQLiteStore(directory: directory.path)
+        let providers = try await TestPushProviders.start()
+        defer {
+            try? store.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try await store.setPushDevice(PushDeviceRecord(appId: 1, userId: "bob", deviceId: "phone", platform: "iOS", kind: .apns,
+                                                       token: TestPushProviders.apnsToken("bob"), environment: "production", updatedAt: 1))
+        let registry = SessionRegistry()
+        let fanOut = FanOutOrder()
+        let push = PushService(store: store, transport: try providers.transport(timeoutSeconds: 5), registry: registry, cluster: nil,
+                               groups: GroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
+                               ultraGroups: UltraGroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
+                               clock: SystemClock(), logger: Logger(label: "imserver-test"), node: "node0", options: Self.options)
+        func message(_ seq: UInt64) -> ServerEvent {
+            .messageCommitted(CommittedMessageEvent(message: StoredMessage(
+                seq: seq, appId: 1, conversationType: .private, conversationKey: privateConversationKey("alice", "bob"), targetId: "bob",
+                senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"m\#(seq)"}"#.utf8), uid: "m\(seq)",
+                sentTime: Int64(Date().timeIntervalSince1970 * 1000), flags: .isPersisted), origin: .system))
+        }
+        let phone = SessionPresence(appId: 1, userId: "bob", sessionId: "s1", platform: "iOS", deviceId: "phone")
+        // Every event is queued before the service reads any: the decider takes them in one go.
+        let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+        for event in [message(1), .sessionOnline(phone), message(2), .sessionOffline(phone), message(3)] { input.yield(event) }
+        let running = Task { await push.run(events: events) }
+        try await waitUntil("the message after bob left is decided") {
+            try await !store.pushRecords(appId: 1, messageUid: "m3", userId: nil, limit: 10).isEmpty
+        }
+        #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).count == 1, "bob was away")
+        #expect(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 10).isEmpty, "bob's phone was online")
+        input.finish()
+        running.cancel()
+        await running.value
+        await push.transport.shutdown()
         await providers.stop()
     }
 

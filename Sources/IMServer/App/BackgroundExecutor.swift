@@ -6,10 +6,10 @@ import Glibc
 /// A thread for the server's background work (push decisions and sends, callbacks): on a machine
 /// whose cores delivery needs, that work must not take them. The thread runs at a lower scheduling
 /// priority (nice 10 where the system allows it), so the kernel gives the cores to the gateway and
-/// the message log first and to the background whatever is left. `PushRunner` and `CallbackRunner`
-/// each run their service's background tasks with one of these as the task executor preference; the
-/// push and callback transports get event loops of their own at the same nice value
-/// (`imserver serve`).
+/// the message log first and to the background whatever is left. `PushRunner` runs the push
+/// decisions on one of these and the push sender on another, `CallbackRunner` its service's
+/// background tasks on one (as the task executor preference); the push and callback transports
+/// get event loops of their own at the same nice value (`imserver serve`).
 final class BackgroundExecutor: TaskExecutor, @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []

@@ -160,21 +160,19 @@ public final class PushService: Sendable {
             while let taken = await backlog.take() {
                 var messages: [StoredMessage] = []
                 for event in taken {
-                    if case .messageCommitted(let committed) = event {
-                        messages.append(committed.message)
-                        if messages.count == Self.messagesPerDecision {
-                            await decideLogged(messages)
-                            messages = []
-                        }
-                    } else {
-                        if !messages.isEmpty {
-                            await decideLogged(messages)
-                            messages = []
-                        }
+                    guard case .messageCommitted(let committed) = event else {
+                        await decideLogged(messages)
+                        messages = []
                         await handle(event)
+                        continue
+                    }
+                    messages.append(committed.message)
+                    if messages.count == Self.messagesPerDecision {
+                        await decideLogged(messages)
+                        messages = []
                     }
                 }
-                if !messages.isEmpty { await decideLogged(messages) }
+                await decideLogged(messages)
             }
         }
     }
@@ -241,9 +239,10 @@ public final class PushService: Sendable {
         endedSessions.withLock { $0.removeAll() }
     }
 
-    /// Decides messages committed one after another. The cursor goes with every recorded decision, and otherwise at most
-    /// once a second: a message that made no record costs no write, and a crash re-decides at
-    /// most a second of them (a decision already recorded is kept).
+    /// Decides messages committed one after another (none: nothing to do). The cursor goes with
+    /// every recorded decision, and otherwise at most once a second: a message that made no record
+    /// costs no write, and a crash re-decides at most a second of them (a decision already
+    /// recorded is kept).
     private func decideLogged(_ messages: [StoredMessage]) async {
         guard let last = messages.last else { return }
         let now = clock.nowMilliseconds()
@@ -323,12 +322,7 @@ public final class PushService: Sendable {
         // What the messages of this call share: the badges decided so far (not written yet) and
         // the devices last read.
         var shared = SharedReads()
-        for (index, message) in messages.enumerated() {
-            guard PushDecision.isNotification(message) else {
-                if pending.records.isEmpty { written = index + 1 }
-                pending.through = index + 1
-                continue
-            }
+        func decideMessage(_ message: StoredMessage) async throws {
             if let users = try await audience(of: message) {
                 let (records, badges) = try await decisions(for: message, users: users, shared: &shared)
                 if records.count > chunk {
@@ -337,18 +331,15 @@ public final class PushService: Sendable {
                     try await recordSplit(records, badges, chunk: chunk)
                     wroteAny = true
                 } else {
-                    if !pending.records.isEmpty && pending.records.count + records.count > chunk { try await flush() }
+                    if pending.records.count + records.count > chunk { try await flush() }
                     pending.records += records
                     pending.badges += badges
                 }
-                pending.through = index + 1
-                if pending.records.isEmpty { written = index + 1 }
-                continue
+                return
             }
             // A broadcast: every user with a device, a page at a time; long lists of decisions are
             // recorded as they come, after what was decided before them (a crash re-decides the
             // message, and keeps what was recorded).
-            try await flush()
             var after = ""
             while true {
                 let page = try await store.pushDeviceUsers(appId: message.appId, afterUserId: after, limit: Self.directPage)
@@ -357,13 +348,13 @@ public final class PushService: Sendable {
                 let (records, badges) = try await decisions(for: message, users: page.filter { $0 != message.senderId }, shared: &shared)
                 pending.records += records
                 pending.badges += badges
-                if pending.records.count >= chunk {
-                    try await record(pending.records, pending.badges, cursor: nil)
-                    wroteAny = true
-                    pending.records = []
-                    pending.badges = []
-                }
+                if pending.records.count >= chunk { try await flush() }
             }
+        }
+        for (index, message) in messages.enumerated() {
+            if PushDecision.isNotification(message) { try await decideMessage(message) }
+            // Decided: written once what is pending is (now, when nothing is). A message written in
+            // parts (split, or a broadcast's pages) counts only once its last part is.
             pending.through = index + 1
             if pending.records.isEmpty { written = index + 1 }
         }
