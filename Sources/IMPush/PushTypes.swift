@@ -142,6 +142,9 @@ public struct PushEndpoints: Sendable, Hashable {
     public var extraTrustRootsPEM: String?
     /// Seconds one request may take before it counts as a timeout (retried).
     public var requestTimeoutSeconds: Int
+    /// HTTP/2 connections to an APNs endpoint per TLS identity, at most (APNs allows 1,000 pushes
+    /// in flight on each; a large batch is spread over them).
+    public var apnsConnections: Int
 
     public static let apple = "https://api.push.apple.com"
     public static let appleSandbox = "https://api.sandbox.push.apple.com"
@@ -151,7 +154,9 @@ public struct PushEndpoints: Sendable, Hashable {
     public var requestTimeout: Duration { .seconds(min(max(1, requestTimeoutSeconds), 3_600)) }
 
     public init(apnsProduction: String = PushEndpoints.apple, apnsSandbox: String = PushEndpoints.appleSandbox,
-                fcm: String = PushEndpoints.google, extraTrustRootsPEM: String? = nil, requestTimeoutSeconds: Int = 10) {
+                fcm: String = PushEndpoints.google, extraTrustRootsPEM: String? = nil, requestTimeoutSeconds: Int = 10,
+                apnsConnections: Int = 4) {
+        self.apnsConnections = apnsConnections
         self.apnsProduction = apnsProduction
         self.apnsSandbox = apnsSandbox
         self.fcm = fcm

@@ -6,10 +6,15 @@ import NIOSSL
 import NIOTLS
 import Synchronization
 
-/// An HTTP/2 client for APNs that speaks the protocol's frames itself: one TLS connection per host
-/// and TLS identity, requests written as HEADERS and DATA frames into one buffer per event loop
-/// tick (one TLS record run and one `write` for many pushes), answers matched by stream id in a
-/// dictionary.
+/// An HTTP/2 client for APNs that speaks the protocol's frames itself: up to `connections` TLS
+/// connections per host and TLS identity, requests written as HEADERS and DATA frames into one
+/// buffer per event loop tick (one TLS record run and one `write` for many pushes), answers
+/// matched by stream id in a dictionary.
+///
+/// Why several connections: APNs lets a connection have at most 1,000 streams open (its SETTINGS),
+/// so one connection sends at most 1,000 pushes per round trip (with 100 ms to Apple, 10,000 a
+/// second). A call with many requests is split evenly over the connections (opened as needed: a
+/// call of fewer than `requestsPerConnection` requests uses one), each with its own 1,000.
 ///
 /// Why not NIOHTTP2Handler: with a thousand streams open, each answer cost it a search and a
 /// removal from the middle of sorted stream lists (two of them, each shifting the rest with a
@@ -47,18 +52,28 @@ final class APNsHTTP2Client: Sendable {
     /// The `:authority` of requests to this endpoint.
     let authority: String
     private let tls: NIOSSLContext
+    /// Where every connection of this client lives (so that a call's answers, coming on several
+    /// connections, are gathered on one thread).
     private let eventLoop: any EventLoop
     private let connectTimeout: TimeAmount
-    private let state = Mutex<State>(State())
+    /// Connections at most.
+    let connections: Int
+    private let state: Mutex<State>
+
+    /// Requests a call has per connection it uses, at least: a call of fewer goes on one.
+    static let requestsPerConnection = 200
 
     private struct State {
-        var channel: EventLoopFuture<APNsConnectionHandler>?
-        /// Names `channel` (each connection opened gets the next number).
-        var channelNumber = 0
+        /// The connection of each slot (opening, open, or none yet).
+        var slots: [EventLoopFuture<APNsConnectionHandler>?]
+        /// Names each slot's connection (each connection opened gets the next number).
+        var numbers: [Int]
+        var opened = 0
         var closed = false
     }
 
-    init(baseURL: String, tls configuration: TLSConfiguration, eventLoop: any EventLoop, connectTimeout: TimeAmount) throws {
+    init(baseURL: String, tls configuration: TLSConfiguration, eventLoop: any EventLoop, connectTimeout: TimeAmount,
+         connections: Int = 1) throws {
         guard let url = URL(string: baseURL), let host = url.host, url.scheme == "https" else {
             throw APNsClientError.badURL(baseURL)
         }
@@ -70,71 +85,93 @@ final class APNsHTTP2Client: Sendable {
         self.tls = try NIOSSLContext(configuration: configuration)
         self.eventLoop = eventLoop
         self.connectTimeout = connectTimeout
+        self.connections = max(1, connections)
+        state = Mutex(State(slots: Array(repeating: nil, count: self.connections), numbers: Array(repeating: 0, count: self.connections)))
     }
 
-    /// Sends every POST on the connection (in one turn of its event loop, as far as the peer's
-    /// concurrency and window allow; the rest as streams end) and waits for all the answers at
-    /// once; each gets its response or the error that ended it, in `posts`' order.
+    /// Sends every POST (in one turn of the event loop, as far as the peer's concurrency and
+    /// window allow; the rest as streams end), split evenly over as many connections as the call
+    /// has `requestsPerConnection`, and waits for all the answers at once; each gets its response
+    /// or the error that ended it, in `posts`' order.
     func post(_ posts: [Post]) async -> [Result<Response, any Error>] {
         guard !posts.isEmpty else { return [] }
-        let handler: APNsConnectionHandler
-        do {
-            handler = try await connection().get()
-        } catch {
-            return posts.map { _ in .failure(error) }
+        let used = min(connections, max(1, posts.count / Self.requestsPerConnection))
+        // The requests of slot i: posts[bounds[i] ..< bounds[i + 1]].
+        let bounds = (0...used).map { $0 * posts.count / used }
+        // Opened (when they must be) at once, then awaited.
+        let opening = (0..<used).map { connection($0) }
+        var handlers: [Result<APNsConnectionHandler, any Error>] = []
+        for connection in opening {
+            do {
+                handlers.append(.success(try await connection.get()))
+            } catch {
+                handlers.append(.failure(error))
+            }
         }
+        if used == 1, case .failure(let error) = handlers[0] { return posts.map { _ in .failure(error) } }
         let eventLoop = self.eventLoop
         return await withCheckedContinuation { continuation in
             let batch = APNsBatch(count: posts.count) { continuation.resume(returning: $0) }
-            if eventLoop.inEventLoop {
-                handler.submit(posts, batch)
-            } else {
-                eventLoop.execute { handler.submit(posts, batch) }
+            // The batch is completed on the event loop only (every connection of this client is there).
+            eventLoop.execute {
+                for (slot, handler) in handlers.enumerated() {
+                    let range = bounds[slot]..<bounds[slot + 1]
+                    switch handler {
+                    case .success(let handler):
+                        handler.submit(posts[range], batch, firstIndex: range.lowerBound)
+                    case .failure(let error):
+                        for index in range { batch.complete(index, .failure(error)) }
+                    }
+                }
             }
         }
     }
 
-    /// Closes the connection; later requests fail.
+    /// Closes the connections; later requests fail.
     func close() async {
-        let channel = state.withLock { state -> EventLoopFuture<APNsConnectionHandler>? in
+        let channels = state.withLock { state -> [EventLoopFuture<APNsConnectionHandler>] in
             state.closed = true
-            defer { state.channel = nil }
-            return state.channel
+            defer { state.slots = state.slots.map { _ in nil } }
+            return state.slots.compactMap { $0 }
         }
-        guard let handler = try? await channel?.get() else { return }
-        try? await handler.close(on: eventLoop).get()
+        for channel in channels {
+            guard let handler = try? await channel.get() else { continue }
+            try? await handler.close(on: eventLoop).get()
+        }
     }
 
-    /// The open connection, or a new one when there is none (or it closed, or ran out of stream ids).
-    /// The handler is told where to report its end and hand its unsent requests before the future
-    /// gives it to anyone, so no request reaches a handler that could not pass it on.
-    private func connection() -> EventLoopFuture<APNsConnectionHandler> {
+    /// The slot's open connection, or a new one when it has none (or it closed, or ran out of
+    /// stream ids). The handler is told where to report its end and hand its unsent requests
+    /// before the future gives it to anyone, so no request reaches a handler that could not pass
+    /// it on.
+    private func connection(_ slot: Int) -> EventLoopFuture<APNsConnectionHandler> {
         state.withLock { state in
             if state.closed { return eventLoop.makeFailedFuture(APNsClientError.closed) }
-            if let channel = state.channel { return channel }
-            state.channelNumber += 1
-            let number = state.channelNumber
+            if let channel = state.slots[slot] { return channel }
+            state.opened += 1
+            let number = state.opened
+            state.numbers[slot] = number
             // NIO's connect never completes within the call (it goes through the event loop), so
             // these callbacks, which take the lock, never run under it.
             let opened = connect().map { [weak self] handler -> APNsConnectionHandler in
-                handler.onClose = { [weak self] in self?.forget(number) }
+                handler.onClose = { [weak self] in self?.forget(slot, number) }
                 handler.handOver = { [weak self] requests in
                     guard let self else { return APNsConnectionHandler.fail(requests, APNsClientError.closed) }
-                    self.handOver(requests)
+                    self.handOver(requests, slot: slot)
                 }
-                if !handler.isUsable { self?.forget(number) }
+                if !handler.isUsable { self?.forget(slot, number) }
                 return handler
             }
-            opened.whenFailure { [weak self] _ in self?.forget(number) }
-            state.channel = opened
+            opened.whenFailure { [weak self] _ in self?.forget(slot, number) }
+            state.slots[slot] = opened
             return opened
         }
     }
 
-    /// Requests a connection let go unsent go on the next one (on this client's event loop, where
-    /// every connection of it lives); after `close()` they fail.
-    private func handOver(_ requests: [APNsConnectionHandler.Waiting]) {
-        connection().whenComplete { [weak self] result in
+    /// Requests a connection let go unsent go on the next connection of its slot (on this
+    /// client's event loop, where every connection of it lives); after `close()` they fail.
+    private func handOver(_ requests: [APNsConnectionHandler.Waiting], slot: Int) {
+        connection(slot).whenComplete { [weak self] result in
             switch result {
             case .success(let handler) where self?.state.withLock({ !$0.closed }) ?? false:
                 handler.take(requests)
@@ -146,9 +183,9 @@ final class APNsHTTP2Client: Sendable {
         }
     }
 
-    private func forget(_ number: Int) {
+    private func forget(_ slot: Int, _ number: Int) {
         state.withLock { state in
-            if state.channelNumber == number { state.channel = nil }
+            if state.numbers[slot] == number { state.slots[slot] = nil }
         }
     }
 
@@ -401,8 +438,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler, @unchecked Sendable {
 
     // MARK: requests
 
-    func submit(_ posts: [APNsHTTP2Client.Post], _ batch: APNsBatch) {
-        take(posts.enumerated().map { Waiting(post: $1, batch: batch, index: $0) })
+    /// Queues `posts`, whose answers are `batch`'s from `firstIndex` on.
+    func submit(_ posts: ArraySlice<APNsHTTP2Client.Post>, _ batch: APNsBatch, firstIndex: Int) {
+        take(posts.enumerated().map { Waiting(post: $1, batch: batch, index: firstIndex + $0) })
     }
 
     /// Queues requests (new ones, or those another connection handed over); on the event loop.

@@ -382,7 +382,8 @@ public final class ProviderPushTransport: PushTransport {
         return apnsClients.withLock { state -> Result<APNsHTTP2Client, OutcomeFailure> in
             guard !state.closed else { return .failure(OutcomeFailure(outcome: .retry(code: "APNs_connection", afterSeconds: nil))) }
             if let client = state.clients[key] { return .success(client) }
-            guard let client = try? APNsHTTP2Client(baseURL: base, tls: tls, eventLoop: eventLoopGroup.next(), connectTimeout: timeout) else {
+            guard let client = try? APNsHTTP2Client(baseURL: base, tls: tls, eventLoop: eventLoopGroup.next(), connectTimeout: timeout,
+                                                      connections: endpoints.apnsConnections) else {
                 return .failure(OutcomeFailure(outcome: .failed(code: "APNs_TLS")))
             }
             state.clients[key] = client

@@ -201,7 +201,7 @@ struct ServerConfigTests {
             "chatroomHistoryRetentionDays", "chatroomEntriesEnabled", "chatroomMaxMembers", "chatroomSweepStep", "chatroomPublishPerSecond",
             "ultraGroupHistoryRetentionDays", "ultraGroupPreJoinHistory", "ultraGroupPublishPerSecond", "database",
             "nodeId", "clusterNodeTimeoutSeconds", "pushEnabled", "pushApnsURL", "pushApnsSandboxURL", "pushFcmURL", "pushTrustRootsFile",
-            "pushRequestTimeoutSeconds", "pushMaxAttempts", "pushRecordRetentionDays",
+            "pushRequestTimeoutSeconds", "pushApnsConnections", "pushMaxAttempts", "pushRecordRetentionDays",
             "callbacksEnabled", "callbackRequestTimeoutSeconds", "callbackRetentionHours", "callbackMaxBacklog",
             "multiDeviceSyncEnabled", "consoleEnabled", "consolePassword", "consoleSessionMinutes", "consoleLoginAttempts",
             "mediaDir", "mediaRetentionDays", "sightRetentionDays", "mediaMaxFileMB", "mediaMaxGifMB", "mediaMaxImageMB",

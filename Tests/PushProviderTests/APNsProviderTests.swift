@@ -18,14 +18,14 @@ struct APNsProviderTests {
     /// token credentials with that key; all on `clock`.
     static func withAPNs(clock: TestClock = TestClock(), serverClock: TestClock? = nil, timeoutSeconds: Int = 30,
                          eventLoopGroup: (any EventLoopGroup)? = nil, initialWindowSize: Int = 1 << 20, maxConcurrentStreams: Int = 1000,
-                         _ body: (TestAPNsServer, ProviderPushTransport, PushCredentials) async throws -> Void) async throws {
+                         connections: Int = 4, _ body: (TestAPNsServer, ProviderPushTransport, PushCredentials) async throws -> Void) async throws {
         let key = P256.Signing.PrivateKey()
         let server = try await TestAPNsServer(bundleId: bundleId, teamId: teamId, keys: [keyId: key.publicKey],
                                               now: (serverClock ?? clock).now, eventLoopGroup: eventLoopGroup,
                                               initialWindowSize: initialWindowSize, maxConcurrentStreams: maxConcurrentStreams)
         let endpoints = PushEndpoints(apnsProduction: server.baseURL, apnsSandbox: server.baseURL,
                                       extraTrustRootsPEM: TestCertificateAuthority.shared.rootCertificatePEM,
-                                      requestTimeoutSeconds: timeoutSeconds)
+                                      requestTimeoutSeconds: timeoutSeconds, apnsConnections: connections)
         let credentials = PushCredentials(apns: APNsCredentials(
             bundleId: bundleId, authentication: .token(p8: key.pemRepresentation, keyId: keyId, teamId: teamId)))
         do {
@@ -455,6 +455,29 @@ struct APNsProviderTests {
             }
             #expect(invalid == count, "every answer's body arrived and was read")
             #expect(server.connectionsAccepted == 1)
+        }
+    }
+
+    @Test("a large batch is spread evenly over the endpoint's connections (each with its own 1,000 streams), a small one goes on one")
+    func batchSpreadOverConnections() async throws {
+        // 10 streams a connection: with the batch on one connection, 600 pushes would take 60
+        // round trips; spread, each connection takes its third.
+        try await Self.withAPNs(timeoutSeconds: 120, maxConcurrentStreams: 10, connections: 3) { server, transport, credentials in
+            func batch(_ prefix: String, _ count: Int) -> [PushSend] {
+                (0..<count).map { PushSend(Self.alert("\(prefix)-\($0)"), to: .apns(token: deviceToken($0), environment: .production, voip: false),
+                                           credentials: credentials) }
+            }
+            let small = await transport.send(batch: batch("small", 150))
+            #expect(small.allSatisfy { $0.isDelivered })
+            #expect(server.connectionsAccepted == 1, "fewer than 200 a connection: one")
+            let large = await transport.send(batch: batch("large", 600))
+            #expect(large.count == 600 && large.allSatisfy { $0.isDelivered }, "every push answered, in its place")
+            #expect(server.connectionsAccepted == 3)
+            let requests = server.requests
+            #expect(requests.count == 750 && Set(requests.compactMap { $0.header("apns-id") }).count == 750, "each push once")
+            let byConnection = Dictionary(grouping: requests, by: \.connectionId).mapValues(\.count)
+            #expect(byConnection[1] == 350 && byConnection.values.sorted() == [200, 200, 350],
+                    "the small batch and a third of the large on the first connection, a third on each other: \(byConnection)")
         }
     }
 

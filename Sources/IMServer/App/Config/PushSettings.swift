@@ -34,6 +34,10 @@ extension ServerConfig {
                  doc: "How long one request to a provider may take before it is retried.")
         public var requestTimeoutSeconds = 10
 
+        @Setting(key: "pushApnsConnections", allowed: .range(1...16),
+                 doc: "HTTP/2 connections to an APNs endpoint per app certificate (or per endpoint for token authentication), at most. APNs allows 1,000 pushes in flight on a connection; a large batch is spread over these.")
+        public var apnsConnections = 4
+
         @Setting(key: "pushMaxAttempts", allowed: .range(1...20),
                  doc: "Attempts of a push the provider answered with 429, 5xx or a timeout before it is given up (backoff from 1 s doubling to 5 min, or the provider's Retry-After).")
         public var maxAttempts = 6
@@ -61,6 +65,7 @@ extension PushEndpoints {
             }
         }
         self.init(apnsProduction: settings.apnsProductionURL, apnsSandbox: settings.apnsSandboxURL, fcm: settings.fcmURL,
-                  extraTrustRootsPEM: roots, requestTimeoutSeconds: settings.requestTimeoutSeconds)
+                  extraTrustRootsPEM: roots, requestTimeoutSeconds: settings.requestTimeoutSeconds,
+                  apnsConnections: settings.apnsConnections)
     }
 }
