@@ -79,12 +79,10 @@ extension SQLiteStore {
                 ) WITHOUT ROWID;
                 """)
         }
-        // The records packed a message's batch to a row (SQLiteStore+PushRecords).
+        // The records packed a message's batch to a row (SQLiteStore+PushRecords); the records of
+        // v1's table move into them in v5, once the batches have their present form.
         migrator.registerMigration("v2-push-batches") { db in
             try db.execute(sql: pushBatchTables)
-            let given = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'push_records'") ?? 0
-            try moveRecordsIntoBatches(db, from: "push_records", idFloor: given)
-            try db.execute(sql: "DROP TABLE push_records")
         }
         // The log of the badges held in memory (SQLiteStore+PushBadges).
         migrator.registerMigration("v3-push-badge-log") { db in
@@ -93,6 +91,16 @@ extension SQLiteStore {
         // The index by user in runs of 256 batches (SQLiteStore+PushRecords).
         migrator.registerMigration("v4-push-user-buckets") { db in
             try db.execute(sql: pushUserBucketTables)
+        }
+        // The batches' states in a table of their own (SQLiteStore+PushRecords), and v1's records
+        // moved into batches.
+        migrator.registerMigration("v5-push-batch-states") { db in
+            try db.execute(sql: pushBatchStatesTables)
+            if try db.tableExists("push_records") {
+                let given = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'push_records'") ?? 0
+                try moveRecordsIntoBatches(db, from: "push_records", idFloor: given)
+                try db.execute(sql: "DROP TABLE push_records")
+            }
         }
         return migrator
     }

@@ -7,9 +7,15 @@ import Synchronization
 
 /// The push records, packed: a row of push_batches holds up to 65,535 records of one message
 /// (`PushBatchCoding`), so deciding a group message for 2,700 devices writes one row, and a claim or
-/// the answers to a send rewrite that row's states. A row per record wrote every record into four
-/// indexes; the one by user put each of a message's records on another page, so a message's
-/// decisions wrote thousands of pages to the WAL (Decisions).
+/// the answers to a send rewrite that batch's row of push_batch_states. A row per record wrote
+/// every record into four indexes; the one by user put each of a message's records on another
+/// page, so a message's decisions wrote thousands of pages to the WAL (Decisions).
+///
+/// The states have a table of their own because SQLite rewrites a whole row when one column
+/// changes: with the states beside the records, each claim and each send's answers wrote the
+/// batch's records again (about 700 KB for 2,700 devices), and reading the states walked the
+/// records' overflow pages. Apart, a claim or an answer writes the states only (about 20 bytes a
+/// record).
 ///
 /// The records of a user are found through push_user_batches: a row per app, user and run of 256
 /// batch ids (`bucket`, the id >> 8) listing the user's batches in it (two hex digits each, the
@@ -87,13 +93,13 @@ extension SQLiteStore {
         func flush() throws {
             guard let first = run.first else { return }
             let states = run.map(PushBatchCoding.State.init)
-            try db.execute(sql: """
-                INSERT INTO push_batches (app_id, message_uid, created_at, next_attempt_at, records, states)
-                VALUES (?, ?, ?, ?, ?, ?)
-                """, arguments: [first.appId, first.messageUid, run.map(\.createdAt).min() ?? first.createdAt,
-                                 PushBatchCoding.nextAttempt(states), PushBatchCoding.encodeRecords(run),
-                                 PushBatchCoding.encodeStates(states)])
-            batches.append((db.lastInsertedRowID, first.appId, Set(run.map(\.userId))))
+            try db.cachedStatement(sql: "INSERT INTO push_batches (app_id, message_uid, created_at, records) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [first.appId, first.messageUid, run.map(\.createdAt).min() ?? first.createdAt,
+                                     PushBatchCoding.encodeRecords(run)])
+            let id = db.lastInsertedRowID
+            try db.cachedStatement(sql: "INSERT INTO push_batch_states (batch_id, next_attempt_at, states) VALUES (?, ?, ?)")
+                .execute(arguments: [id, PushBatchCoding.nextAttempt(states), PushBatchCoding.encodeStates(states)])
+            batches.append((id, first.appId, Set(run.map(\.userId))))
             run.removeAll(keepingCapacity: true)
         }
         for record in records {
@@ -112,8 +118,10 @@ extension SQLiteStore {
     /// The (user, device) keys of a message's stored records.
     private static func storedKeys(_ db: Database, appId: Int64, messageUid: String) throws -> Set<String> {
         var keys: Set<String> = []
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT records, states FROM push_batches WHERE app_id = ? AND message_uid = ?"),
-                                       arguments: [appId, messageUid])
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: """
+            SELECT b.records, s.states FROM push_batches b JOIN push_batch_states s ON s.batch_id = b.id
+            WHERE b.app_id = ? AND b.message_uid = ?
+            """), arguments: [appId, messageUid])
         while let row = try rows.next() {
             let records = try PushBatchCoding.Records(row[0])
             let states = try PushBatchCoding.decodeStates(row[1])
@@ -123,6 +131,20 @@ extension SQLiteStore {
         }
         return keys
     }
+
+    /// Migration v5 of the push file: the states out of push_batches, into a table of their own.
+    static let pushBatchStatesTables = """
+        CREATE TABLE push_batch_states (
+            batch_id INTEGER PRIMARY KEY,
+            next_attempt_at INTEGER,
+            states BLOB NOT NULL
+        );
+        CREATE INDEX push_batch_states_pending ON push_batch_states (next_attempt_at, batch_id) WHERE next_attempt_at IS NOT NULL;
+        INSERT INTO push_batch_states (batch_id, next_attempt_at, states) SELECT id, next_attempt_at, states FROM push_batches;
+        DROP INDEX push_batches_pending;
+        ALTER TABLE push_batches DROP COLUMN next_attempt_at;
+        ALTER TABLE push_batches DROP COLUMN states;
+        """
 
     /// Migration v4 of the push file: the index by user in runs of batches, from the row per batch.
     static let pushUserBucketTables = """
@@ -208,8 +230,9 @@ extension SQLiteStore {
         return try await pushPool.read { db in
             var due: [PushRecord] = []
             let rows = try Row.fetchCursor(db, sql: """
-                SELECT id, app_id, message_uid, next_attempt_at, records, states FROM push_batches
-                WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ? ORDER BY next_attempt_at, id
+                SELECT s.batch_id, b.app_id, b.message_uid, s.next_attempt_at, b.records, s.states
+                FROM push_batch_states s JOIN push_batches b ON b.id = s.batch_id
+                WHERE s.next_attempt_at IS NOT NULL AND s.next_attempt_at <= ? ORDER BY s.next_attempt_at, s.batch_id
                 """, arguments: [now])
             while let row = try rows.next() {
                 // Batches come by their earliest pending record: once `limit` records are due no
@@ -235,7 +258,7 @@ extension SQLiteStore {
     public func nextPushAttempt() async throws -> Int64? {
         try await pushPool.read { db in
             // A batch's next_attempt_at is its earliest pending record's (NULL when none is).
-            try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM push_batches WHERE next_attempt_at IS NOT NULL")
+            try Int64.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM push_batch_states WHERE next_attempt_at IS NOT NULL")
         }
     }
 
@@ -279,8 +302,8 @@ extension SQLiteStore {
             if byBatch[batch] == nil { order.append(batch) }
             byBatch[batch, default: []].append(id)
         }
-        let read = try db.cachedStatement(sql: "SELECT states FROM push_batches WHERE id = ?")
-        let write = try db.cachedStatement(sql: "UPDATE push_batches SET states = ?, next_attempt_at = ? WHERE id = ?")
+        let read = try db.cachedStatement(sql: "SELECT states FROM push_batch_states WHERE batch_id = ?")
+        let write = try db.cachedStatement(sql: "UPDATE push_batch_states SET states = ?, next_attempt_at = ? WHERE batch_id = ?")
         for batch in order {
             guard let data = try Data.fetchOne(read, arguments: [batch]) else { continue }
             var states = try PushBatchCoding.decodeStates(data)
@@ -309,17 +332,17 @@ extension SQLiteStore {
                 }
                 return true
             }
-            let columns = "id, message_uid, records, states"
+            let columns = "b.id, b.message_uid, b.records, s.states FROM push_batches b JOIN push_batch_states s ON s.batch_id = b.id"
             if let messageUid {
                 let rows = try Row.fetchCursor(db, sql: """
-                    SELECT \(columns) FROM push_batches WHERE app_id = ? AND message_uid = ? ORDER BY id DESC
+                    SELECT \(columns) WHERE b.app_id = ? AND b.message_uid = ? ORDER BY b.id DESC
                     """, arguments: [appId, messageUid])
                 while let row = try rows.next(), try take(row) {}
             } else if let userId {
                 // The batches not indexed yet (the newest), then those push_user_batches names.
                 let through = try Int64.fetchOne(db, sql: "SELECT indexed_through FROM push_batch_index WHERE id = 1") ?? 0
                 let recent = try Row.fetchCursor(db, sql: """
-                    SELECT \(columns) FROM push_batches WHERE app_id = ? AND id > ? ORDER BY id DESC
+                    SELECT \(columns) WHERE b.app_id = ? AND b.id > ? ORDER BY b.id DESC
                     """, arguments: [appId, through])
                 var more = true
                 while more, let row = try recent.next() { more = try take(row) }
@@ -327,7 +350,7 @@ extension SQLiteStore {
                 let buckets = try Row.fetchCursor(db, sql: """
                     SELECT bucket, batches FROM push_user_batches WHERE app_id = ? AND user_id = ? AND bucket <= ? ORDER BY bucket DESC
                     """, arguments: [appId, userId, through >> 8])
-                let batch = try db.cachedStatement(sql: "SELECT \(columns) FROM push_batches WHERE id = ? AND app_id = ?")
+                let batch = try db.cachedStatement(sql: "SELECT \(columns) WHERE b.id = ? AND b.app_id = ?")
                 var seen: Set<Int64> = []
                 while more, let bucket = try buckets.next() {
                     for id in Self.batchIds(bucket: bucket[0], bucket[1]) where id <= through && seen.insert(id).inserted {
@@ -338,8 +361,7 @@ extension SQLiteStore {
                     }
                 }
             } else {
-                let rows = try Row.fetchCursor(db, sql: "SELECT \(columns) FROM push_batches WHERE app_id = ? ORDER BY id DESC",
-                                               arguments: [appId])
+                let rows = try Row.fetchCursor(db, sql: "SELECT \(columns) WHERE b.app_id = ? ORDER BY b.id DESC", arguments: [appId])
                 while let row = try rows.next(), try take(row) {}
             }
             return found
@@ -356,7 +378,8 @@ extension SQLiteStore {
         var records: [PushRecord] = []
         var last: Int64?
         let rows = try Row.fetchCursor(db, sql: """
-            SELECT id, app_id, message_uid, records, states FROM \(schema).push_batches WHERE id > ? ORDER BY id LIMIT ?
+            SELECT b.id, b.app_id, b.message_uid, b.records, s.states
+            FROM \(schema).push_batches b JOIN \(schema).push_batch_states s ON s.batch_id = b.id WHERE b.id > ? ORDER BY b.id LIMIT ?
             """, arguments: [afterBatch, batches])
         while let row = try rows.next() {
             let batch: Int64 = row[0]
@@ -388,7 +411,9 @@ extension SQLiteStore {
                 var bucket: Int64
             }
             var emptied: Set<Run> = []
-            let read = try db.cachedStatement(sql: "SELECT records, states FROM push_batches WHERE id = ?")
+            let read = try db.cachedStatement(sql: """
+                SELECT b.records, s.states FROM push_batches b JOIN push_batch_states s ON s.batch_id = b.id WHERE b.id = ?
+                """)
             for old in try Row.fetchAll(db, sql: "SELECT id, app_id FROM push_batches WHERE created_at < ?", arguments: [before]) {
                 let batch: Int64 = old[0]
                 guard let row = try Row.fetchOne(read, arguments: [batch]) else { continue }
@@ -405,9 +430,11 @@ extension SQLiteStore {
                     }
                 }
                 if let oldestKept {
-                    try db.execute(sql: "UPDATE push_batches SET states = ?, created_at = ? WHERE id = ?",
-                                   arguments: [PushBatchCoding.encodeStates(states), oldestKept, batch])
+                    try db.execute(sql: "UPDATE push_batch_states SET states = ? WHERE batch_id = ?",
+                                   arguments: [PushBatchCoding.encodeStates(states), batch])
+                    try db.execute(sql: "UPDATE push_batches SET created_at = ? WHERE id = ?", arguments: [oldestKept, batch])
                 } else {
+                    try db.execute(sql: "DELETE FROM push_batch_states WHERE batch_id = ?", arguments: [batch])
                     try db.execute(sql: "DELETE FROM push_batches WHERE id = ?", arguments: [batch])
                     emptied.insert(Run(appId: old[1], bucket: batch >> 8))
                 }
@@ -426,6 +453,7 @@ extension SQLiteStore {
     /// Forgets every push record of an app (the app was deleted).
     static func deletePushRecords(_ db: Database, appId: Int64) throws {
         try db.execute(sql: "DELETE FROM push_user_batches WHERE app_id = ?", arguments: [appId])
+        try db.execute(sql: "DELETE FROM push_batch_states WHERE batch_id IN (SELECT id FROM push_batches WHERE app_id = ?)", arguments: [appId])
         try db.execute(sql: "DELETE FROM push_batches WHERE app_id = ?", arguments: [appId])
     }
 

@@ -438,9 +438,11 @@ struct PushMemoryTests {
                                           token: "t", environment: "production", notification: Data([1]), status: batch.status,
                                           nextAttemptAt: batch.status == .pending ? 10_000 : 0, createdAt: batch.at)]
                 try db.execute(sql: """
-                    INSERT INTO push_batches (id, app_id, message_uid, created_at, next_attempt_at, records, states) VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [batch.id, batch.app, "M\(batch.id)", batch.at, batch.status == .pending ? 10_000 : nil,
-                                     PushBatchCoding.encodeRecords(records), PushBatchCoding.encodeStates(records.map(PushBatchCoding.State.init))])
+                    INSERT INTO push_batches (id, app_id, message_uid, created_at, records) VALUES (?, ?, ?, ?, ?);
+                    INSERT INTO push_batch_states (batch_id, next_attempt_at, states) VALUES (?, ?, ?);
+                    """, arguments: [batch.id, batch.app, "M\(batch.id)", batch.at, PushBatchCoding.encodeRecords(records),
+                                     batch.id, batch.status == .pending ? 10_000 : nil,
+                                     PushBatchCoding.encodeStates(records.map(PushBatchCoding.State.init))])
             }
             try store.indexUsers(db, adding: UserRuns())
         }
@@ -569,12 +571,14 @@ struct PushMemoryTests {
         #expect(try await store.pushRecords(appId: 1, messageUid: nil, userId: "bob", limit: 10).map(\.messageUid) == ["M256"])
     }
 
-    @Test("a batch written in the first format (each notification whole) still reads")
+    @Test("a batch written in the first format (each notification whole), its states beside its records as before v5, still reads and is still due")
     func firstFormatBatchesRead() async throws {
         let directories = TemporaryDirectories()
         defer { directories.removeAll() }
-        let store = try SQLiteStore(directory: directories.make().path)
-        defer { try? store.close() }
+        let directory = directories.make()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let pushFile = try DatabaseQueue(path: directory.appendingPathComponent(SQLiteStore.pushFileName).path)
+        try SQLiteStore.pushMigrator.migrate(pushFile, upTo: "v4-push-user-buckets")
         // Version 1 by hand: version, count, offsets, then user, device, kind, token, environment,
         // notification (length-prefixed) and the creation time (zigzag varint).
         func field(_ bytes: [UInt8]) -> [UInt8] { [UInt8(bytes.count)] + bytes }
@@ -582,15 +586,46 @@ struct PushMemoryTests {
             + field(Array("production".utf8)) + field([7, 8, 9]) + [UInt8(20 << 1)]
         let blob = Data([1, 0, 0, 0, 1, 0, 0, 0, 9] + record)
         let states = Data([1, 0, 0, 0, 1, 0, 0, 40, 40, 0])
-        try await store.pushPool.write { db in
+        try await pushFile.write { db in
             try db.execute(sql: """
                 INSERT INTO push_batches (app_id, message_uid, created_at, next_attempt_at, records, states) VALUES (1, 'M0', 20, 20, ?, ?)
                 """, arguments: [blob, states])
         }
+        try pushFile.close()
+        let store = try SQLiteStore(directory: directory.path)
+        defer { try? store.close() }
+        #expect(try await store.pushPool.read { try $0.columns(in: "push_batches").map(\.name) } == ["id", "app_id", "message_uid", "created_at", "records"],
+                "the states moved out")
         let read = try await store.pushRecords(appId: 1, messageUid: "M0", userId: nil, limit: 10)
         #expect(read.map { "\($0.userId)/\($0.deviceId)/\($0.token)/\([UInt8]($0.notification))/\($0.createdAt)/\($0.nextAttemptAt)" }
                 == ["ann/phone/tok/[7, 8, 9]/20/20"])
         #expect(try await store.duePushes(now: 100, limit: 10).map(\.userId) == ["ann"])
+    }
+
+    @Test("a push file from before the batches (a row per record): its records move into batches with their states, ids past the old ones")
+    func rowPerRecordPushFileMoves() async throws {
+        let directories = TemporaryDirectories()
+        defer { directories.removeAll() }
+        let directory = directories.make()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let pushFile = try DatabaseQueue(path: directory.appendingPathComponent(SQLiteStore.pushFileName).path)
+        try SQLiteStore.pushMigrator.migrate(pushFile, upTo: "v1")
+        try await pushFile.write { db in
+            try db.execute(sql: """
+                INSERT INTO push_records (id, app_id, message_uid, user_id, device_id, kind, token, environment, notification,
+                    status, code, attempts, next_attempt_at, created_at, updated_at) VALUES
+                    (3, 1, 'M1', 'ann', 'phone', 'apns', 'tok-ann', 'production', x'01', 1, 'apns-1', 1, 0, 10, 11),
+                    (9, 1, 'M2', 'ann', 'phone', 'apns', 'tok-ann', 'production', x'02', 0, '', 0, 20, 20, 20);
+                """)
+        }
+        try pushFile.close()
+        let store = try SQLiteStore(directory: directory.path)
+        defer { try? store.close() }
+        #expect(try await store.pushPool.read { try $0.tableExists("push_records") } == false)
+        let records = try await store.pushRecords(appId: 1, messageUid: nil, userId: "ann", limit: 10)
+        #expect(records.map { "\($0.messageUid)/\($0.status)/\($0.code)/\($0.nextAttemptAt)" } == ["M2/pending//20", "M1/sent/apns-1/0"])
+        #expect(records.allSatisfy { $0.id > 9 }, "ids past the old ones: \(records.map(\.id))")
+        #expect(try await store.duePushes(now: 100, limit: 10).map(\.messageUid) == ["M2"])
     }
 }
 
