@@ -145,6 +145,9 @@ extension PushNotification {
 public struct StoredNotificationReader {
     /// Each shared part met, decoded, with its number (in order of first reading).
     private var shared: [Data: (part: Int, notification: PushNotification)] = [:]
+    /// The part read last: the records of a message come together, so comparing with it spares
+    /// hashing the part for nearly every record.
+    private var last: (key: Data, base: (part: Int, notification: PushNotification))?
 
     public init() {}
 
@@ -158,8 +161,11 @@ public struct StoredNotificationReader {
         }
         let key = stored.prefix(length)
         let base: (part: Int, notification: PushNotification)
-        if let known = shared[key] {
+        if let last, last.key == key {
+            base = last.base
+        } else if let known = shared[key] {
             base = known
+            last = (Data(key), known)
         } else {
             // The shared part as `init(stored:)` reads it: the single form after the version and its length.
             guard let decoded = key.withUnsafeBytes({ raw -> PushNotification? in
@@ -169,6 +175,7 @@ public struct StoredNotificationReader {
             }) else { return nil }
             base = (shared.count, decoded)
             shared[Data(key)] = base
+            last = (Data(key), base)
         }
         let own: (id: String, badge: Int?, recipient: String?)? = stored.withUnsafeBytes { raw in
             var reader = StoredReader(bytes: raw, at: length)

@@ -234,8 +234,10 @@ public protocol PushStore: Sendable {
 
     /// Records decisions in one transaction: each record once per (app, message, user, device)
     /// (a record already there is kept), the devices' new badges, and, when given, how far this
-    /// node has decided (`cursor`: the seq of the last message decided).
-    func recordPushDecisions(_ records: [PushRecord], badges: [PushBadge], node: String, cursor: UInt64?) async throws
+    /// node has decided (`cursor`: the seq of the last message decided). Returns the records' ids
+    /// in the order given, 0 for one not written (its key was stored already, or came earlier).
+    @discardableResult
+    func recordPushDecisions(_ records: [PushRecord], badges: [PushBadge], node: String, cursor: UInt64?) async throws -> [Int64]
     /// The seq up to which `node` has decided pushes, nil if it never recorded one.
     func pushCursor(node: String) async throws -> UInt64?
     /// Messages of every app committed after `seq`, in seq order (decisions a crash interrupted).

@@ -293,17 +293,20 @@ extension StoreConformance {
             #expect(try await f.store.pushCursor(node: here) == nil)
             let first = [record(f, "m1", "alice", "d1"), record(f, "m1", "alice", "d2", token: "other"),
                          record(f, "m1", "bob", status: .suppressed, code: "P16"), record(f, "m2", "alice", "d1", status: .pending, next: f.now + 60)]
-            try await f.store.recordPushDecisions(first, badges: [], node: here, cursor: 5)
+            let firstIds = try await f.store.recordPushDecisions(first, badges: [], node: here, cursor: 5)
             #expect(try await f.store.pushCursor(node: here) == 5)
             #expect(try await f.store.pushCursor(node: there) == nil, "cursors are per node")
             let stored = try await f.store.pushRecords(appId: f.appId, messageUid: nil, userId: nil, limit: 100)
             #expect(withoutIds(stored) == Array(first.reversed()), "every field read back, newest first")
             #expect(stored.allSatisfy { $0.id > 0 } && stored.map(\.id) == stored.map(\.id).sorted(by: >), "ids in the order recorded")
+            #expect(firstIds == stored.reversed().map(\.id), "each record's id returned in its place")
 
             let again = [record(f, "m1", "alice", "d1", status: .failed, code: "X", token: "changed"),
                          record(f, "m3", "carol", "d3"), record(f, "m3", "carol", "d3", status: .sent, code: "dup")]
-            try await f.store.recordPushDecisions(again, badges: [], node: here, cursor: 3)
+            let againIds = try await f.store.recordPushDecisions(again, badges: [], node: here, cursor: 3)
             #expect(try await f.store.pushCursor(node: here) == 5, "a lower cursor leaves it")
+            let m3 = try await f.store.pushRecords(appId: f.appId, messageUid: "m3", userId: nil, limit: 10)
+            #expect(againIds == [0, m3.first?.id ?? -1, 0], "0 for the records not written: \(againIds)")
             let m1 = try await f.store.pushRecords(appId: f.appId, messageUid: "m1", userId: "alice", limit: 10)
             #expect(withoutIds(m1) == [first[1], first[0]], "a record already there is kept")
             #expect(withoutIds(try await f.store.pushRecords(appId: f.appId, messageUid: "m3", userId: nil, limit: 10)) == [again[1]],

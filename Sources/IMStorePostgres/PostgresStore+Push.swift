@@ -270,15 +270,17 @@ extension PostgresStore {
     /// user and device is kept), the badges (the devices' rows locked in one order, so that two
     /// nodes setting badges of the same devices never wait for each other) and the node's cursor,
     /// which only rises.
-    public func recordPushDecisions(_ records: [PushRecord], badges: [PushBadge], node: String, cursor: UInt64?) async throws {
+    @discardableResult
+    public func recordPushDecisions(_ records: [PushRecord], badges: [PushBadge], node: String, cursor: UInt64?) async throws -> [Int64] {
         // A device named twice gets its last badge, as when they are set one after another.
         var lastBadge: [PushBadgeKey: Int] = [:]
         for entry in badges { lastBadge[PushBadgeKey(appId: entry.appId, userId: entry.userId, deviceId: entry.deviceId)] = entry.badge }
         let badgeKeys = lastBadge.keys.sorted()
-        guard !records.isEmpty || !badgeKeys.isEmpty || cursor != nil else { return }
-        try await write { connection in
+        guard !records.isEmpty || !badgeKeys.isEmpty || cursor != nil else { return [] }
+        return try await write { connection in
+            var ids = [Int64](repeating: 0, count: records.count)
             if !records.isEmpty {
-                try await connection.run("""
+                let inserted = try await connection.rows("""
                     INSERT INTO push_records (app_id, message_uid, user_id, device_id, kind, token, environment, notification,
                         status, code, attempts, next_attempt_at, created_at, updated_at)
                     SELECT r.app_id, r.message_uid, r.user_id, r.device_id, NULLIF(r.kind, ''), r.token, r.environment, r.notification,
@@ -294,7 +296,21 @@ extension PostgresStore {
                              next_attempt_at, created_at, updated_at, ord)
                     ORDER BY r.ord
                     ON CONFLICT (app_id, message_uid, user_id, device_id) DO NOTHING
+                    RETURNING id, app_id, message_uid, user_id, device_id
                     """, logger)
+                // Each id to the first record of its key (a later one of the same key was left out).
+                var places: [PushRecordKey: Int] = [:]
+                for (place, record) in records.enumerated() {
+                    let key = PushRecordKey(appId: record.appId, messageUid: record.messageUid, userId: record.userId, deviceId: record.deviceId)
+                    if places[key] == nil { places[key] = place }
+                }
+                for row in inserted {
+                    var cells = Cells(row)
+                    let id = try cells.int()
+                    let key = PushRecordKey(appId: try cells.int(), messageUid: try cells.string(), userId: try cells.string(),
+                                            deviceId: try cells.string())
+                    if let place = places[key] { ids[place] = id }
+                }
             }
             if !badgeKeys.isEmpty {
                 try await connection.run("""
@@ -319,7 +335,16 @@ extension PostgresStore {
                     ON CONFLICT (node) DO UPDATE SET seq = GREATEST(push_cursors.seq, excluded.seq)
                     """, logger)
             }
+            return ids
         }
+    }
+
+    /// What makes a push record one of a kind: its app, message, user and device.
+    private struct PushRecordKey: Hashable {
+        var appId: Int64
+        var messageUid: String
+        var userId: String
+        var deviceId: String
     }
 
     public func pushCursor(node: String) async throws -> UInt64? {

@@ -55,16 +55,18 @@ extension SQLiteStore {
 
     // MARK: writing decisions
 
-    public func recordPushDecisions(_ records: [PushRecord], badges: [PushBadge], node: String, cursor: UInt64?) async throws {
+    @discardableResult
+    public func recordPushDecisions(_ records: [PushRecord], badges: [PushBadge], node: String, cursor: UInt64?) async throws -> [Int64] {
         let indexDue = pushUserIndex.withLock { state in
             let pending = state.held.batches
             return pending >= Self.userIndexBatches || (pending > 0 && ContinuousClock.now - state.lastRun >= Self.userIndexInterval)
         }
         let flushBadgesDue = badgeFlushDue
-        try await pushPool.write { db in
+        return try await pushPool.write { db in
             if flushBadgesDue { try flushBadges(db) }
             var runs = UserRuns()
-            for batch in try Self.insertPushRecords(db, records) { runs.add(batch: batch.id, appId: batch.appId, users: batch.users) }
+            let inserted = try Self.insertPushRecords(db, records)
+            for batch in inserted.batches { runs.add(batch: batch.id, appId: batch.appId, users: batch.users) }
             try writeBadges(db, badges)
             if let cursor {
                 try db.execute(sql: """
@@ -78,16 +80,28 @@ extension SQLiteStore {
                 let written = runs
                 db.afterNextTransaction { _ in self.pushUserIndex.withLock { $0.held.merge(written) } }
             }
+            return inserted.ids
         }
     }
 
     /// Inserts records as batches: a run of records of one message is one batch (a new one where
     /// the message changes, so ids follow the order given). A record whose (app, message, user,
     /// device) is stored already, or came earlier in `records`, is left out. Returns the batches
-    /// written, with their users.
-    static func insertPushRecords(_ db: Database, _ records: [PushRecord]) throws -> [(id: Int64, appId: Int64, users: Set<String>)] {
-        guard !records.isEmpty else { return [] }
-        var known: [String: Set<String>] = [:]
+    /// written, with their users, and each record's id (0: left out).
+    static func insertPushRecords(_ db: Database, _ records: [PushRecord])
+        throws -> (batches: [(id: Int64, appId: Int64, users: Set<String>)], ids: [Int64]) {
+        guard !records.isEmpty else { return ([], []) }
+        var ids = [Int64](repeating: 0, count: records.count)
+        // The place in `records` of each record of `run`.
+        var places: [Int] = []
+        struct Message: Hashable {
+            var appId: Int64
+            var uid: String
+        }
+        // The (user, device) keys stored or met of each message; the current message's at hand
+        // (a message's records come together).
+        var known: [Message: Set<String>] = [:]
+        var current: (message: Message, keys: Set<String>)?
         var batches: [(id: Int64, appId: Int64, users: Set<String>)] = []
         var run: [PushRecord] = []
         func flush() throws {
@@ -100,19 +114,25 @@ extension SQLiteStore {
             try db.cachedStatement(sql: "INSERT INTO push_batch_states (batch_id, next_attempt_at, states) VALUES (?, ?, ?)")
                 .execute(arguments: [id, PushBatchCoding.nextAttempt(states), PushBatchCoding.encodeStates(states)])
             batches.append((id, first.appId, Set(run.map(\.userId))))
+            for (index, place) in places.enumerated() { ids[place] = PushBatchCoding.recordId(batch: id, index: index) }
             run.removeAll(keepingCapacity: true)
+            places.removeAll(keepingCapacity: true)
         }
-        for record in records {
-            let message = "\(record.appId)|\(record.messageUid)"
-            if known[message] == nil { known[message] = try storedKeys(db, appId: record.appId, messageUid: record.messageUid) }
-            guard known[message]!.insert(PushBatchCoding.key(userId: record.userId, deviceId: record.deviceId)).inserted else { continue }
+        for (place, record) in records.enumerated() {
+            if current == nil || current!.message.appId != record.appId || current!.message.uid != record.messageUid {
+                if let current { known[current.message] = current.keys }
+                let message = Message(appId: record.appId, uid: record.messageUid)
+                current = (message, try known[message] ?? storedKeys(db, appId: record.appId, messageUid: record.messageUid))
+            }
+            guard current!.keys.insert(PushBatchCoding.key(userId: record.userId, deviceId: record.deviceId)).inserted else { continue }
             if let last = run.last, last.appId != record.appId || last.messageUid != record.messageUid || run.count == PushBatchCoding.maxRecords {
                 try flush()
             }
             run.append(record)
+            places.append(place)
         }
         try flush()
-        return batches
+        return (batches, ids)
     }
 
     /// The (user, device) keys of a message's stored records.

@@ -31,6 +31,11 @@ public final class PushService: Sendable {
     let settingsCache = Mutex<[Int64: (settings: PushAppSettings, readAt: Int64)]>([:])
     let frequency = Mutex<[String: [Int64]]>([:])
     let wake = WakeSignal()
+    /// The pending pushes this node decided last, with their ids: the sender takes them from here
+    /// rather than read them back from the store (it still claims them there, so none is sent
+    /// twice). Up to `handOffLimit`; what comes past it waits in the store, where the sender's
+    /// reads find it.
+    let handOff = Mutex<[PushRecord]>([])
     /// This node's sessions as the decide loop has seen them, by "appId|userId" and session id:
     /// built from the same ordered event stream as the commits, so a message is judged against
     /// the presence of its commit, not of the later moment it is decided (a phone that got the
@@ -65,6 +70,8 @@ public final class PushService: Sendable {
         public var batch = 2_000
         /// Batches sent at once (each waits for its answers while the next is read and claimed).
         public var batchesInFlight = 6
+        /// Decided pushes held for the sender in memory at most (`handOff`).
+        public var handOffLimit = 20_000
         /// Push records written per transaction: several messages' whole, or one message's part
         /// (on SQLite a message's records are a row of push_batches; the decisions have a file and
         /// a writer of their own there).
@@ -287,11 +294,35 @@ public final class PushService: Sendable {
         }
     }
 
-    /// Writes decisions (records, the badges they set, the cursor) and wakes the sender.
+    /// Writes decisions (records, the badges they set, the cursor), hands the pending ones to the
+    /// sender and wakes it.
     private func record(_ records: [PushRecord], _ badges: [PushBadge], cursor: UInt64?) async throws {
-        try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
-        for decided in records { metrics?.pushDecided(decided.status) }
-        if records.contains(where: { $0.status == .pending }) { wake.signal() }
+        let ids = try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
+        var pending: [PushRecord] = []
+        for (index, decided) in records.enumerated() {
+            metrics?.pushDecided(decided.status)
+            // A record not written (its key was stored before) is not this decision's to send.
+            guard decided.status == .pending, index < ids.count, ids[index] != 0 else { continue }
+            var handed = decided
+            handed.id = ids[index]
+            pending.append(handed)
+        }
+        guard !pending.isEmpty else { return }
+        let limit = options.handOffLimit
+        handOff.withLock { queue in
+            if queue.count + pending.count <= limit { queue += pending }
+        }
+        wake.signal()
+    }
+
+    /// Up to `limit` of the pushes handed over, oldest first.
+    private func takeHandedOff(limit: Int) -> [PushRecord] {
+        handOff.withLock { queue in
+            guard !queue.isEmpty else { return [] }
+            let taken = Array(queue.prefix(limit))
+            queue.removeFirst(taken.count)
+            return taken
+        }
     }
 
     /// Records the decisions for these messages with the cursor, in their order: the records of
@@ -574,18 +605,27 @@ public final class PushService: Sendable {
     // MARK: sending
 
     /// Takes due pushes a batch at a time and sends up to `batchesInFlight` batches at once: the
-    /// next batch is read and claimed while the last ones wait for their answers.
+    /// next batch is taken and claimed while the last ones wait for their answers. A batch is the
+    /// pushes this node just decided (`handOff`), or read from the store: when none was handed
+    /// over, and at least every `pollMilliseconds` (retries that came due, another node's pushes,
+    /// those past the hand-off's limit).
     private func sendLoop(executor: (any TaskExecutor)?) async {
         var lastSweep: Int64 = 0
+        var lastRead: Int64 = 0
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
             while !Task.isCancelled {
                 let now = clock.nowMilliseconds()
                 var due: [PushRecord]
                 do {
-                    // Read, then claim: of several nodes that read the same pushes, one sends each. The
-                    // lease outlasts a send's timeouts; a node that dies mid-send leaves them due after it.
-                    due = try await store.duePushes(now: now, limit: options.batch)
+                    // Then claimed: of several nodes that read the same pushes, one sends each (and a
+                    // push handed over that a read here or elsewhere claimed first is not sent again).
+                    // The lease outlasts a send's timeouts; a node that dies mid-send leaves them due after it.
+                    due = now - lastRead < options.pollMilliseconds ? takeHandedOff(limit: options.batch) : []
+                    if due.isEmpty {
+                        lastRead = now
+                        due = try await store.duePushes(now: now, limit: options.batch)
+                    }
                     if !due.isEmpty {
                         let claimed = Set(try await store.claimPushes(ids: due.map(\.id), now: now, leaseUntil: now + options.leaseMilliseconds))
                         due.removeAll { !claimed.contains($0.id) }
