@@ -543,47 +543,31 @@ struct PushDeliveryTests {
 
     @Test("events taken together keep their order: a message before a phone comes online is pushed, one while it is online is not, one after it left is")
     func presenceKeepsItsPlaceAmongMessages() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-order-\(UUID().uuidString)")
-        let store = try SQLiteStore(directory: directory.path)
-        let providers = try await TestPushProviders.start()
-        defer {
-            try? store.close()
-            try? FileManager.default.removeItem(at: directory)
+        try await Self.withDirectPushService(clock: SystemClock()) { push, store, _ in
+            func message(_ seq: UInt64) -> ServerEvent {
+                .messageCommitted(CommittedMessageEvent(message: Self.messageToBob(seq, sentTime: Int64(Date().timeIntervalSince1970 * 1000)),
+                                                        origin: .system))
+            }
+            let phone = SessionPresence(appId: 1, userId: "bob", sessionId: "s1", platform: "iOS", deviceId: "phone")
+            // Every event is queued before the service reads any: the decider takes them in one go.
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+            for event in [message(1), .sessionOnline(phone), message(2), .sessionOffline(phone), message(3)] { input.yield(event) }
+            let running = Task { await push.run(events: events) }
+            try await waitUntil("the message after bob left is decided") {
+                try await !store.pushRecords(appId: 1, messageUid: "m3", userId: nil, limit: 10).isEmpty
+            }
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).count == 1, "bob was away")
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 10).isEmpty, "bob's phone was online")
+            input.finish()
+            running.cancel()
+            await running.value
         }
-        try await store.setPushDevice(PushDeviceRecord(appId: 1, userId: "bob", deviceId: "phone", platform: "iOS", kind: .apns,
-                                                       token: TestPushProviders.apnsToken("bob"), environment: "production", updatedAt: 1))
-        let registry = SessionRegistry()
-        let fanOut = FanOutOrder()
-        let push = PushService(store: store, transport: try providers.transport(timeoutSeconds: 5), registry: registry, cluster: nil,
-                               groups: GroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
-                               ultraGroups: UltraGroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
-                               clock: SystemClock(), logger: Logger(label: "imserver-test"), node: "node0", options: Self.options)
-        func message(_ seq: UInt64) -> ServerEvent {
-            .messageCommitted(CommittedMessageEvent(message: StoredMessage(
-                seq: seq, appId: 1, conversationType: .private, conversationKey: privateConversationKey("alice", "bob"), targetId: "bob",
-                senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"m\#(seq)"}"#.utf8), uid: "m\(seq)",
-                sentTime: Int64(Date().timeIntervalSince1970 * 1000), flags: .isPersisted), origin: .system))
-        }
-        let phone = SessionPresence(appId: 1, userId: "bob", sessionId: "s1", platform: "iOS", deviceId: "phone")
-        // Every event is queued before the service reads any: the decider takes them in one go.
-        let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
-        for event in [message(1), .sessionOnline(phone), message(2), .sessionOffline(phone), message(3)] { input.yield(event) }
-        let running = Task { await push.run(events: events) }
-        try await waitUntil("the message after bob left is decided") {
-            try await !store.pushRecords(appId: 1, messageUid: "m3", userId: nil, limit: 10).isEmpty
-        }
-        #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).count == 1, "bob was away")
-        #expect(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 10).isEmpty, "bob's phone was online")
-        input.finish()
-        running.cancel()
-        await running.value
-        await push.transport.shutdown()
-        await providers.stop()
     }
 
-    @Test("a push handed to the sender in memory is still claimed: one another node claimed first is not sent again; the next is sent from the hand-off")
-    func handedOffPushesAreClaimed() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-handoff-\(UUID().uuidString)")
+    /// A `PushService` of its own (not in a server) on a SQLite store in a new directory, with the
+    /// local providers: bob has an iPhone, app 1 APNs credentials.
+    static func withDirectPushService(clock: any WallClock, _ body: (PushService, SQLiteStore, TestPushProviders) async throws -> Void) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-direct-\(UUID().uuidString)")
         let store = try SQLiteStore(directory: directory.path)
         let providers = try await TestPushProviders.start()
         defer {
@@ -594,43 +578,59 @@ struct PushDeliveryTests {
                                                        token: TestPushProviders.apnsToken("bob"), environment: "production", updatedAt: 1))
         let registry = SessionRegistry()
         let fanOut = FanOutOrder()
-        let clock = ManualClock(milliseconds: 1_800_000_000_000)
         let push = PushService(store: store, transport: try providers.transport(timeoutSeconds: 5), registry: registry, cluster: nil,
                                groups: GroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
                                ultraGroups: UltraGroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
                                clock: clock, logger: Logger(label: "imserver-test"), node: "node0", options: Self.options)
-        func message(_ seq: UInt64) -> StoredMessage {
-            StoredMessage(seq: seq, appId: 1, conversationType: .private, conversationKey: privateConversationKey("alice", "bob"), targetId: "bob",
-                          senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"m\#(seq)"}"#.utf8), uid: "m\(seq)",
-                          sentTime: clock.nowMilliseconds(), flags: .isPersisted)
-        }
         _ = try await push.updateSettings(appId: 1) { settings in
             settings.credentials = PushCredentials(apns: APNsCredentials(
                 bundleId: TestPushProviders.bundleId,
                 authentication: .token(p8: providers.p8, keyId: TestPushProviders.keyId, teamId: TestPushProviders.teamId)))
         }
-        // m1 decided (and handed over) before the sender runs; another node claims it meanwhile.
-        try await push.decide([message(1)], cursor: 1)
-        let m1 = try #require(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first)
-        #expect(push.handOff.withLock { $0.map(\.id) } == [m1.id], "handed over with its id")
-        let now = clock.nowMilliseconds()
-        #expect(try await store.claimPushes(ids: [m1.id], now: now, leaseUntil: now + 600_000) == [m1.id])
-        let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
-        let running = Task { await push.run(events: events) }
-        input.yield(.messageCommitted(CommittedMessageEvent(message: message(2), origin: .system)))
-        try await waitUntil("m2 is sent and the hand-off taken") {
-            try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first?.status == .sent
-                && push.handOff.withLock { $0.isEmpty }
+        do {
+            try await body(push, store, providers)
+        } catch {
+            await push.transport.shutdown()
+            await providers.stop()
+            throw error
         }
-        // Stopped: every batch the sender took has been sent and its answers recorded.
-        input.finish()
-        running.cancel()
-        await running.value
-        let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
-        #expect(sent == ["m2"], "m1 is the other node's to send, not sent again from the hand-off: \(sent)")
-        #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status == .pending)
         await push.transport.shutdown()
         await providers.stop()
+    }
+
+    /// Message `seq` ("m<seq>") from alice to bob.
+    static func messageToBob(_ seq: UInt64, sentTime: Int64) -> StoredMessage {
+        StoredMessage(seq: seq, appId: 1, conversationType: .private, conversationKey: privateConversationKey("alice", "bob"), targetId: "bob",
+                      senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"m\#(seq)"}"#.utf8), uid: "m\(seq)",
+                      sentTime: sentTime, flags: .isPersisted)
+    }
+
+    @Test("a push handed to the sender in memory is still claimed: one another node claimed first is not sent again; the next is sent from the hand-off")
+    func handedOffPushesAreClaimed() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await Self.withDirectPushService(clock: clock) { push, store, providers in
+            func message(_ seq: UInt64) -> StoredMessage { Self.messageToBob(seq, sentTime: clock.nowMilliseconds()) }
+            // m1 decided (and handed over) before the sender runs; another node claims it meanwhile.
+            try await push.decide([message(1)], cursor: 1)
+            let m1 = try #require(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first)
+            #expect(push.handOff.withLock { $0.map(\.id) } == [m1.id], "handed over with its id")
+            let now = clock.nowMilliseconds()
+            #expect(try await store.claimPushes(ids: [m1.id], now: now, leaseUntil: now + 600_000) == [m1.id])
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+            let running = Task { await push.run(events: events) }
+            input.yield(.messageCommitted(CommittedMessageEvent(message: message(2), origin: .system)))
+            try await waitUntil("m2 is sent and the hand-off taken") {
+                try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first?.status == .sent
+                    && push.handOff.withLock { $0.isEmpty }
+            }
+            // Stopped: every batch the sender took has been sent and its answers recorded.
+            input.finish()
+            running.cancel()
+            await running.value
+            let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
+            #expect(sent == ["m2"], "m1 is the other node's to send, not sent again from the hand-off: \(sent)")
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status == .pending)
+        }
     }
 
     @Test("ultra group push frequency: at most the limit per user in each window, the rest ULTRA_GROUP_FREQUENCY; the next window pushes again")
