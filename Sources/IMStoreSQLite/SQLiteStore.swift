@@ -18,7 +18,7 @@ import IMStore
 /// crash between them re-decides from the cursor (docs/ARCHITECTURE.md, Decisions).
 public final class SQLiteStore: IMStore {
     let pool: DatabasePool
-    /// `imserver-push.sqlite`: the push records (push_batches, push_user_batches), push_cursors, push_badges.
+    /// `imserver-push.sqlite`: the push records (push_batches, push_batch_states, push_user_batches), push_cursors, push_badges.
     let pushPool: DatabasePool
     /// Read-only connections to the main file for the push decisions' reads (devices, do-not-disturb
     /// levels, profiles, remarks of thousands of recipients per group message), at the push file's
