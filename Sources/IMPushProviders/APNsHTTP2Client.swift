@@ -64,16 +64,20 @@ final class APNsHTTP2Client: Sendable {
     static let requestsPerConnection = 200
 
     private struct State {
-        /// The connection of each slot (opening, open, or none yet).
-        var slots: [EventLoopFuture<APNsConnectionHandler>?]
-        /// Names each slot's connection (each connection opened gets the next number).
-        var numbers: [Int]
+        /// Each slot's connection (opening or open; nil: none yet, or it ended).
+        var slots: [Slot?]
+        /// Connections opened so far (each is numbered with the count it made).
         var opened = 0
         var closed = false
     }
 
+    private struct Slot {
+        var connection: EventLoopFuture<APNsConnectionHandler>
+        var number: Int
+    }
+
     init(baseURL: String, tls configuration: TLSConfiguration, eventLoop: any EventLoop, connectTimeout: TimeAmount,
-         connections: Int = 1) throws {
+         connections: Int) throws {
         guard let url = URL(string: baseURL), let host = url.host, url.scheme == "https" else {
             throw APNsClientError.badURL(baseURL)
         }
@@ -86,7 +90,7 @@ final class APNsHTTP2Client: Sendable {
         self.eventLoop = eventLoop
         self.connectTimeout = connectTimeout
         self.connections = max(1, connections)
-        state = Mutex(State(slots: Array(repeating: nil, count: self.connections), numbers: Array(repeating: 0, count: self.connections)))
+        state = Mutex(State(slots: Array(repeating: nil, count: self.connections)))
     }
 
     /// Sends every POST (in one turn of the event loop, as far as the peer's concurrency and
@@ -108,7 +112,6 @@ final class APNsHTTP2Client: Sendable {
                 handlers.append(.failure(error))
             }
         }
-        if used == 1, case .failure(let error) = handlers[0] { return posts.map { _ in .failure(error) } }
         let eventLoop = self.eventLoop
         return await withCheckedContinuation { continuation in
             let batch = APNsBatch(count: posts.count) { continuation.resume(returning: $0) }
@@ -132,7 +135,7 @@ final class APNsHTTP2Client: Sendable {
         let channels = state.withLock { state -> [EventLoopFuture<APNsConnectionHandler>] in
             state.closed = true
             defer { state.slots = state.slots.map { _ in nil } }
-            return state.slots.compactMap { $0 }
+            return state.slots.compactMap { $0?.connection }
         }
         for channel in channels {
             guard let handler = try? await channel.get() else { continue }
@@ -147,10 +150,9 @@ final class APNsHTTP2Client: Sendable {
     private func connection(_ slot: Int) -> EventLoopFuture<APNsConnectionHandler> {
         state.withLock { state in
             if state.closed { return eventLoop.makeFailedFuture(APNsClientError.closed) }
-            if let channel = state.slots[slot] { return channel }
+            if let open = state.slots[slot] { return open.connection }
             state.opened += 1
             let number = state.opened
-            state.numbers[slot] = number
             // NIO's connect never completes within the call (it goes through the event loop), so
             // these callbacks, which take the lock, never run under it.
             let opened = connect().map { [weak self] handler -> APNsConnectionHandler in
@@ -163,7 +165,7 @@ final class APNsHTTP2Client: Sendable {
                 return handler
             }
             opened.whenFailure { [weak self] _ in self?.forget(slot, number) }
-            state.slots[slot] = opened
+            state.slots[slot] = Slot(connection: opened, number: number)
             return opened
         }
     }
@@ -185,7 +187,7 @@ final class APNsHTTP2Client: Sendable {
 
     private func forget(_ slot: Int, _ number: Int) {
         state.withLock { state in
-            if state.numbers[slot] == number { state.slots[slot] = nil }
+            if state.slots[slot]?.number == number { state.slots[slot] = nil }
         }
     }
 

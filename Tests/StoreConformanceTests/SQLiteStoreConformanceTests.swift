@@ -538,14 +538,21 @@ struct PushMemoryTests {
         }
     }
 
+    /// A data directory whose push file an earlier build left at `migration` (the directory, and
+    /// the file open for the test to fill and close).
+    static func pushFile(in directories: TemporaryDirectories, migratedTo migration: String) throws -> (URL, DatabaseQueue) {
+        let directory = directories.make()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let pushFile = try DatabaseQueue(path: directory.appendingPathComponent(SQLiteStore.pushFileName).path)
+        try SQLiteStore.pushMigrator.migrate(pushFile, upTo: migration)
+        return (directory, pushFile)
+    }
+
     @Test("a push file from before the runs: its row per user and batch becomes the runs, and finds the same records")
     func userIndexMigrates() async throws {
         let directories = TemporaryDirectories()
         defer { directories.removeAll() }
-        let directory = directories.make()
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let pushFile = try DatabaseQueue(path: directory.appendingPathComponent(SQLiteStore.pushFileName).path)
-        try SQLiteStore.pushMigrator.migrate(pushFile, upTo: "v3-push-badge-log")
+        let (directory, pushFile) = try Self.pushFile(in: directories, migratedTo: "v3-push-badge-log")
         // Batches 255, 256 and 300 for ann (two runs), 256 for bob, indexed the old way.
         try await pushFile.write { db in
             for id: Int64 in [255, 256, 300] {
@@ -575,10 +582,7 @@ struct PushMemoryTests {
     func firstFormatBatchesRead() async throws {
         let directories = TemporaryDirectories()
         defer { directories.removeAll() }
-        let directory = directories.make()
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let pushFile = try DatabaseQueue(path: directory.appendingPathComponent(SQLiteStore.pushFileName).path)
-        try SQLiteStore.pushMigrator.migrate(pushFile, upTo: "v4-push-user-buckets")
+        let (directory, pushFile) = try Self.pushFile(in: directories, migratedTo: "v4-push-user-buckets")
         // Version 1 by hand: version, count, offsets, then user, device, kind, token, environment,
         // notification (length-prefixed) and the creation time (zigzag varint).
         func field(_ bytes: [UInt8]) -> [UInt8] { [UInt8(bytes.count)] + bytes }
@@ -606,10 +610,7 @@ struct PushMemoryTests {
     func rowPerRecordPushFileMoves() async throws {
         let directories = TemporaryDirectories()
         defer { directories.removeAll() }
-        let directory = directories.make()
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let pushFile = try DatabaseQueue(path: directory.appendingPathComponent(SQLiteStore.pushFileName).path)
-        try SQLiteStore.pushMigrator.migrate(pushFile, upTo: "v1")
+        let (directory, pushFile) = try Self.pushFile(in: directories, migratedTo: "v1")
         try await pushFile.write { db in
             try db.execute(sql: """
                 INSERT INTO push_records (id, app_id, message_uid, user_id, device_id, kind, token, environment, notification,

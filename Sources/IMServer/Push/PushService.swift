@@ -3,6 +3,7 @@ import IMCore
 import IMPush
 import IMStore
 import Logging
+import NIOCore
 import ServiceLifecycle
 import Synchronization
 
@@ -35,7 +36,7 @@ public final class PushService: Sendable {
     /// rather than read them back from the store (it still claims them there, so none is sent
     /// twice). Up to `handOffLimit`; what comes past it waits in the store, where the sender's
     /// reads find it.
-    let handOff = Mutex<[PushRecord]>([])
+    let handOff = Mutex<CircularBuffer<PushRecord>>(CircularBuffer())
     /// This node's sessions as the decide loop has seen them, by "appId|userId" and session id:
     /// built from the same ordered event stream as the commits, so a message is judged against
     /// the presence of its commit, not of the later moment it is decided (a phone that got the
@@ -310,7 +311,7 @@ public final class PushService: Sendable {
         guard !pending.isEmpty else { return }
         let limit = options.handOffLimit
         handOff.withLock { queue in
-            if queue.count + pending.count <= limit { queue += pending }
+            if queue.count + pending.count <= limit { queue.append(contentsOf: pending) }
         }
         wake.signal()
     }
@@ -318,9 +319,9 @@ public final class PushService: Sendable {
     /// Up to `limit` of the pushes handed over, oldest first.
     private func takeHandedOff(limit: Int) -> [PushRecord] {
         handOff.withLock { queue in
-            guard !queue.isEmpty else { return [] }
-            let taken = Array(queue.prefix(limit))
-            queue.removeFirst(taken.count)
+            var taken: [PushRecord] = []
+            taken.reserveCapacity(min(limit, queue.count))
+            while taken.count < limit, let record = queue.popFirst() { taken.append(record) }
             return taken
         }
     }
@@ -618,9 +619,10 @@ public final class PushService: Sendable {
                 let now = clock.nowMilliseconds()
                 var due: [PushRecord]
                 do {
-                    // Then claimed: of several nodes that read the same pushes, one sends each (and a
-                    // push handed over that a read here or elsewhere claimed first is not sent again).
-                    // The lease outlasts a send's timeouts; a node that dies mid-send leaves them due after it.
+                    // Taken, then claimed: of several nodes that read the same pushes, one sends each,
+                    // and a push handed over that a read here or elsewhere claimed first is not sent
+                    // again. The lease outlasts a send's timeouts; a node that dies mid-send leaves
+                    // them due after it.
                     due = now - lastRead < options.pollMilliseconds ? takeHandedOff(limit: options.batch) : []
                     if due.isEmpty {
                         lastRead = now
