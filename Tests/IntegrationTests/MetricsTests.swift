@@ -79,6 +79,7 @@ struct MetricsTests {
             #expect(Self.value(samples, "imserver_fanout_writes_total", ["conversation_type": "4"]) >= 1, "the room's sweep to ann")
             #expect(Self.value(samples, "imserver_delivery_seconds_count") == 4, "every stored message's delivery timed")
             #expect(Self.value(samples, "imserver_commit_seconds_count") == Self.value(samples, "imserver_commit_batch_messages_count"))
+            #expect(Self.value(samples, "imserver_send_seconds_count") == 6, "every message a client sent is timed to its answer, the refused one too")
             #expect(Self.value(samples, "imserver_sync_pages_total") >= 3, "each connect syncs")
             #expect(Self.value(samples, "imserver_api_calls_total", ["endpoint": "/user/getToken.json", "code": "200"]) == 4)
             #expect(Self.value(samples, "imserver_api_calls_total", ["endpoint": "/user/info.json", "code": "1002"]) == 1)

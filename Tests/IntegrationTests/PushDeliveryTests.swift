@@ -566,7 +566,8 @@ struct PushDeliveryTests {
 
     /// A `PushService` of its own (not in a server) on a SQLite store in a new directory, with the
     /// local providers: bob has an iPhone, app 1 APNs credentials.
-    static func withDirectPushService(clock: any WallClock, _ body: (PushService, SQLiteStore, TestPushProviders) async throws -> Void) async throws {
+    static func withDirectPushService(clock: any WallClock, options: PushService.Options = Self.options,
+                                      _ body: (PushService, SQLiteStore, TestPushProviders) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-direct-\(UUID().uuidString)")
         let store = try SQLiteStore(directory: directory.path)
         let providers = try await TestPushProviders.start()
@@ -581,7 +582,7 @@ struct PushDeliveryTests {
         let push = PushService(store: store, transport: try providers.transport(timeoutSeconds: 5), registry: registry, cluster: nil,
                                groups: GroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
                                ultraGroups: UltraGroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
-                               clock: clock, logger: Logger(label: "imserver-test"), node: "node0", options: Self.options)
+                               clock: clock, logger: Logger(label: "imserver-test"), node: "node0", options: options)
         _ = try await push.updateSettings(appId: 1) { settings in
             settings.credentials = PushCredentials(apns: APNsCredentials(
                 bundleId: TestPushProviders.bundleId,
@@ -630,6 +631,34 @@ struct PushDeliveryTests {
             let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
             #expect(sent == ["m2"], "m1 is the other node's to send, not sent again from the hand-off: \(sent)")
             #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status == .pending)
+        }
+    }
+
+    @Test("pushes decided past the hand-off's limit wait in the store and are sent from it; each push is sent once")
+    func pushesPastTheHandOffLimitAreSentFromTheStore() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        var options = Self.options
+        options.handOffLimit = 1
+        try await Self.withDirectPushService(clock: clock, options: options) { push, store, providers in
+            func message(_ seq: UInt64) -> StoredMessage { Self.messageToBob(seq, sentTime: clock.nowMilliseconds()) }
+            try await push.decide([message(1)], cursor: 1)
+            try await push.decide([message(2)], cursor: 2)
+            let m1 = try #require(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first)
+            let m2 = try #require(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first)
+            #expect(push.handOff.withLock { $0.map(\.id) } == [m1.id], "m2 is past the limit: not handed over")
+            #expect(m2.status == .pending, "m2 waits in the store")
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+            let running = Task { await push.run(events: events) }
+            try await waitUntil("m1 and m2 are sent and the hand-off taken") {
+                let statuses = [try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status,
+                                try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first?.status]
+                return statuses == [.sent, .sent] && push.handOff.withLock { $0.isEmpty }
+            }
+            input.finish()
+            running.cancel()
+            await running.value
+            let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
+            #expect(sent.sorted() == ["m1", "m2"], "each sent once, m1 read from the store or taken from the hand-off, not both: \(sent)")
         }
     }
 

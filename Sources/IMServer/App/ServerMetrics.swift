@@ -23,6 +23,8 @@ public final class ServerMetrics: Sendable {
     private let clientStoredByType: [ConversationType: Counter]
     let commitBatch: ValueHistogram
     let commitLatency: DurationHistogram
+    /// From a client's message taken up by its connection to the answer (stored or refused).
+    let sendLatency: DurationHistogram
     /// Writes to client sessions by the fan-out of messages, by conversation type.
     private let fanOutByType: [ConversationType: Counter]
     /// From a message's sent time to its writes queued to the recipients' sessions on this node.
@@ -73,6 +75,11 @@ public final class ServerMetrics: Sendable {
             buckets: [.microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
                       .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1)],
             help: "Time one group commit of the message log took, fsync included")
+        sendLatency = registry.makeDurationHistogram(
+            name: "imserver_send_seconds",
+            buckets: [.microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+                      .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1)],
+            help: "Time from a client's message taken up by its connection to the answer (the checks, the message callback if any, the commit)")
         var connections: [Platform: Gauge] = [:]
         for platform in Platform.allCases {
             connections[platform] = registry.makeGauge(name: "imserver_connections", labels: [("platform", Self.label(platform))],
@@ -140,6 +147,12 @@ public final class ServerMetrics: Sendable {
         if outcome == "stored", let type, let counter = clientStoredByType[type] { return counter.increment() }
         counter(Self.clientMessagesName, [("conversation_type", type.map { String($0.rawValue) } ?? "invalid"), ("outcome", outcome)],
                 help: Self.clientMessagesHelp).increment()
+    }
+
+    /// A client's message answered, `took` after its connection took it up.
+    func clientMessageAnswered(took: Duration) {
+        guard enabled else { return }
+        sendLatency.record(took)
     }
 
     private static let clientMessagesName = "imserver_client_messages_total"

@@ -93,6 +93,8 @@ enum GatewayOps {
 
         // Messages, offline sync and history.
         .sendMessage: .reply(Im_SendMessageRequest.self) { core, request, session in
+            let started = ContinuousClock.now
+            defer { core.metrics.clientMessageAnswered(took: ContinuousClock.now - started) }
             do {
                 if !request.pushConfig.isEmpty { try await core.checkPushTemplate(request.pushConfig, appId: session.appId) }
                 let reply = try await core.messages.send(request, from: session)
