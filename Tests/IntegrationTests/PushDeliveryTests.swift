@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -567,6 +568,7 @@ struct PushDeliveryTests {
     /// A `PushService` of its own (not in a server) on a SQLite store in a new directory, with the
     /// local providers: bob has an iPhone, app 1 APNs credentials.
     static func withDirectPushService(clock: any WallClock, options: PushService.Options = Self.options,
+                                      logger: Logger = Logger(label: "imserver-test"),
                                       _ body: (PushService, SQLiteStore, TestPushProviders) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-direct-\(UUID().uuidString)")
         let store = try SQLiteStore(directory: directory.path)
@@ -582,7 +584,7 @@ struct PushDeliveryTests {
         let push = PushService(store: store, transport: try providers.transport(timeoutSeconds: 5), registry: registry, cluster: nil,
                                groups: GroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
                                ultraGroups: UltraGroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
-                               clock: clock, logger: Logger(label: "imserver-test"), node: "node0", options: options)
+                               clock: clock, logger: logger, node: "node0", options: options)
         _ = try await push.updateSettings(appId: 1) { settings in
             settings.credentials = PushCredentials(apns: APNsCredentials(
                 bundleId: TestPushProviders.bundleId,
@@ -659,6 +661,53 @@ struct PushDeliveryTests {
             await running.value
             let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
             #expect(sent.sorted() == ["m1", "m2"], "each sent once, m1 read from the store or taken from the hand-off, not both: \(sent)")
+        }
+    }
+
+    @Test("a decision whose write fails (another writer holds the push file) is tried again until it is written: the push is sent once, the device's badge counted once")
+    func failedDecisionWriteIsTriedAgain() async throws {
+        let lines = StructuredLogTests.Lines()
+        let logger = Logger(label: "imserver-test", factory: { label in JSONLogHandler(label: label) { line in lines.lines.withLock { $0.append(line) } } })
+        try await Self.withDirectPushService(clock: SystemClock(), logger: logger) { push, store, providers in
+            // Another connection takes the push file's write lock and keeps it until told.
+            let locked = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let blocker = try DatabaseQueue(path: store.pushPath)
+            let holder = Thread {
+                do {
+                    try blocker.inDatabase { db in
+                        try db.execute(sql: "BEGIN IMMEDIATE")
+                        locked.signal()
+                        release.wait()
+                        try db.execute(sql: "COMMIT")
+                    }
+                } catch {
+                    locked.signal()   // not locked: the write below succeeds and the wait for its failure times out
+                }
+            }
+            holder.start()
+            locked.wait()
+            var released = false
+            defer { if !released { release.signal() } }
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+            let running = Task { await push.run(events: events) }
+            input.yield(.messageCommitted(CommittedMessageEvent(message: Self.messageToBob(1, sentTime: Int64(Date().timeIntervalSince1970 * 1000)),
+                                                                origin: .system)))
+            try await waitUntil("the decision's write failed and is to be tried again") {
+                lines.all.contains { $0.contains("a decision could not be recorded") && $0.contains("m1") }
+            }
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).isEmpty, "nothing written while the file is locked")
+            release.signal()
+            released = true
+            try await waitUntil("m1 is sent") {
+                try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).first?.status == .sent
+            }
+            input.finish()
+            running.cancel()
+            await running.value
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).count == 1)
+            #expect(Self.badges(providers, of: "bob") == [1], "sent once, the badge counted once")
+            try blocker.close()
         }
     }
 
