@@ -101,7 +101,8 @@ extension SQLiteStore {
         // The (user, device) keys stored or met of each message; the current message's at hand
         // (a message's records come together).
         var known: [Message: Set<String>] = [:]
-        var current: (message: Message, keys: Set<String>)?
+        var message: Message?
+        var keys: Set<String> = []
         var batches: [(id: Int64, appId: Int64, users: Set<String>)] = []
         var run: [PushRecord] = []
         func flush() throws {
@@ -119,12 +120,13 @@ extension SQLiteStore {
             places.removeAll(keepingCapacity: true)
         }
         for (place, record) in records.enumerated() {
-            if current == nil || current!.message.appId != record.appId || current!.message.uid != record.messageUid {
-                if let current { known[current.message] = current.keys }
-                let message = Message(appId: record.appId, uid: record.messageUid)
-                current = (message, try known[message] ?? storedKeys(db, appId: record.appId, messageUid: record.messageUid))
+            if message?.appId != record.appId || message?.uid != record.messageUid {
+                if let message { known[message] = keys }
+                let next = Message(appId: record.appId, uid: record.messageUid)
+                keys = try known[next] ?? storedKeys(db, appId: record.appId, messageUid: record.messageUid)
+                message = next
             }
-            guard current!.keys.insert(PushBatchCoding.key(userId: record.userId, deviceId: record.deviceId)).inserted else { continue }
+            guard keys.insert(PushBatchCoding.key(userId: record.userId, deviceId: record.deviceId)).inserted else { continue }
             if let last = run.last, last.appId != record.appId || last.messageUid != record.messageUid || run.count == PushBatchCoding.maxRecords {
                 try flush()
             }

@@ -664,7 +664,7 @@ struct PushDeliveryTests {
         }
     }
 
-    @Test("a decision whose write fails (another writer holds the push file) is tried again until it is written: the push is sent once, the device's badge counted once")
+    @Test("a decision whose write fails (another writer holds the push file, so it fails at its start) is tried again until it is written: the push is sent once, with badge 1")
     func failedDecisionWriteIsTriedAgain() async throws {
         let lines = StructuredLogTests.Lines()
         let logger = Logger(label: "imserver-test", factory: { label in JSONLogHandler(label: label) { line in lines.lines.withLock { $0.append(line) } } })
@@ -706,7 +706,7 @@ struct PushDeliveryTests {
             running.cancel()
             await running.value
             #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).count == 1)
-            #expect(Self.badges(providers, of: "bob") == [1], "sent once, the badge counted once")
+            #expect(Self.badges(providers, of: "bob") == [1], "sent once, with badge 1")
             try blocker.close()
         }
     }

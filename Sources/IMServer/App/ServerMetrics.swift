@@ -72,13 +72,11 @@ public final class ServerMetrics: Sendable {
             help: "Messages written by one group commit of the message log")
         commitLatency = registry.makeDurationHistogram(
             name: "imserver_commit_seconds",
-            buckets: [.microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
-                      .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1)],
+            buckets: Self.shortLatencyBuckets,
             help: "Time one group commit of the message log took, fsync included")
         sendLatency = registry.makeDurationHistogram(
             name: "imserver_send_seconds",
-            buckets: [.microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
-                      .milliseconds(50), .milliseconds(100), .milliseconds(250), .seconds(1)],
+            buckets: Self.shortLatencyBuckets,
             help: "Time from a client's message taken up by its connection to the answer (the checks, the message callback if any, the commit)")
         var connections: [Platform: Gauge] = [:]
         for platform in Platform.allCases {
@@ -148,6 +146,11 @@ public final class ServerMetrics: Sendable {
         counter(Self.clientMessagesName, [("conversation_type", type.map { String($0.rawValue) } ?? "invalid"), ("outcome", outcome)],
                 help: Self.clientMessagesHelp).increment()
     }
+
+    /// The buckets of the message log's commits and of a client's message to its answer.
+    private static let shortLatencyBuckets: [Duration] = [.microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+                                                          .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100),
+                                                          .milliseconds(250), .seconds(1)]
 
     /// A client's message answered, `took` after its connection took it up.
     func clientMessageAnswered(took: Duration) {
