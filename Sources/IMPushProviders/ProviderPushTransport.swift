@@ -425,10 +425,20 @@ public final class ProviderPushTransport: PushTransport {
 
     /// APNs device tokens are hex (64 characters today; Apple says they may grow).
     static func isAPNsDeviceToken(_ token: String) -> Bool {
-        var token = token
-        return token.withUTF8 { utf8 in
-            !utf8.isEmpty && utf8.count <= 400 && utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102) }
+        let utf8 = token.utf8
+        guard !utf8.isEmpty, utf8.count <= 400 else { return false }
+        // (Read in place when the string is contiguous, as a stored token is: no copy, no closure per byte.)
+        if let hex = utf8.withContiguousStorageIfAvailable({ isHex($0) }) { return hex }
+        return isHex(Array(utf8))
+    }
+
+    private static func isHex(_ bytes: some Collection<UInt8>) -> Bool {
+        for byte in bytes {
+            // Lowercased (bit 0x20 set), a hex digit is 0-9 or a-f; '0'-'9' already have the bit.
+            let lower = byte | 0x20
+            guard (lower >= 0x30 && lower <= 0x39 && byte == lower) || (lower >= 0x61 && lower <= 0x66) else { return false }
         }
+        return true
     }
 
     /// The cached provider token for (team, key, p8), or a new one when there is none or it is

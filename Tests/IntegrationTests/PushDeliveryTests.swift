@@ -616,7 +616,7 @@ struct PushDeliveryTests {
             // m1 decided (and handed over) before the sender runs; another node claims it meanwhile.
             try await push.decide([message(1)], cursor: 1)
             let m1 = try #require(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first)
-            #expect(push.handOff.withLock { $0.map(\.id) } == [m1.id], "handed over with its id")
+            #expect(push.handOff.withLock { $0.ids } == [m1.id], "handed over with its id")
             let now = clock.nowMilliseconds()
             #expect(try await store.claimPushes(ids: [m1.id], now: now, leaseUntil: now + 600_000) == [m1.id])
             let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
@@ -647,7 +647,7 @@ struct PushDeliveryTests {
             try await push.decide([message(2)], cursor: 2)
             let m1 = try #require(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first)
             let m2 = try #require(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first)
-            #expect(push.handOff.withLock { $0.map(\.id) } == [m1.id], "m2 is past the limit: not handed over")
+            #expect(push.handOff.withLock { $0.ids } == [m1.id], "m2 is past the limit: not handed over")
             #expect(m2.status == .pending, "m2 waits in the store")
             let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
             let running = Task { await push.run(events: events) }

@@ -401,7 +401,7 @@ struct APNsProviderTests {
                 bundleId: Self.bundleId, authentication: .token(p8: "not a key", keyId: Self.keyId, teamId: Self.teamId)))
             #expect(await transport.send(Self.alert(), to: .apns(token: deviceToken(11), environment: .production, voip: false),
                                          credentials: broken) == .failed(code: "PUSH_I9"))
-            for token in ["", "not-hex", "../../x", deviceToken(12) + "/evil"] {
+            for token in ["", "not-hex", "../../x", deviceToken(12) + "/evil", "0a1B2c:d", "00ff\u{10}", "abcdeg", "é0", "\u{30}\u{00}"] {
                 #expect(await transport.send(Self.alert(), to: .apns(token: token, environment: .production, voip: false),
                                              credentials: credentials) == .invalidToken(code: "Rong_DeviceToken_Invalid"))
             }

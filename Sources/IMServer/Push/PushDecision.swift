@@ -23,8 +23,10 @@ public enum PushCode {
 }
 
 /// What decides one message's pushes: the message and what is known of its conversation. Made
-/// once per message and never changed: the shared parts it caches are worked out from it.
-struct PushMessageContext {
+/// once per message and never changed: the shared parts it caches are worked out from it. A class,
+/// so that each recipient's decision (and the closures it makes) shares it rather than copy the
+/// message and its tables.
+final class PushMessageContext {
     let message: StoredMessage
     let pushConfig: MessagePushConfig?
     let mentions: MentionedInfo?

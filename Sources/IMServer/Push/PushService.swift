@@ -36,7 +36,7 @@ public final class PushService: Sendable {
     /// rather than read them back from the store (it still claims them there, so none is sent
     /// twice). Up to `handOffLimit`; what comes past it waits in the store, where the sender's
     /// reads find it.
-    let handOff = Mutex<CircularBuffer<PushRecord>>(CircularBuffer())
+    let handOff = Mutex(PushHandOff())
     /// This node's sessions as the decide loop has seen them, by "appId|userId" and session id:
     /// built from the same ordered event stream as the commits, so a message is judged against
     /// the presence of its commit, not of the later moment it is decided (a phone that got the
@@ -296,34 +296,33 @@ public final class PushService: Sendable {
     }
 
     /// Writes decisions (records, the badges they set, the cursor), hands the pending ones to the
-    /// sender and wakes it.
-    private func record(_ records: [PushRecord], _ badges: [PushBadge], cursor: UInt64?) async throws {
+    /// sender and wakes it. The records are taken over: the pending ones are handed on in place,
+    /// not copied one by one.
+    private func record(_ records: consuming [PushRecord], _ badges: [PushBadge], cursor: UInt64?) async throws {
+        var records = records
         let ids = try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
-        var pending: [PushRecord] = []
-        for (index, decided) in records.enumerated() {
-            metrics?.pushDecided(decided.status)
+        // The pending ones moved to the front in their order, with their ids.
+        var pending = 0
+        for index in records.indices {
+            metrics?.pushDecided(records[index].status)
             // A record not written (its key was stored before) is not this decision's to send.
-            guard decided.status == .pending, index < ids.count, ids[index] != 0 else { continue }
-            var handed = decided
-            handed.id = ids[index]
-            pending.append(handed)
+            guard records[index].status == .pending, index < ids.count, ids[index] != 0 else { continue }
+            records[index].id = ids[index]
+            records.swapAt(pending, index)
+            pending += 1
         }
-        guard !pending.isEmpty else { return }
+        guard pending > 0 else { return }
+        records.removeSubrange(pending...)
         let limit = options.handOffLimit
         handOff.withLock { queue in
-            if queue.count + pending.count <= limit { queue.append(contentsOf: pending) }
+            if queue.count + records.count <= limit { queue.append(records[...]) }
         }
         wake.signal()
     }
 
     /// Up to `limit` of the pushes handed over, oldest first.
-    private func takeHandedOff(limit: Int) -> [PushRecord] {
-        handOff.withLock { queue in
-            var taken: [PushRecord] = []
-            taken.reserveCapacity(min(limit, queue.count))
-            while taken.count < limit, let record = queue.popFirst() { taken.append(record) }
-            return taken
-        }
+    private func takeHandedOff(limit: Int) -> [ArraySlice<PushRecord>] {
+        handOff.withLock { $0.take(limit: limit) }
     }
 
     /// Records the decisions for these messages with the cursor, in their order: the records of
@@ -345,11 +344,14 @@ public final class PushService: Sendable {
         var wroteAny = false
         func flush(cursor: UInt64? = nil) async throws {
             guard !pending.records.isEmpty || cursor != nil else { return }
-            try await record(pending.records, pending.badges, cursor: cursor)
-            wroteAny = wroteAny || !pending.records.isEmpty
-            written = pending.through
+            let wrote = !pending.records.isEmpty
+            // Given up to `record`, which hands the pending ones on without copying them.
+            let records = pending.records
             pending.records = []
+            try await record(consume records, pending.badges, cursor: cursor)
             pending.badges = []
+            wroteAny = wroteAny || wrote
+            written = pending.through
         }
         // What the messages of this call share: the badges decided so far (not written yet) and
         // the devices last read.
@@ -364,7 +366,8 @@ public final class PushService: Sendable {
                     wroteAny = true
                 } else {
                     if pending.records.count + records.count > chunk { try await flush() }
-                    pending.records += records
+                    // (Taken whole when nothing is pending, as nearly always: not copied record by record.)
+                    if pending.records.isEmpty { pending.records = records } else { pending.records += records }
                     pending.badges += badges
                 }
                 return
@@ -617,7 +620,7 @@ public final class PushService: Sendable {
             var inFlight = 0
             while !Task.isCancelled {
                 let now = clock.nowMilliseconds()
-                var due: [PushRecord]
+                var due: [ArraySlice<PushRecord>]
                 do {
                     // Taken, then claimed: of several nodes that read the same pushes, one sends each,
                     // and a push handed over that a read here or elsewhere claimed first is not sent
@@ -626,13 +629,20 @@ public final class PushService: Sendable {
                     due = now - lastRead < options.pollMilliseconds ? takeHandedOff(limit: options.batch) : []
                     if due.isEmpty {
                         lastRead = now
-                        due = try await store.duePushes(now: now, limit: options.batch)
+                        due = [try await store.duePushes(now: now, limit: options.batch)[...]]
                     }
-                    if !due.isEmpty {
-                        let claimed = Set(try await store.claimPushes(ids: due.map(\.id), now: now, leaseUntil: now + options.leaseMilliseconds))
-                        due.removeAll { !claimed.contains($0.id) }
-                        if due.isEmpty { continue }
+                    let ids = due.flatMap { $0.map(\.id) }
+                    if !ids.isEmpty {
+                        let claimed = try await store.claimPushes(ids: ids, now: now, leaseUntil: now + options.leaseMilliseconds)
+                        // (A batch handed over shares its records' storage: it is changed, and copied, only
+                        // when some push was claimed elsewhere first.)
+                        if claimed.count < ids.count {
+                            let kept = Set(claimed)
+                            due = [due.joined().filter { kept.contains($0.id) }[...]]
+                        }
                     }
+                    due.removeAll { $0.isEmpty }
+                    if due.isEmpty && !ids.isEmpty { continue }
                 } catch is CancellationError {
                     break   // the server is stopping
                 } catch {
@@ -668,75 +678,83 @@ public final class PushService: Sendable {
         }
     }
 
-    /// Sends one batch and records every answer.
-    func send(_ records: [PushRecord]) async {
+    /// Sends one batch and records every answer. The records are read where they are (a batch
+    /// handed over shares them with the decision that made them), not copied.
+    func send(_ batch: [ArraySlice<PushRecord>]) async {
+        let records = batch.joined()
         var credentials: [Int64: PushCredentials] = [:]
         var unreadable: Set<Int64> = []
-        for appId in Set(records.map(\.appId)) {
+        var lastApp: Int64?
+        for index in records.indices where records[index].appId != lastApp {
+            let appId = records[index].appId
+            lastApp = appId
+            guard credentials[appId] == nil, !unreadable.contains(appId) else { continue }
             do {
                 credentials[appId] = try await settings(appId: appId).credentials
             } catch {
                 unreadable.insert(appId)
             }
         }
-        var records = records
-        if !unreadable.isEmpty {
-            // Without the app's credentials nothing can be judged: its pushes wait, they do not fail.
-            let now = clock.nowMilliseconds()
-            let waiting = records.filter { unreadable.contains($0.appId) }
-            try? await store.recordPushAttempts(waiting.map {
-                PushAttempt(id: $0.id, status: .pending, code: "SETTINGS_UNREADABLE", attempts: $0.attempts,
-                            nextAttemptAt: now + options.retryDelayMilliseconds, now: now)
-            })
-            records.removeAll { unreadable.contains($0.appId) }
-        }
-        // One batch to the transport (its APNs requests go onto their connection together and are
-        // awaited together, not as a task and two thread hops each).
-        var outcomes: [(PushRecord, PushOutcome)] = []
-        var sendable: [PushRecord] = []
-        var batch: [PushSend] = []
-        outcomes.reserveCapacity(records.count)
-        sendable.reserveCapacity(records.count)
-        batch.reserveCapacity(records.count)
+        let now = clock.nowMilliseconds()
+        var waiting: [PushAttempt] = []
+        // The outcome of each record (by its place in the batch), and the records the transport is given.
+        let count = batch.reduce(0) { $0 + $1.count }
+        var outcomes = [PushOutcome?](repeating: nil, count: count)
+        var sent: [Int] = []
+        var sends: [PushSend] = []
+        sent.reserveCapacity(count)
+        sends.reserveCapacity(count)
         var reader = StoredNotificationReader()
-        for record in records {
-            guard let target = Self.target(of: record), let read = reader.readWithPart(record.notification) else {
-                outcomes.append((record, .failed(code: "UNREADABLE_RECORD")))
+        for (place, index) in records.indices.enumerated() {
+            if unreadable.contains(records[index].appId) {
+                // Without the app's credentials nothing can be judged: its pushes wait, they do not fail.
+                waiting.append(PushAttempt(id: records[index].id, status: .pending, code: "SETTINGS_UNREADABLE",
+                                           attempts: records[index].attempts, nextAttemptAt: now + options.retryDelayMilliseconds, now: now))
                 continue
             }
-            sendable.append(record)
-            batch.append(PushSend(read.notification, to: target, credentials: credentials[record.appId] ?? PushCredentials(),
+            guard let target = Self.target(of: records[index]), let read = reader.readWithPart(records[index].notification) else {
+                outcomes[place] = .failed(code: "UNREADABLE_RECORD")
+                continue
+            }
+            sent.append(place)
+            sends.append(PushSend(read.notification, to: target, credentials: credentials[records[index].appId] ?? PushCredentials(),
                                   sharedPart: read.part))
         }
-        outcomes += zip(sendable, await transport.send(batch: batch)).map { ($0, $1) }
-        let now = clock.nowMilliseconds()
+        if !waiting.isEmpty { try? await store.recordPushAttempts(waiting) }
+        // One batch to the transport (its APNs requests go onto their connection together and are
+        // awaited together, not as a task and two thread hops each).
+        for (place, outcome) in zip(sent, await transport.send(batch: sends)) { outcomes[place] = outcome }
+        let answeredAt = clock.nowMilliseconds()
         var attempts: [PushAttempt] = []
+        attempts.reserveCapacity(count)
         defer { for attempt in attempts { metrics?.pushAnswered(attempt.status) } }
-        for (record, outcome) in outcomes {
-            let tries = record.attempts + 1
+        for (place, index) in records.indices.enumerated() {
+            guard let outcome = outcomes[place] else { continue }   // waiting for its app's settings
+            let id = records[index].id
+            let tries = records[index].attempts + 1
             switch outcome {
             case .delivered(let providerId):
-                attempts.append(PushAttempt(id: record.id, status: .sent, code: providerId ?? "", attempts: tries, now: now))
+                attempts.append(PushAttempt(id: id, status: .sent, code: providerId ?? "", attempts: tries, now: answeredAt))
             case .invalidToken(let code):
-                attempts.append(PushAttempt(id: record.id, status: .invalidToken, code: code, attempts: tries, now: now))
-                if let kind = record.kind {
+                attempts.append(PushAttempt(id: id, status: .invalidToken, code: code, attempts: tries, now: answeredAt))
+                if let kind = records[index].kind {
                     do {
-                        try await store.removePushToken(appId: record.appId, kind: kind, token: record.token)
+                        try await store.removePushToken(appId: records[index].appId, kind: kind, token: records[index].token)
                     } catch {
                         logger.warning("push: an invalid token could not be deleted", metadata: ["error": "\(error)"])
                     }
                 }
             case .retry(let code, let after):
                 if tries >= options.maxAttempts {
-                    attempts.append(PushAttempt(id: record.id, status: .failed, code: code, attempts: tries, now: now))
+                    attempts.append(PushAttempt(id: id, status: .failed, code: code, attempts: tries, now: answeredAt))
                 } else {
                     let backoff = min(options.retryDelayMilliseconds << min(Int64(tries - 1), 20), options.maxRetryDelayMilliseconds)
                     let delay = max(backoff, Int64(after ?? 0) * 1000)
-                    attempts.append(PushAttempt(id: record.id, status: .pending, code: code, attempts: tries,
-                                                nextAttemptAt: now + delay, now: now))
+                    attempts.append(PushAttempt(id: id, status: .pending, code: code, attempts: tries,
+                                                nextAttemptAt: answeredAt + delay, now: answeredAt))
                 }
             case .failed(let code):
-                attempts.append(PushAttempt(id: record.id, status: .failed, code: code, attempts: tries, now: now))
+                attempts.append(PushAttempt(id: id, status: .failed, code: code, attempts: tries, now: answeredAt))
             }
         }
         do {
