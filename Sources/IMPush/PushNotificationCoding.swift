@@ -156,8 +156,19 @@ public struct StoredNotificationReader {
     /// The notification, and the number of its shared part: notifications this reader gave with one
     /// number differ only in `id`, `badge` and `rc["rId"]` (nil: a record without a shared part).
     public mutating func readWithPart(_ stored: Data) -> (notification: PushNotification, part: Int?)? {
+        guard let read = readApart(stored) else { return nil }
+        guard let recipient = read.recipient else { return (read.notification, read.part) }
+        var notification = read.notification
+        notification.rc["rId"] = recipient
+        return (notification, read.part)
+    }
+
+    /// As `readWithPart`, but a record with a shared part gives its `rc["rId"]` apart
+    /// (`recipient`), the notification's `rc` being the shared part's, not copied to add it
+    /// (`PushSend.recipient`). A record without a shared part gives its notification whole.
+    public mutating func readApart(_ stored: Data) -> (notification: PushNotification, part: Int?, recipient: String?)? {
         guard let length = PushNotification.sharedPrefixLength(of: stored) else {
-            return PushNotification(stored: stored).map { ($0, nil) }
+            return PushNotification(stored: stored).map { ($0, nil, nil) }
         }
         let key = stored.prefix(length)
         let base: (part: Int, notification: PushNotification)
@@ -187,8 +198,7 @@ public struct StoredNotificationReader {
         var notification = base.notification
         notification.id = own.id
         notification.badge = own.badge
-        if let recipient = own.recipient { notification.rc["rId"] = recipient }
-        return (notification, base.part)
+        return (notification, base.part, own.recipient)
     }
 }
 

@@ -189,12 +189,26 @@ public struct PushSend: Sendable {
     /// `id`, `badge` and `rc["rId"]` (recipients of one message), so a transport may write what
     /// they share once. Nil: nothing is known.
     public var sharedPart: Int?
+    /// This push's `rc["rId"]` when it is kept apart from `notification` (whose `rc` then lacks
+    /// it), so that the pushes of one message share their `rc` rather than copy it each. Nil:
+    /// `notification` is whole.
+    public var recipient: String?
 
-    public init(_ notification: PushNotification, to target: PushTarget, credentials: PushCredentials, sharedPart: Int? = nil) {
+    public init(_ notification: PushNotification, to target: PushTarget, credentials: PushCredentials, sharedPart: Int? = nil,
+                recipient: String? = nil) {
         self.notification = notification
         self.target = target
         self.credentials = credentials
         self.sharedPart = sharedPart
+        self.recipient = recipient
+    }
+
+    /// The notification to send: `notification` with `recipient` as its `rc["rId"]`.
+    public var whole: PushNotification {
+        guard let recipient else { return notification }
+        var whole = notification
+        whole.rc["rId"] = recipient
+        return whole
     }
 }
 
@@ -214,7 +228,7 @@ extension PushTransport {
     public func send(batch: [PushSend]) async -> [PushOutcome] {
         await withTaskGroup(of: (Int, PushOutcome).self) { group in
             for (index, push) in batch.enumerated() {
-                group.addTask { (index, await send(push.notification, to: push.target, credentials: push.credentials)) }
+                group.addTask { (index, await send(push.whole, to: push.target, credentials: push.credentials)) }
             }
             var outcomes = [PushOutcome](repeating: .failed(code: "NOT_SENT"), count: batch.count)
             for await (index, outcome) in group { outcomes[index] = outcome }

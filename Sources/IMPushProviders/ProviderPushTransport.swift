@@ -185,12 +185,13 @@ public final class ProviderPushTransport: PushTransport {
         var lastContext: (key: APNsContextKey, context: Result<APNsContext, OutcomeFailure>)?
         // The payload without badge and rId, written once per shared part.
         var templates: [Int: APNsPayloadTemplate] = [:]
-        for (index, push) in batch.enumerated() {
-            guard case .apns(let token, let environment, let voip) = push.target else {
+        // (The pushes are read in place by index: a copy of each would retain every string of its notification.)
+        for index in batch.indices {
+            guard case .apns(let token, let environment, let voip) = batch[index].target else {
                 others.append(index)
                 continue
             }
-            guard let apns = push.credentials.apns else {
+            guard let apns = batch[index].credentials.apns else {
                 outcomes[index] = .failed(code: "PUSH_I9")
                 continue
             }
@@ -208,13 +209,14 @@ public final class ProviderPushTransport: PushTransport {
             }
             lastContext = (key, context)
             let template: APNsPayloadTemplate
-            if let part = push.sharedPart, let made = templates[part] {
+            if let part = batch[index].sharedPart, let made = templates[part] {
                 template = made
             } else {
-                template = APNsPayloadTemplate(APNsPayload(push.notification))
-                if let part = push.sharedPart { templates[part] = template }
+                template = APNsPayloadTemplate(APNsPayload(batch[index].notification))
+                if let part = batch[index].sharedPart { templates[part] = template }
             }
-            switch context.flatMap({ prepareAPNs(push.notification, token: token, template: template, context: $0) }) {
+            switch context.flatMap({ prepareAPNs(batch[index].notification, recipient: batch[index].recipient, token: token,
+                                                 template: template, context: $0) }) {
             case .success(let request):
                 byClient[ObjectIdentifier(request.client), default: (request.client, [])].requests.append((index, request))
             case .failure(let failure):
@@ -225,12 +227,12 @@ public final class ProviderPushTransport: PushTransport {
             for (client, requests) in byClient.values {
                 group.addTask {
                     let responses = await client.post(requests.map(\.request.post))
-                    return zip(requests, responses).map { ($0.index, self.apnsOutcome($0.request, $1)) }
+                    return requests.indices.map { (requests[$0].index, self.apnsOutcome(requests[$0].request, responses[$0])) }
                 }
             }
             for index in others {
                 let push = batch[index]
-                group.addTask { [(index, await self.send(push.notification, to: push.target, credentials: push.credentials))] }
+                group.addTask { [(index, await self.send(push.whole, to: push.target, credentials: push.credentials))] }
             }
             for await done in group {
                 for (index, outcome) in done { outcomes[index] = outcome }
@@ -313,11 +315,12 @@ public final class ProviderPushTransport: PushTransport {
     }
 
     /// The request for one APNs push, or the outcome that makes sending it pointless. `template`
-    /// is the notification's payload, but for its badge and `rc.rId`.
-    private func prepareAPNs(_ notification: PushNotification, token: String, template: APNsPayloadTemplate,
+    /// is the notification's payload, but for its badge and `rc.rId`; `recipient` is its `rc.rId`
+    /// when kept apart from the notification (`PushSend.recipient`).
+    private func prepareAPNs(_ notification: PushNotification, recipient: String? = nil, token: String, template: APNsPayloadTemplate,
                              context: APNsContext) -> Result<APNsRequest, OutcomeFailure> {
         guard Self.isAPNsDeviceToken(token) else { return .failure(OutcomeFailure(outcome: .invalidToken(code: "Rong_DeviceToken_Invalid"))) }
-        let body = template.payload(badge: notification.badge, recipient: notification.rc["rId"])
+        let body = template.payload(badge: notification.badge, recipient: recipient ?? notification.rc["rId"])
         // The header block, written here rather than on the connection's event loop: literals
         // without indexing depend on no connection state.
         var block = HPACKLiteralBlock(capacity: context.head.readableBytes + context.fields.readableBytes + 160 + token.utf8.count)

@@ -113,6 +113,7 @@ struct PushDeliveryTests {
             #expect(aps["thread-id"] as? String == "orders" && aps["interruption-level"] as? String == "time-sensitive")
             let rc = request.json?["rc"] as? [String: String] ?? [:]
             #expect(rc["id"] == first.messageUId && rc["cType"] == "PR" && rc["fId"] == "alice" && rc["oName"] == "RC:TxtMsg" && rc["tId"] == "bob")
+            #expect(rc["rId"] == "bob", "the recipient, which the record keeps apart from the part its message's pushes share")
             #expect(request.json?["appData"] as? String == #"{"order":7}"#)
             // The local copy keeps the push config, for a resend.
             #expect(try await alice.getMessage(messageId: first.messageId)?.pushConfig == config)
@@ -161,7 +162,8 @@ struct PushDeliveryTests {
             #expect(fcmNotification?["title"] as? String == "alice" && fcmNotification?["body"] as? String == "hi carol")
             let data = message.message?["data"] as? [String: String] ?? [:]
             #expect(data["appData"] == "carol-data")
-            #expect(data["rc"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] }?["id"] == toCarol.messageUId)
+            let fcmRC = data["rc"].flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] }
+            #expect(fcmRC?["id"] == toCarol.messageUId && fcmRC?["rId"] == "carol")
             #expect(!providers.fcm.tokenExchanges.isEmpty && providers.fcm.tokenExchanges.allSatisfy { $0.error == nil })
 
             let delivery = try #require(providers.webhook.deliveries.first { $0.path == "/devices/dave" })

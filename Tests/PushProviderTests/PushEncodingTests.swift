@@ -90,6 +90,27 @@ struct PushEncodingTests {
         #expect(parts[1] != nil && parts[1] == parts[0], "rId is not part of the shared part")
         #expect(parts[3] != nil && parts[3] != parts[0], "another message: another part")
         #expect(numbering.readWithPart(single)?.part == nil, "the single form has none")
+
+        // Read apart, a shared part's record gives its rId beside a notification without it, and
+        // the push made of them sends the record's notification whole.
+        var apart = StoredNotificationReader()
+        for original in batch {
+            let readOrNil = apart.readApart(original.stored)
+            let read = try #require(readOrNil)
+            let push = PushSend(read.notification, to: .fcm(token: "t"), credentials: PushCredentials(), sharedPart: read.part,
+                                recipient: read.recipient)
+            #expect(push.whole == original)
+            if PushNotification.sharedPrefixLength(of: original.stored) != nil {
+                #expect(read.notification.rc["rId"] == nil && read.recipient == original.rc["rId"])
+            } else {
+                #expect(read.recipient == nil && read.notification == original, "without a shared part: whole")
+            }
+        }
+        var withRecipient = 0
+        for original in batch where apart.readApart(original.stored)?.recipient != nil { withRecipient += 1 }
+        #expect(withRecipient == 3, "bob's, carolina's and dan's records have their rId apart")
+        let singleRead = apart.readApart(single)
+        #expect(singleRead != nil && singleRead?.recipient == nil)
     }
 
     @Test("the APNs payload written once per message and given each recipient's badge and rId is that recipient's payload, byte for byte")

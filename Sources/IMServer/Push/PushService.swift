@@ -712,13 +712,13 @@ public final class PushService: Sendable {
                                            attempts: records[index].attempts, nextAttemptAt: now + options.retryDelayMilliseconds, now: now))
                 continue
             }
-            guard let target = Self.target(of: records[index]), let read = reader.readWithPart(records[index].notification) else {
+            guard let target = Self.target(of: records[index]), let read = reader.readApart(records[index].notification) else {
                 outcomes[place] = .failed(code: "UNREADABLE_RECORD")
                 continue
             }
             sent.append(place)
             sends.append(PushSend(read.notification, to: target, credentials: credentials[records[index].appId] ?? PushCredentials(),
-                                  sharedPart: read.part))
+                                  sharedPart: read.part, recipient: read.recipient))
         }
         if !waiting.isEmpty { try? await store.recordPushAttempts(waiting) }
         // One batch to the transport (its APNs requests go onto their connection together and are
