@@ -182,6 +182,7 @@ public enum PushOutcome: Sendable, Hashable, Codable {
 
 /// One push of a batch: the notification, where it goes, and its app's credentials.
 public struct PushSend: Sendable {
+    /// The notification, without its `rc["rId"]` when `recipient` holds it: what is sent is `whole`.
     public var notification: PushNotification
     public var target: PushTarget
     public var credentials: PushCredentials
@@ -218,7 +219,7 @@ public protocol PushTransport: Sendable {
     /// is an outcome. A target whose provider has no credentials gives `.failed`.
     func send(_ notification: PushNotification, to target: PushTarget, credentials: PushCredentials) async -> PushOutcome
     /// Sends every push of `batch` at once; the outcomes in the batch's order, each as `send`
-    /// would give it. The default sends each concurrently.
+    /// would give it for the push's `whole` notification. The default sends each concurrently.
     func send(batch: [PushSend]) async -> [PushOutcome]
     /// Closes the connections.
     func shutdown() async

@@ -227,7 +227,8 @@ public final class ProviderPushTransport: PushTransport {
             for (client, requests) in byClient.values {
                 group.addTask {
                     let responses = await client.post(requests.map(\.request.post))
-                    return requests.indices.map { (requests[$0].index, self.apnsOutcome(requests[$0].request, responses[$0])) }
+                    // (By index, not copying the requests; a missing answer leaves its push NOT_SENT.)
+                    return zip(requests.indices, responses).map { (requests[$0].index, self.apnsOutcome(requests[$0].request, $1)) }
                 }
             }
             for index in others {

@@ -252,7 +252,8 @@ public protocol PushStore: Sendable {
     /// Takes these pending pushes for sending: each that is still pending and due at `now` gets
     /// `leaseUntil` as its next attempt time, atomically, and its id is returned. Of several nodes
     /// that read the same due pushes only one takes each; a push whose sender dies is due again
-    /// when the lease ends.
+    /// when the lease ends. Returns a subset of `ids`, each once (the sender counts on it: fewer ids
+    /// than asked for means some were taken elsewhere).
     func claimPushes(ids: [Int64], now: Int64, leaseUntil: Int64) async throws -> [Int64]
     /// Records attempts; a pending record is updated only while still pending.
     func recordPushAttempts(_ attempts: [PushAttempt]) async throws

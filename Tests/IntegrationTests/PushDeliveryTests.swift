@@ -168,8 +168,10 @@ struct PushDeliveryTests {
 
             let delivery = try #require(providers.webhook.deliveries.first { $0.path == "/devices/dave" })
             #expect(delivery.signatureValid, "the webhook request is signed with the app's secret")
-            #expect((delivery.json?["notification"] as? [String: Any])?["body"] as? String == "hi dave"
-                    || delivery.json?["body"] as? String == "hi dave")
+            let hooked = delivery.json?["notification"] as? [String: Any]
+            #expect(hooked?["body"] as? String == "hi dave")
+            let hookedRC = hooked?["rc"] as? [String: String]
+            #expect(hookedRC?["id"] == toDave.messageUId && hookedRC?["rId"] == "dave")
         }
     }
 

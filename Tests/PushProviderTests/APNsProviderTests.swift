@@ -405,7 +405,15 @@ struct APNsProviderTests {
                 #expect(await transport.send(Self.alert(), to: .apns(token: token, environment: .production, voip: false),
                                              credentials: credentials) == .invalidToken(code: "Rong_DeviceToken_Invalid"))
             }
+            #expect(await transport.send(Self.alert(), to: .apns(token: String(repeating: "a", count: 401), environment: .production, voip: false),
+                                         credentials: credentials) == .invalidToken(code: "Rong_DeviceToken_Invalid"), "past 400 bytes")
             #expect(server.requestCount == 0)
+            // Hex in either case, up to 400 bytes, is a token: sent.
+            for token in [deviceToken(13).uppercased(), String(repeating: "aF09", count: 100)] {
+                #expect(await transport.send(Self.alert(), to: .apns(token: token, environment: .production, voip: false),
+                                             credentials: credentials).isDelivered)
+            }
+            #expect(server.requests.map(\.deviceToken) == [deviceToken(13).uppercased(), String(repeating: "aF09", count: 100)])
         }
     }
 

@@ -299,7 +299,6 @@ public final class PushService: Sendable {
     /// sender and wakes it. The records are taken over: the pending ones are handed on in place,
     /// not copied one by one.
     private func record(_ records: consuming [PushRecord], _ badges: [PushBadge], cursor: UInt64?) async throws {
-        var records = records
         let ids = try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
         // The pending ones moved to the front in their order, with their ids.
         var pending = 0
