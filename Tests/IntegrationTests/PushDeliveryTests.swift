@@ -640,6 +640,38 @@ struct PushDeliveryTests {
         }
     }
 
+    @Test("a batch spanning several decisions' hand-offs, one of them claimed by another node first: the others are sent in order, that one is not")
+    func partlyClaimedHandOffBatch() async throws {
+        // An early clock: the sender's first look is at the hand-off (its first store read is due
+        // only `pollMilliseconds` after time 0), so the batch is the hand-off's three parts.
+        let clock = ManualClock(milliseconds: 10)
+        try await Self.withDirectPushService(clock: clock) { push, store, providers in
+            func message(_ seq: UInt64) -> StoredMessage { Self.messageToBob(seq, sentTime: clock.nowMilliseconds()) }
+            // Three decisions, three parts of the hand-off; the sender will take them as one batch.
+            for seq in UInt64(1)...3 { try await push.decide([message(seq)], cursor: seq) }
+            var ids: [Int64] = []
+            for uid in ["m1", "m2", "m3"] {
+                ids.append(try #require(try await store.pushRecords(appId: 1, messageUid: uid, userId: nil, limit: 1).first).id)
+            }
+            #expect(push.handOff.withLock { $0.ids } == ids)
+            let now = clock.nowMilliseconds()
+            #expect(try await store.claimPushes(ids: [ids[1]], now: now, leaseUntil: now + 600_000) == [ids[1]], "another node takes m2")
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+            let running = Task { await push.run(events: events) }
+            try await waitUntil("m1 and m3 are sent and the hand-off taken") {
+                let statuses = [try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status,
+                                try await store.pushRecords(appId: 1, messageUid: "m3", userId: nil, limit: 1).first?.status]
+                return statuses == [.sent, .sent] && push.handOff.withLock { $0.isEmpty }
+            }
+            input.finish()
+            running.cancel()
+            await running.value
+            let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
+            #expect(sent == ["m1", "m3"], "m2 is the other node's: \(sent)")
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first?.status == .pending)
+        }
+    }
+
     @Test("pushes decided past the hand-off's limit wait in the store and are sent from it; each push is sent once")
     func pushesPastTheHandOffLimitAreSentFromTheStore() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
