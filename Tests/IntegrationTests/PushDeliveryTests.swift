@@ -612,6 +612,24 @@ struct PushDeliveryTests {
                       sentTime: sentTime, flags: .isPersisted)
     }
 
+    /// Runs `push` until the records of `uids` are sent and its hand-off is empty, then stops it
+    /// (every batch it took sent and answered); the message uids APNs got, in order.
+    static func sendUntilSent(_ push: PushService, _ store: SQLiteStore, _ providers: TestPushProviders, uids: [String],
+                              firstEvents: [ServerEvent] = []) async throws -> [String] {
+        let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+        let running = Task { await push.run(events: events) }
+        for event in firstEvents { input.yield(event) }
+        try await waitUntil("\(uids) sent and the hand-off taken") {
+            var statuses: [PushStatus?] = []
+            for uid in uids { statuses.append(try await store.pushRecords(appId: 1, messageUid: uid, userId: nil, limit: 1).first?.status) }
+            return statuses.allSatisfy { $0 == .sent } && push.handOff.withLock { $0.isEmpty }
+        }
+        input.finish()
+        running.cancel()
+        await running.value
+        return providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
+    }
+
     @Test("a push handed to the sender in memory is still claimed: one another node claimed first is not sent again; the next is sent from the hand-off")
     func handedOffPushesAreClaimed() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
@@ -623,18 +641,8 @@ struct PushDeliveryTests {
             #expect(push.handOff.withLock { $0.ids } == [m1.id], "handed over with its id")
             let now = clock.nowMilliseconds()
             #expect(try await store.claimPushes(ids: [m1.id], now: now, leaseUntil: now + 600_000) == [m1.id])
-            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
-            let running = Task { await push.run(events: events) }
-            input.yield(.messageCommitted(CommittedMessageEvent(message: message(2), origin: .system)))
-            try await waitUntil("m2 is sent and the hand-off taken") {
-                try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first?.status == .sent
-                    && push.handOff.withLock { $0.isEmpty }
-            }
-            // Stopped: every batch the sender took has been sent and its answers recorded.
-            input.finish()
-            running.cancel()
-            await running.value
-            let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
+            let sent = try await Self.sendUntilSent(push, store, providers, uids: ["m2"],
+                                                    firstEvents: [.messageCommitted(CommittedMessageEvent(message: message(2), origin: .system))])
             #expect(sent == ["m2"], "m1 is the other node's to send, not sent again from the hand-off: \(sent)")
             #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status == .pending)
         }
@@ -656,17 +664,7 @@ struct PushDeliveryTests {
             #expect(push.handOff.withLock { $0.ids } == ids)
             let now = clock.nowMilliseconds()
             #expect(try await store.claimPushes(ids: [ids[1]], now: now, leaseUntil: now + 600_000) == [ids[1]], "another node takes m2")
-            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
-            let running = Task { await push.run(events: events) }
-            try await waitUntil("m1 and m3 are sent and the hand-off taken") {
-                let statuses = [try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status,
-                                try await store.pushRecords(appId: 1, messageUid: "m3", userId: nil, limit: 1).first?.status]
-                return statuses == [.sent, .sent] && push.handOff.withLock { $0.isEmpty }
-            }
-            input.finish()
-            running.cancel()
-            await running.value
-            let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
+            let sent = try await Self.sendUntilSent(push, store, providers, uids: ["m1", "m3"])
             #expect(sent == ["m1", "m3"], "m2 is the other node's: \(sent)")
             #expect(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first?.status == .pending)
         }
@@ -685,17 +683,7 @@ struct PushDeliveryTests {
             let m2 = try #require(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first)
             #expect(push.handOff.withLock { $0.ids } == [m1.id], "m2 is past the limit: not handed over")
             #expect(m2.status == .pending, "m2 waits in the store")
-            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
-            let running = Task { await push.run(events: events) }
-            try await waitUntil("m1 and m2 are sent and the hand-off taken") {
-                let statuses = [try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status,
-                                try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 1).first?.status]
-                return statuses == [.sent, .sent] && push.handOff.withLock { $0.isEmpty }
-            }
-            input.finish()
-            running.cancel()
-            await running.value
-            let sent = providers.apns.requests.compactMap { $0.json?["rc"] as? [String: Any] }.compactMap { $0["id"] as? String }
+            let sent = try await Self.sendUntilSent(push, store, providers, uids: ["m1", "m2"])
             #expect(sent.sorted() == ["m1", "m2"], "each sent once, m1 read from the store or taken from the hand-off, not both: \(sent)")
         }
     }
