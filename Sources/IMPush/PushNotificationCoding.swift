@@ -151,21 +151,16 @@ public struct StoredNotificationReader {
 
     public init() {}
 
-    public mutating func read(_ stored: Data) -> PushNotification? { readWithPart(stored)?.notification }
-
-    /// The notification, and the number of its shared part: notifications this reader gave with one
-    /// number differ only in `id`, `badge` and `rc["rId"]` (nil: a record without a shared part).
-    public mutating func readWithPart(_ stored: Data) -> (notification: PushNotification, part: Int?)? {
-        guard let read = readApart(stored) else { return nil }
-        guard let recipient = read.recipient else { return (read.notification, read.part) }
-        var notification = read.notification
-        notification.rc["rId"] = recipient
-        return (notification, read.part)
+    /// The notification whole, its `rc["rId"]` included.
+    public mutating func read(_ stored: Data) -> PushNotification? {
+        readApart(stored).map { $0.notification.with(recipient: $0.recipient) }
     }
 
-    /// As `readWithPart`, but a record with a shared part gives its `rc["rId"]` apart
-    /// (`recipient`), the notification's `rc` being the shared part's, not copied to add it
-    /// (`PushSend.recipient`). A record without a shared part gives its notification whole.
+    /// The notification, the number of its shared part and its `rc["rId"]`: notifications this
+    /// reader gave with one number differ only in `id`, `badge` and `rc["rId"]` (nil: a record
+    /// without a shared part). A shared part's record gives its `rId` apart (`recipient`), its
+    /// notification's `rc` being the shared part's, not copied to add it (`PushSend.recipient`); a
+    /// record without a shared part gives its notification whole and no `recipient`.
     public mutating func readApart(_ stored: Data) -> (notification: PushNotification, part: Int?, recipient: String?)? {
         guard let length = PushNotification.sharedPrefixLength(of: stored) else {
             return PushNotification(stored: stored).map { ($0, nil, nil) }

@@ -205,9 +205,14 @@ public struct PushSend: Sendable {
     }
 
     /// The notification to send: `notification` with `recipient` as its `rc["rId"]`.
-    public var whole: PushNotification {
-        guard let recipient else { return notification }
-        var whole = notification
+    public var whole: PushNotification { notification.with(recipient: recipient) }
+}
+
+extension PushNotification {
+    /// This notification with `recipient` as its `rc["rId"]` (itself when nil).
+    public func with(recipient: String?) -> PushNotification {
+        guard let recipient else { return self }
+        var whole = self
         whole.rc["rId"] = recipient
         return whole
     }

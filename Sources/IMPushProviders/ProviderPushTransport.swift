@@ -431,9 +431,8 @@ public final class ProviderPushTransport: PushTransport {
     static func isAPNsDeviceToken(_ token: String) -> Bool {
         let utf8 = token.utf8
         guard !utf8.isEmpty, utf8.count <= 400 else { return false }
-        // (Read in place when the string is contiguous, as a stored token is: no copy, no closure per byte.)
-        if let hex = utf8.withContiguousStorageIfAvailable({ isHex($0) }) { return hex }
-        return isHex(Array(utf8))
+        // (Read in place when the string is contiguous, as a stored token is.)
+        return utf8.withContiguousStorageIfAvailable(isHex) ?? isHex(utf8)
     }
 
     private static func isHex(_ bytes: some Collection<UInt8>) -> Bool {

@@ -85,11 +85,11 @@ struct PushEncodingTests {
         // The shared part's number: one per part, the same for every record that has it.
         var numbering = StoredNotificationReader()
         let parts = [member("bob", badge: 3), noRecipient, member("carolina", badge: 250), Self.samples[1]]
-            .map { numbering.readWithPart($0.stored)?.part }
+            .map { numbering.readApart($0.stored)?.part }
         #expect(parts[0] != nil && parts[0] == parts[2], "recipients of one message: one part")
         #expect(parts[1] != nil && parts[1] == parts[0], "rId is not part of the shared part")
         #expect(parts[3] != nil && parts[3] != parts[0], "another message: another part")
-        #expect(numbering.readWithPart(single)?.part == nil, "the single form has none")
+        #expect(numbering.readApart(single)?.part == nil, "the single form has none")
 
         // Read apart, a shared part's record gives its rId beside a notification without it, and
         // the push made of them sends the record's notification whole.

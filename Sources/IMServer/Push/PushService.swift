@@ -628,7 +628,8 @@ public final class PushService: Sendable {
                     due = now - lastRead < options.pollMilliseconds ? takeHandedOff(limit: options.batch) : []
                     if due.isEmpty {
                         lastRead = now
-                        due = [try await store.duePushes(now: now, limit: options.batch)[...]]
+                        let read = try await store.duePushes(now: now, limit: options.batch)
+                        due = read.isEmpty ? [] : [read[...]]
                     }
                     let ids = due.flatMap { $0.map(\.id) }
                     if !ids.isEmpty {
@@ -637,11 +638,11 @@ public final class PushService: Sendable {
                         // when some push was claimed elsewhere first.)
                         if claimed.count < ids.count {
                             let kept = Set(claimed)
-                            due = [due.joined().filter { kept.contains($0.id) }[...]]
+                            let left = due.joined().filter { kept.contains($0.id) }
+                            due = left.isEmpty ? [] : [left[...]]
                         }
+                        if due.isEmpty { continue }
                     }
-                    due.removeAll { $0.isEmpty }
-                    if due.isEmpty && !ids.isEmpty { continue }
                 } catch is CancellationError {
                     break   // the server is stopping
                 } catch {
