@@ -670,6 +670,39 @@ struct PushDeliveryTests {
         }
     }
 
+    @Test("a push whose app's settings cannot be read when it is sent waits (SETTINGS_UNREADABLE, no attempt counted) and goes once they can be")
+    func unreadableSettingsHoldPushes() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        try await Self.withDirectPushService(clock: clock) { push, store, providers in
+            let good = try #require(try await store.pushSettings(appId: 1))
+            try await push.decide([Self.messageToBob(1, sentTime: clock.nowMilliseconds())], cursor: 1)
+            // The settings become unreadable after the decision, and the cached copy expires.
+            try await store.setPushSettings(appId: 1, settings: Data("{\"credentials\":".utf8))
+            clock.advance(milliseconds: 5_000)
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+            let running = Task { await push.run(events: events) }
+            @Sendable func m1() async throws -> PushRecord? {
+                try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first
+            }
+            try await waitUntil("m1 held for its app's settings") { try await m1()?.code == "SETTINGS_UNREADABLE" }
+            let held = try #require(try await m1())
+            #expect(held.status == .pending)
+            #expect(held.attempts == 0, "nothing was tried")
+            #expect(held.nextAttemptAt == clock.nowMilliseconds() + 1_000, "looked at again after the retry delay")
+            #expect(providers.apns.requests.isEmpty)
+
+            // Readable again: at the next look m1 is sent, once.
+            try await store.setPushSettings(appId: 1, settings: good)
+            clock.advance(milliseconds: 1_000)
+            try await waitUntil("m1 sent") { try await m1()?.status == .sent }
+            input.finish()
+            running.cancel()
+            await running.value
+            #expect(providers.apns.requests.count == 1)
+            #expect(try await m1()?.attempts == 1)
+        }
+    }
+
     @Test("pushes decided past the hand-off's limit wait in the store and are sent from it; each push is sent once")
     func pushesPastTheHandOffLimitAreSentFromTheStore() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
