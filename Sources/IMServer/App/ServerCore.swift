@@ -3,6 +3,7 @@ import IMCore
 import IMPush
 import IMStore
 import Logging
+import NIOPosix
 
 /// The server's services wired together over one store and one clock: what the gateway and the
 /// Server API call into. Built by `IMServerApp`; tests may build it around a `ManualClock`.
@@ -97,6 +98,9 @@ public final class ServerCore: Sendable {
         // On one node a sender is answered before its message's fan-out is queued; member changes,
         // kicks and the like wait here for the fan-outs of what was committed before them.
         let fanOut = FanOutOrder()
+        // Push work steps aside while messages are on their way (between its pieces), up to their
+        // frames written by the gateway's event loops (Hummingbird's, NIO's shared group).
+        let deliveryFirst = DeliveryFirst(loops: Array(MultiThreadedEventLoopGroup.singleton.makeIterator()))
         let rosters = GroupRosters(store: store, registry: registry, peers: peers, fanOut: fanOut)
         let ultraRosters = UltraGroupRosters(store: store, registry: registry, peers: peers, fanOut: fanOut)
         let localBus = LocalSessionBus(registry: registry, rosters: rosters, ultraGroups: ultraRosters, logger: logger, metrics: metrics)
@@ -120,7 +124,7 @@ public final class ServerCore: Sendable {
         var handedOn: (@Sendable () async -> Void)?
         if let cluster { handedOn = { await cluster.flush() } }
         let metrics = self.metrics
-        self.log = MessageLog(store: store, clock: clock, metrics: metrics, fanOut: fanOut, committed: { batch in
+        self.log = MessageLog(store: store, clock: clock, metrics: metrics, fanOut: fanOut, deliveryFirst: deliveryFirst, committed: { batch in
             statistics.count(batch.lazy.compactMap { item in
                 if case .stored(let message) = item.outcome { return message }
                 return nil
@@ -163,7 +167,7 @@ public final class ServerCore: Sendable {
             self.push = PushService(store: store, transport: pushTransport, registry: registry, cluster: cluster,
                                     groups: rosters, ultraGroups: ultraRosters, clock: clock, logger: logger,
                                     node: cluster?.nodeId ?? "single", options: pushOptions ?? PushService.Options(config.push),
-                                    metrics: metrics)
+                                    metrics: metrics, deliveryFirst: deliveryFirst)
             self.pushEvents = events.pushStream()
         } else {
             self.push = nil

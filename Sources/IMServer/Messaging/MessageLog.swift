@@ -31,6 +31,9 @@ public actor MessageLog {
     private let handedOn: (@Sendable () async -> Void)?
     /// Orders what follows a committed batch behind its fan-out.
     nonisolated let fanOut: FanOutOrder
+    /// Counts the messages on their way (appended, fan-out not queued yet) for background work to
+    /// step aside for.
+    nonisolated let deliveryFirst: DeliveryFirst
     /// A committed batch waiting to be delivered and answered.
     private typealias Committed = (number: UInt64, messages: [CommittedMessage], replies: [CheckedContinuation<CommitOutcome, any Error>])
     /// Committed batches, in commit order, for the task that delivers them and answers their senders.
@@ -62,14 +65,17 @@ public actor MessageLog {
     ///     deliveries keep commit order; the writer goes on committing meanwhile.
     ///   - fanOut: told of each batch committed and delivered, for what must follow a delivery to
     ///     wait on.
+    ///   - deliveryFirst: told of each message appended, of each one whose fan-out is queued, and of
+    ///     each one whose commit failed.
     ///   - handedOn: when given (a cluster), returns once what `committed` published so far has left
     ///     this process (the cluster bus); a batch's senders are answered only after it returns.
     public init(store: any MessageStore & MessageLifecycleStore & UltraGroupStore, clock: any WallClock, maxBatch: Int = 512,
-                metrics: ServerMetrics? = nil, fanOut: FanOutOrder = FanOutOrder(),
+                metrics: ServerMetrics? = nil, fanOut: FanOutOrder = FanOutOrder(), deliveryFirst: DeliveryFirst = DeliveryFirst(),
                 committed: @escaping @Sendable ([CommittedMessage]) async -> Void,
                 handedOn: (@Sendable () async -> Void)? = nil) {
         self.metrics = metrics
         self.fanOut = fanOut
+        self.deliveryFirst = deliveryFirst
         self.store = store
         self.clock = clock
         self.maxBatch = maxBatch
@@ -89,6 +95,7 @@ public actor MessageLog {
         }
         return try await withCheckedThrowingContinuation { reply in
             queue.append((message, origin, reply))
+            deliveryFirst.appended(1)
             wakeUp.yield()
         }
     }
@@ -99,7 +106,7 @@ public actor MessageLog {
     /// (their senders got the error). Run once (by `MessageLogService`).
     func runWriter() async -> (committed: Int, failed: Int) {
         // Delivers batches and answers their senders in commit order; ends after the last one.
-        let answering = Task { [committedBatches, committed, handedOn, fanOut] in
+        let answering = Task { [committedBatches, committed, handedOn, fanOut, deliveryFirst] in
             // One node: a batch's senders are answered once it is committed, and its fan-out (a
             // push queued for every recipient session, thousands for a large group) follows without
             // them waiting for it. The next batch is answered only after it, so deliveries keep
@@ -111,6 +118,7 @@ public actor MessageLog {
                 await FanOutOrder.$delivering.withValue(true) { await committed(batch.messages) }
                 await handedOn?()
                 fanOut.delivered(batch.number)
+                deliveryFirst.fannedOut(batch.messages.count)
                 if !answerFirst { Self.answer(batch) }
             }
         }
@@ -201,6 +209,7 @@ public actor MessageLog {
             // Nothing of this batch is stored; forget cached times that may be ahead of the store.
             lastSentTime = [:]
             if draining { drained.failed += batch.count }
+            deliveryFirst.finished(batch.count)
             for entry in batch { entry.reply.resume(throwing: error) }
         }
     }

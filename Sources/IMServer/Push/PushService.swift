@@ -59,6 +59,9 @@ public final class PushService: Sendable {
     let options: Options
     /// Where decisions and the providers' answers are counted.
     let metrics: ServerMetrics?
+    /// The messages on their way, which the decisions and the sender step aside for between
+    /// their pieces (a message's recipients, a transaction, a batch).
+    let deliveryFirst: DeliveryFirst?
 
     public struct Options: Sendable {
         /// How often the sender looks for pushes that became due (retries) while some are pending.
@@ -100,8 +103,9 @@ public final class PushService: Sendable {
 
     init(store: any IMStore, transport: any PushTransport, registry: SessionRegistry,
          cluster: (any ClusterTransport)?, groups: GroupRosters, ultraGroups: UltraGroupRosters, clock: any WallClock,
-         logger: Logger, node: String, options: Options = Options(), metrics: ServerMetrics? = nil) {
+         logger: Logger, node: String, options: Options = Options(), metrics: ServerMetrics? = nil, deliveryFirst: DeliveryFirst? = nil) {
         self.metrics = metrics
+        self.deliveryFirst = deliveryFirst
         self.store = store
         self.transport = transport
         self.registry = registry
@@ -253,6 +257,7 @@ public final class PushService: Sendable {
     /// recorded is kept).
     private func decideLogged(_ messages: [StoredMessage]) async {
         guard let last = messages.last else { return }
+        await deliveryFirst?.stepAside()
         let now = clock.nowMilliseconds()
         let cursorDue = cursorWrittenAt.withLock { now - $0 >= 1_000 }
         // Tried until it is recorded: a later message's cursor must not pass one whose pushes were
@@ -299,6 +304,7 @@ public final class PushService: Sendable {
     /// sender and wakes it. The records are taken over: the pending ones are handed on in place,
     /// not copied one by one.
     private func record(_ records: consuming [PushRecord], _ badges: [PushBadge], cursor: UInt64?) async throws {
+        await deliveryFirst?.stepAside()
         let ids = try await store.recordPushDecisions(records, badges: badges, node: node, cursor: cursor)
         // The pending ones moved to the front in their order, with their ids.
         var pending = 0
@@ -563,7 +569,8 @@ public final class PushService: Sendable {
                                          settings: settings, groupDefaultLevel: groupDefault, now: now)
         var records: [PushRecord] = []
         var badges: [PushBadge] = []
-        for user in away {
+        for (place, user) in away.enumerated() {
+            if place & 255 == 255, let deliveryFirst, deliveryFirst.busy { await deliveryFirst.stepAside() }
             // (Most of a group's members have no settings of their own: those lookups are skipped.)
             var recipient = PushRecipient(userId: user, devices: devices[user] ?? [], onlinePlatforms: online.isEmpty ? [] : online[user] ?? [],
                                           preferences: preferences.isEmpty ? nil : preferences[user],
@@ -666,6 +673,7 @@ public final class PushService: Sendable {
                     continue
                 }
                 let batch = due
+                await deliveryFirst?.stepAside()
                 // Not cancelled with the loop: a batch taken is sent and its answers recorded, so a
                 // shutdown does not leave delivered pushes to be sent again when their lease ends.
                 group.addTask { await Task(executorPreference: executor) { await self.send(batch) }.value }
@@ -721,6 +729,7 @@ public final class PushService: Sendable {
                                   sharedPart: read.part, recipient: read.recipient))
         }
         if !waiting.isEmpty { try? await store.recordPushAttempts(waiting) }
+        await deliveryFirst?.stepAside()
         // One batch to the transport (its APNs requests go onto their connection together and are
         // awaited together, not as a task and two thread hops each).
         for (place, outcome) in zip(sent, await transport.send(batch: sends)) { outcomes[place] = outcome }
@@ -757,6 +766,7 @@ public final class PushService: Sendable {
                 attempts.append(PushAttempt(id: id, status: .failed, code: code, attempts: tries, now: answeredAt))
             }
         }
+        await deliveryFirst?.stepAside()
         do {
             try await store.recordPushAttempts(attempts)
         } catch {

@@ -1,0 +1,110 @@
+import Foundation
+import IMCore
+import IMPushTesting
+import IMStore
+import IMStoreSQLite
+import NIOCore
+import NIOPosix
+import Testing
+@testable import IMServer
+
+/// Push work steps aside while messages are on their way (`DeliveryFirst`, docs/ARCHITECTURE.md
+/// "Push"): it waits for the messages on their way when it asks, not for later ones.
+@Suite("Push work steps aside for messages on their way")
+struct DeliveryFirstTests {
+    @Test("stepAside waits for the messages on their way at the call (commit and fan-out), not for one appended after")
+    func waitsForMessagesOnTheirWay() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-deliveryfirst-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try SQLiteStore(directory: dir.path)
+        defer { try? store.close() }
+        let first = DeliveryFirst()
+        // Nothing on its way: at once.
+        #expect(!first.busy)
+        await first.stepAside()
+
+        // Each batch's delivery waits for the test's go.
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let delivered = Locked<[String]>([])
+        let log = MessageLog(store: store, clock: SystemClock(), deliveryFirst: first) { batch in
+            for await _ in gate { break }
+            for item in batch { if case .stored(let message) = item.outcome { delivered.withLock { $0.append(message.clientMessageId) } } }
+        }
+        let writer = Task { await log.runWriter() }
+        func message(_ id: String) -> StoredMessage {
+            StoredMessage(appId: 1, conversationType: .private, conversationKey: privateConversationKey("alice", "bob"), targetId: "bob",
+                          senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"hi"}"#.utf8), flags: .isPersisted,
+                          clientMessageId: id)
+        }
+        // m1 is answered, its fan-out held: it is still on its way.
+        _ = try await log.append(message("m1"), origin: .system)
+        #expect(first.busy)
+        let aside = Task { await first.stepAside() }
+        try await Self.waitUntil { first.waitingCount == 1 }
+        // m2 comes after the wait began; it is answered and fanned out after m1.
+        let m2 = Task { try await log.append(message("m2"), origin: .system) }
+        try await Self.waitUntil { first.onTheirWay == 2 }
+
+        // m1's fan-out goes: the wait ends although m2 is still on its way.
+        open.yield()
+        await aside.value
+        _ = try await m2.value
+        #expect(delivered.value == ["m1"])
+        #expect(first.onTheirWay == 1, "m2 is still on its way")
+        #expect(first.waitingCount == 0)
+
+        // A wait begun now is for m2.
+        let second = Task { await first.stepAside() }
+        try await Self.waitUntil { first.waitingCount == 1 }
+        open.yield()
+        await second.value
+        #expect(delivered.value == ["m1", "m2"])
+        #expect(!first.busy)
+
+        open.finish()
+        log.stopWriting()
+        _ = await writer.value
+    }
+
+    @Test("a fan-out is out once each event loop has run what was queued on it before: a wait lasts until then")
+    func fanOutIsOutAfterTheEventLoopsWrote() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let loops = Array(group.makeIterator())
+        // The second loop is busy (writing frames queued before the fan-out was handed on).
+        let release = DispatchSemaphore(value: 0)
+        loops[1].execute { release.wait() }
+        let first = DeliveryFirst(loops: loops)
+        first.appended(1)
+        let aside = Task { await first.stepAside() }
+        try await Self.waitUntil { first.waitingCount == 1 }
+        first.fannedOut(1)
+        // The first loop ran its marker; the second has not got to it.
+        try await loops[0].submit {}.get()
+        #expect(first.busy, "the message is on its way until the busy loop has run its marker")
+        #expect(first.waitingCount == 1)
+        release.signal()
+        await aside.value
+        #expect(!first.busy)
+        try await group.shutdownGracefully()
+    }
+
+    @Test("a wait ends when its task is cancelled")
+    func cancelledWaitEnds() async throws {
+        let first = DeliveryFirst()
+        first.appended(1)
+        let aside = Task { await first.stepAside() }
+        try await Self.waitUntil { first.waitingCount == 1 }
+        aside.cancel()
+        await aside.value
+        #expect(first.waitingCount == 0)
+        #expect(first.busy, "the message is still on its way")
+        first.finished(1)
+        #expect(!first.busy)
+    }
+
+    private static func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(condition())
+    }
+}
