@@ -40,10 +40,10 @@ struct DeliveryFirstTests {
         _ = try await log.append(message("m1"), origin: .system)
         #expect(first.busy)
         let aside = Task { await first.stepAside() }
-        try await Self.waitUntil { first.waitingCount == 1 }
+        try await waitUntil("a wait pending") { first.waitingCount == 1 }
         // m2 comes after the wait began; it is answered and fanned out after m1.
         let m2 = Task { try await log.append(message("m2"), origin: .system) }
-        try await Self.waitUntil { first.onTheirWay == 2 }
+        try await waitUntil("m2 on its way") { first.onTheirWay == 2 }
 
         // m1's fan-out goes: the wait ends although m2 is still on its way.
         open.yield()
@@ -55,7 +55,7 @@ struct DeliveryFirstTests {
 
         // A wait begun now is for m2.
         let second = Task { await first.stepAside() }
-        try await Self.waitUntil { first.waitingCount == 1 }
+        try await waitUntil("a wait pending") { first.waitingCount == 1 }
         open.yield()
         await second.value
         #expect(delivered.value == ["m1", "m2"])
@@ -76,7 +76,7 @@ struct DeliveryFirstTests {
         let first = DeliveryFirst(loops: loops)
         first.appended(1)
         let aside = Task { await first.stepAside() }
-        try await Self.waitUntil { first.waitingCount == 1 }
+        try await waitUntil("a wait pending") { first.waitingCount == 1 }
         first.fannedOut(1)
         // The first loop ran its marker; the second has not got to it.
         try await loops[0].submit {}.get()
@@ -93,18 +93,12 @@ struct DeliveryFirstTests {
         let first = DeliveryFirst()
         first.appended(1)
         let aside = Task { await first.stepAside() }
-        try await Self.waitUntil { first.waitingCount == 1 }
+        try await waitUntil("a wait pending") { first.waitingCount == 1 }
         aside.cancel()
         await aside.value
         #expect(first.waitingCount == 0)
         #expect(first.busy, "the message is still on its way")
         first.finished(1)
         #expect(!first.busy)
-    }
-
-    private static func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(condition())
     }
 }
