@@ -47,6 +47,7 @@ struct DeliveryFirstTests {
 
         // m1's fan-out goes: the wait ends although m2 is still on its way.
         open.yield()
+        try await waitUntil("the first wait ended") { first.waitingCount == 0 }
         await aside.value
         _ = try await m2.value
         #expect(delivered.value == ["m1"])
@@ -57,6 +58,7 @@ struct DeliveryFirstTests {
         let second = Task { await first.stepAside() }
         try await waitUntil("a wait pending") { first.waitingCount == 1 }
         open.yield()
+        try await waitUntil("the second wait ended") { first.waitingCount == 0 }
         await second.value
         #expect(delivered.value == ["m1", "m2"])
         #expect(!first.busy)
@@ -73,6 +75,7 @@ struct DeliveryFirstTests {
         // The second loop is busy (writing frames queued before the fan-out was handed on).
         let release = DispatchSemaphore(value: 0)
         loops[1].execute { release.wait() }
+        defer { release.signal() }
         let first = DeliveryFirst(loops: loops)
         first.appended(1)
         let aside = Task { await first.stepAside() }
@@ -83,6 +86,7 @@ struct DeliveryFirstTests {
         #expect(first.busy, "the message is on its way until the busy loop has run its marker")
         #expect(first.waitingCount == 1)
         release.signal()
+        try await waitUntil("the wait ended") { first.waitingCount == 0 }
         await aside.value
         #expect(!first.busy)
         try await group.shutdownGracefully()
@@ -95,6 +99,7 @@ struct DeliveryFirstTests {
         let aside = Task { await first.stepAside() }
         try await waitUntil("a wait pending") { first.waitingCount == 1 }
         aside.cancel()
+        try await waitUntil("the cancelled wait ended") { first.waitingCount == 0 }
         await aside.value
         #expect(first.waitingCount == 0)
         #expect(first.busy, "the message is still on its way")

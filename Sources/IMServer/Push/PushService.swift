@@ -60,7 +60,7 @@ public final class PushService: Sendable {
     /// Where decisions and the providers' answers are counted.
     let metrics: ServerMetrics?
     /// The messages on their way, which the decisions and the sender step aside for between
-    /// their pieces (a message's recipients, a transaction, a batch).
+    /// their pieces (a message's recipients, a transaction, a batch before it is claimed).
     let deliveryFirst: DeliveryFirst?
 
     public struct Options: Sendable {
@@ -625,6 +625,9 @@ public final class PushService: Sendable {
         await withTaskGroup(of: Void.self) { group in
             var inFlight = 0
             while !Task.isCancelled {
+                // Before anything is claimed: a wait between a claim and its answers could outlast
+                // the lease, and another node (or this one) would send those pushes again.
+                await deliveryFirst?.stepAside()
                 let now = clock.nowMilliseconds()
                 var due: [ArraySlice<PushRecord>]
                 do {
@@ -673,7 +676,6 @@ public final class PushService: Sendable {
                     continue
                 }
                 let batch = due
-                await deliveryFirst?.stepAside()
                 // Not cancelled with the loop: a batch taken is sent and its answers recorded, so a
                 // shutdown does not leave delivered pushes to be sent again when their lease ends.
                 group.addTask { await Task(executorPreference: executor) { await self.send(batch) }.value }
@@ -729,7 +731,6 @@ public final class PushService: Sendable {
                                   sharedPart: read.part, recipient: read.recipient))
         }
         if !waiting.isEmpty { try? await store.recordPushAttempts(waiting) }
-        await deliveryFirst?.stepAside()
         // One batch to the transport (its APNs requests go onto their connection together and are
         // awaited together, not as a task and two thread hops each).
         for (place, outcome) in zip(sent, await transport.send(batch: sends)) { outcomes[place] = outcome }
@@ -766,7 +767,6 @@ public final class PushService: Sendable {
                 attempts.append(PushAttempt(id: id, status: .failed, code: code, attempts: tries, now: answeredAt))
             }
         }
-        await deliveryFirst?.stepAside()
         do {
             try await store.recordPushAttempts(attempts)
         } catch {
