@@ -20,7 +20,7 @@ struct DeliveryFirstTests {
         defer { try? store.close() }
         let first = DeliveryFirst()
         // Nothing on its way: at once.
-        #expect(!first.busy)
+        #expect(first.onTheirWay == 0)
         await first.stepAside()
 
         // Each batch's delivery waits for the test's go.
@@ -38,7 +38,7 @@ struct DeliveryFirstTests {
         }
         // m1 is answered, its fan-out held: it is still on its way.
         _ = try await log.append(message("m1"), origin: .system)
-        #expect(first.busy)
+        #expect(first.onTheirWay == 1)
         let aside = Task { await first.stepAside() }
         try await waitUntil("a wait pending") { first.waitingCount == 1 }
         // m2 comes after the wait began; it is answered and fanned out after m1.
@@ -61,7 +61,7 @@ struct DeliveryFirstTests {
         try await waitUntil("the second wait ended") { first.waitingCount == 0 }
         await second.value
         #expect(delivered.value == ["m1", "m2"])
-        #expect(!first.busy)
+        #expect(first.onTheirWay == 0)
 
         open.finish()
         log.stopWriting()
@@ -83,12 +83,12 @@ struct DeliveryFirstTests {
         first.fannedOut(1)
         // The first loop ran its marker; the second has not got to it.
         try await loops[0].submit {}.get()
-        #expect(first.busy, "the message is on its way until the busy loop has run its marker")
+        #expect(first.onTheirWay == 1, "the message is on its way until the busy loop has run its marker")
         #expect(first.waitingCount == 1)
         release.signal()
         try await waitUntil("the wait ended") { first.waitingCount == 0 }
         await aside.value
-        #expect(!first.busy)
+        #expect(first.onTheirWay == 0)
         try await group.shutdownGracefully()
     }
 
@@ -102,8 +102,8 @@ struct DeliveryFirstTests {
         try await waitUntil("the cancelled wait ended") { first.waitingCount == 0 }
         await aside.value
         #expect(first.waitingCount == 0)
-        #expect(first.busy, "the message is still on its way")
+        #expect(first.onTheirWay == 1, "the message is still on its way")
         first.finished(1)
-        #expect(!first.busy)
+        #expect(first.onTheirWay == 0)
     }
 }

@@ -572,7 +572,7 @@ struct PushDeliveryTests {
     /// A `PushService` of its own (not in a server) on a SQLite store in a new directory, with the
     /// local providers: bob has an iPhone, app 1 APNs credentials.
     static func withDirectPushService(clock: any WallClock, options: PushService.Options = Self.options,
-                                      logger: Logger = Logger(label: "imserver-test"),
+                                      logger: Logger = Logger(label: "imserver-test"), deliveryFirst: DeliveryFirst? = nil,
                                       _ body: (PushService, SQLiteStore, TestPushProviders) async throws -> Void) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-push-direct-\(UUID().uuidString)")
         let store = try SQLiteStore(directory: directory.path)
@@ -588,7 +588,7 @@ struct PushDeliveryTests {
         let push = PushService(store: store, transport: try providers.transport(timeoutSeconds: 5), registry: registry, cluster: nil,
                                groups: GroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
                                ultraGroups: UltraGroupRosters(store: store, registry: registry, peers: ClusterPeers(transport: nil), fanOut: fanOut),
-                               clock: clock, logger: logger, node: "node0", options: options)
+                               clock: clock, logger: logger, node: "node0", options: options, deliveryFirst: deliveryFirst)
         _ = try await push.updateSettings(appId: 1) { settings in
             settings.credentials = PushCredentials(apns: APNsCredentials(
                 bundleId: TestPushProviders.bundleId,
@@ -700,6 +700,22 @@ struct PushDeliveryTests {
             await running.value
             #expect(providers.apns.requests.count == 1)
             #expect(try await m1()?.attempts == 1)
+        }
+    }
+
+    @Test("a decision is written only once the message on its way when it was made is through (push work steps aside for delivery)")
+    func decisionStepsAsideForDelivery() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        let first = DeliveryFirst()
+        try await Self.withDirectPushService(clock: clock, deliveryFirst: first) { push, store, _ in
+            first.appended(1)   // a message on its way
+            let deciding = Task { try await push.decide([Self.messageToBob(1, sentTime: clock.nowMilliseconds())], cursor: 1) }
+            try await waitUntil("the decision's write waits") { first.waitingCount == 1 }
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).isEmpty, "nothing written yet")
+            first.finished(1)
+            try await waitUntil("the decision went on") { first.waitingCount == 0 }
+            _ = try await deciding.value
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status == .pending)
         }
     }
 

@@ -6,19 +6,14 @@ import Synchronization
 /// The message log counts each message appended and each one whose fan-out is out (or whose
 /// commit failed). A fan-out is out once the gateway's event loops have written what it queued:
 /// each loop runs a marker after the writes queued before it, so the push work resumes after the
-/// recipients' frames are on their sockets, not while they are being written. Work that can wait calls `stepAside()` between its pieces: with no message on
-/// its way, as most of the time, that is one lock; otherwise it returns once the messages on
+/// recipients' frames are on their sockets, not while they are being written. Work that can wait
+/// calls `stepAside()` between its pieces: with no message on its way, as most of the time, that
+/// is one lock; otherwise it returns once the messages on
 /// their way at the call are through, not later ones, so a steady stream of messages holds it up
 /// for one message's way at a time and never starves it.
 public final class DeliveryFirst: Sendable {
-    private struct State {
-        var appended: UInt64 = 0
-        var finished: UInt64 = 0
-        var waiting: [Int: (until: UInt64, resume: CheckedContinuation<Void, Never>)] = [:]
-        var nextWaiter = 0
-    }
-
-    private let state = Mutex(State())
+    /// Messages appended, and those through.
+    private let messages = CountedWaits()
     /// The gateway's event loops (none: a fan-out is out once it is queued).
     private let loops: [any EventLoop]
 
@@ -28,9 +23,7 @@ public final class DeliveryFirst: Sendable {
     }
 
     /// Messages were appended to the log.
-    func appended(_ count: Int) {
-        state.withLock { $0.appended &+= UInt64(count) }
-    }
+    func appended(_ count: Int) { messages.begin(count) }
 
     /// Messages appended before have their fan-out queued: they are through once the event loops
     /// have written it.
@@ -45,45 +38,15 @@ public final class DeliveryFirst: Sendable {
     }
 
     /// Messages appended before are through: their fan-out is out, or their commit failed.
-    func finished(_ count: Int) {
-        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.finished &+= UInt64(count)
-            guard !state.waiting.isEmpty else { return [] }
-            let done = state.waiting.filter { $0.value.until <= state.finished }
-            for id in done.keys { state.waiting[id] = nil }
-            return done.values.map(\.resume)
-        }
-        for continuation in ready { continuation.resume() }
-    }
+    func finished(_ count: Int) { messages.finish(count) }
 
     /// Callers of `stepAside` now waiting.
-    var waitingCount: Int { state.withLock { $0.waiting.count } }
-
-    /// Some message is on its way.
-    var busy: Bool { state.withLock { $0.finished < $0.appended } }
+    var waitingCount: Int { messages.waitingCount }
 
     /// The messages on their way.
-    var onTheirWay: Int { state.withLock { Int($0.appended &- $0.finished) } }
+    var onTheirWay: Int { messages.pending }
 
     /// Returns once the messages on their way now are through (at once when there are none), or
     /// once the calling task is cancelled.
-    func stepAside() async {
-        guard let (id, until) = state.withLock({ state -> (Int, UInt64)? in
-            guard state.finished < state.appended else { return nil }
-            state.nextWaiter += 1
-            return (state.nextWaiter, state.appended)
-        }) else { return }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let ready = state.withLock { state -> Bool in
-                    guard state.finished < until, !Task.isCancelled else { return true }
-                    state.waiting[id] = (until, continuation)
-                    return false
-                }
-                if ready { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.waiting.removeValue(forKey: id) }?.resume.resume()
-        }
-    }
+    func stepAside() async { await messages.wait() }
 }

@@ -570,7 +570,7 @@ public final class PushService: Sendable {
         var records: [PushRecord] = []
         var badges: [PushBadge] = []
         for (place, user) in away.enumerated() {
-            if place & 255 == 255, let deliveryFirst, deliveryFirst.busy { await deliveryFirst.stepAside() }
+            if place & 255 == 255 { await deliveryFirst?.stepAside() }
             // (Most of a group's members have no settings of their own: those lookups are skipped.)
             var recipient = PushRecipient(userId: user, devices: devices[user] ?? [], onlinePlatforms: online.isEmpty ? [] : online[user] ?? [],
                                           preferences: preferences.isEmpty ? nil : preferences[user],
