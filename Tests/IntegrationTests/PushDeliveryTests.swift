@@ -719,6 +719,33 @@ struct PushDeliveryTests {
         }
     }
 
+    @Test("the sender steps aside for a message on its way: a push already decided is neither claimed nor sent until the message is through")
+    func senderStepsAsideForDelivery() async throws {
+        let clock = ManualClock(milliseconds: 1_800_000_000_000)
+        let first = DeliveryFirst()
+        try await Self.withDirectPushService(clock: clock, deliveryFirst: first) { push, store, providers in
+            try await push.decide([Self.messageToBob(1, sentTime: clock.nowMilliseconds())], cursor: 1)   // decided and handed over
+            first.appended(1)   // then a message is on its way
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+            let running = Task { await push.run(events: events) }
+            defer { running.cancel() }   // on a failure below
+            try await waitUntil("the sender waits") { first.waitingCount == 1 }
+            let held = try #require(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first)
+            #expect(held.status == .pending && held.attempts == 0, "not sent: \(held.status), \(held.attempts) attempts")
+            #expect(held.nextAttemptAt <= clock.nowMilliseconds(), "not claimed: a claim moves its next attempt to the lease's end")
+            #expect(providers.apns.requests.isEmpty)
+            first.finished(1)
+            try await waitUntil("m1 sent once the message is through") {
+                try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 1).first?.status == .sent
+            }
+            #expect(providers.apns.requests.count == 1)
+            #expect(first.waitingCount == 0)
+            input.finish()
+            running.cancel()
+            await running.value
+        }
+    }
+
     @Test("pushes decided past the hand-off's limit wait in the store and are sent from it; each push is sent once")
     func pushesPastTheHandOffLimitAreSentFromTheStore() async throws {
         let clock = ManualClock(milliseconds: 1_800_000_000_000)
@@ -781,6 +808,54 @@ struct PushDeliveryTests {
             #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).count == 1)
             #expect(Self.badges(providers, of: "bob") == [1], "sent once, with badge 1")
             try blocker.close()
+        }
+    }
+
+    @Test("a decision whose write fails partway (its first transaction committed, the second refused by the push file) goes on from the first message not written: each push is written and sent once, the badges 1 and 2")
+    func decisionWriteFailingPartwayGoesOnFromTheFirstMessageNotWritten() async throws {
+        let lines = StructuredLogTests.Lines()
+        let logger = Logger(label: "imserver-test", factory: { label in JSONLogHandler(label: label) { line in lines.lines.withLock { $0.append(line) } } })
+        var options = Self.options
+        options.writeChunk = 1   // m1 and m2, one record each, in a transaction each
+        try await Self.withDirectPushService(clock: SystemClock(), options: options, logger: logger) { push, store, providers in
+            // The push file refuses m2's records (a trigger on another connection) until the trigger goes.
+            let file = try DatabaseQueue(path: store.pushPath)
+            try await file.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER refuse_m2 BEFORE INSERT ON push_batches WHEN NEW.message_uid = 'm2'
+                    BEGIN SELECT RAISE(ABORT, 'the push file refused m2'); END
+                    """)
+            }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
+            // Both committed before the decisions start: decided in one call, written m1 then m2.
+            for seq in [UInt64(1), 2] {
+                input.yield(.messageCommitted(CommittedMessageEvent(message: Self.messageToBob(seq, sentTime: now), origin: .system)))
+            }
+            let running = Task { await push.run(events: events) }
+            defer { running.cancel() }   // on a failure below
+            // The first failure names both messages (the call's); the retry goes on from m2 alone.
+            try await waitUntil("the write was tried again for m2 alone, m1 being written") {
+                lines.all.contains { $0.contains("a decision could not be recorded") && $0.contains("m2") && !$0.contains("m1") }
+            }
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).count == 1)
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 10).isEmpty, "m2's transaction rolled back whole")
+            try await file.write { db in try db.execute(sql: "DROP TRIGGER refuse_m2") }
+            try await waitUntil("m1 and m2 are sent") {
+                var statuses: [PushStatus?] = []
+                for uid in ["m1", "m2"] { statuses.append(try await store.pushRecords(appId: 1, messageUid: uid, userId: nil, limit: 10).first?.status) }
+                return statuses == [.sent, .sent]
+            }
+            input.finish()
+            running.cancel()
+            await running.value
+            for uid in ["m1", "m2"] {
+                #expect(try await store.pushRecords(appId: 1, messageUid: uid, userId: nil, limit: 10).count == 1, "\(uid) written once")
+            }
+            // m1 decided once: had the retry decided it again, or kept the badge of the refused
+            // transaction, m2's badge would be 3.
+            #expect(Self.badges(providers, of: "bob").sorted() == [1, 2], "each sent once, the badges counting 1 then 2")
+            try file.close()
         }
     }
 
