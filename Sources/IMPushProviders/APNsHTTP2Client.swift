@@ -14,7 +14,10 @@ import Synchronization
 /// Why several connections: APNs lets a connection have at most 1,000 streams open (its SETTINGS),
 /// so one connection sends at most 1,000 pushes per round trip (with 100 ms to Apple, 10,000 a
 /// second). A call with many requests is split evenly over the connections (opened as needed: a
-/// call of fewer than `requestsPerConnection` requests uses one), each with its own 1,000.
+/// call of fewer than `requestsPerConnection` requests uses one), each with its own 1,000; calls
+/// in flight at once start on the connections after those the calls before them use, so a sender
+/// with several small batches in flight spreads them over the connections too, while one call at
+/// a time (a quiet app) keeps to the first.
 ///
 /// Why not NIOHTTP2Handler: with a thousand streams open, each answer cost it a search and a
 /// removal from the middle of sorted stream lists (two of them, each shifting the rest with a
@@ -69,6 +72,8 @@ final class APNsHTTP2Client: Sendable {
         /// Connections opened so far (each is numbered with the count it made).
         var opened = 0
         var closed = false
+        /// `post` calls waiting for their answers.
+        var callsInFlight = 0
     }
 
     private struct Slot {
@@ -100,10 +105,16 @@ final class APNsHTTP2Client: Sendable {
     func post(_ posts: [Post]) async -> [Result<Response, any Error>] {
         guard !posts.isEmpty else { return [] }
         let used = min(connections, max(1, posts.count / Self.requestsPerConnection))
-        // The requests of slot i: posts[bounds[i] ..< bounds[i + 1]].
+        // The slots after those of the calls already in flight (each taking as many as this one).
+        let first = state.withLock { state in
+            defer { state.callsInFlight += 1 }
+            return state.callsInFlight * used % connections
+        }
+        defer { state.withLock { $0.callsInFlight -= 1 } }
+        // The requests of the i-th slot used: posts[bounds[i] ..< bounds[i + 1]].
         let bounds = (0...used).map { $0 * posts.count / used }
         // Opened (when they must be) at once, then awaited.
-        let opening = (0..<used).map { connection($0) }
+        let opening = (0..<used).map { connection((first + $0) % connections) }
         var handlers: [Result<APNsConnectionHandler, any Error>] = []
         for connection in opening {
             do {

@@ -489,6 +489,42 @@ struct APNsProviderTests {
         }
     }
 
+    @Test("small batches in flight at once go on different connections (a sender's batches spread over the connections), one at a time on the first")
+    func batchesInFlightTakeTurns() async throws {
+        try await Self.withAPNs(timeoutSeconds: 10, connections: 3) { server, transport, credentials in
+            func batch(_ prefix: String, _ count: Int, from first: Int) -> [PushSend] {
+                (0..<count).map { PushSend(Self.alert("\(prefix)-\($0)"), to: .apns(token: deviceToken(first + $0), environment: .production, voip: false),
+                                           credentials: credentials) }
+            }
+            // One at a time: the first connection only.
+            for round in 0..<2 { #expect(await transport.send(batch: batch("alone-\(round)", 50, from: 0)).allSatisfy { $0.isDelivered }) }
+            #expect(server.connectionsAccepted == 1, "one call at a time keeps to one connection")
+            // A batch whose answer never comes stays in flight (until its timeout)...
+            let hung = deviceToken(1_000)
+            server.answer(.hang, forToken: hung)
+            let held = Task { await transport.send(batch: [PushSend(Self.alert("held"), to: .apns(token: hung, environment: .production, voip: false),
+                                                                    credentials: credentials)]) }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !server.requests.contains(where: { $0.deviceToken == hung }) {
+                guard ContinuousClock.now < deadline else {
+                    Issue.record("the held push never reached the server")
+                    return
+                }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            // ...so the next goes on the next connection.
+            let next = await transport.send(batch: batch("next", 150, from: 100))
+            #expect(next.allSatisfy { $0.isDelivered })
+            let requests = server.requests
+            let heldOn = try #require(requests.first { $0.deviceToken == hung }?.connectionId)
+            let nextTokens = Set((100..<250).map(deviceToken))
+            let nextOn = Set(requests.filter { nextTokens.contains($0.deviceToken) }.map(\.connectionId))
+            #expect(nextOn.count == 1 && !nextOn.contains(heldOn), "the batch sent while another was in flight went on another connection: \(nextOn), held on \(heldOn)")
+            #expect(server.connectionsAccepted == 2)
+            #expect(await held.value == [.retry(code: "APNs_timeout", afterSeconds: nil)])
+        }
+    }
+
     @Test("2,000 pushes at once over one HTTP/2 connection are all delivered")
     func manyConcurrentSends() async throws {
         // Event loops of its own, so the burst does not queue ahead of the other tests' requests on
