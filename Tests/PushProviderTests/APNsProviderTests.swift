@@ -443,7 +443,9 @@ struct APNsProviderTests {
     func connectionWindowRefilled() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         defer { group.shutdownGracefully { _ in } }
-        try await Self.withAPNs(timeoutSeconds: 120, eventLoopGroup: group) { server, transport, credentials in
+        // One connection, so that all 3,000 answers come over it (sends in flight at once would
+        // otherwise spread over the endpoint's connections).
+        try await Self.withAPNs(timeoutSeconds: 120, eventLoopGroup: group, connections: 1) { server, transport, credentials in
             // Each 400 carries {"reason":"BadDeviceToken"}: 3,000 of them are about 80 KB of DATA.
             let count = 3_000
             for n in 0..<count { server.answer(.badDeviceToken, forToken: deviceToken(10_000 + n)) }
@@ -531,7 +533,8 @@ struct APNsProviderTests {
         // the shared ones, and a generous timeout: it shares the cores with them.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         defer { group.shutdownGracefully { _ in } }
-        try await Self.withAPNs(timeoutSeconds: 120, eventLoopGroup: group) { server, transport, credentials in
+        // One connection allowed: sends in flight at once would otherwise spread over four.
+        try await Self.withAPNs(timeoutSeconds: 120, eventLoopGroup: group, connections: 1) { server, transport, credentials in
             // One push first, so the connection is up (and known to be HTTP/2) before the burst.
             #expect(await transport.send(Self.alert("warm-up"), to: .apns(token: deviceToken(0), environment: .production, voip: false),
                                          credentials: credentials).isDelivered)
