@@ -3,6 +3,9 @@ import IMCore
 import IMPushTesting
 import IMStore
 import IMStoreSQLite
+import Logging
+import NIOCore
+import NIOEmbedded
 import Testing
 @testable import IMServer
 
@@ -48,6 +51,58 @@ struct FanOutOrderTests {
         #expect(try await removal.value == 1, "the removal went ahead after the fan-out")
         #expect(recipients.value == ["alice", "bob"], "the fan-out read bob as a member")
         #expect(try await store.groupMembers(appId: 1, groupId: "g").map(\.userId) == ["alice"])
+
+        open.finish()
+        log.stopWriting()
+        _ = await writer.value
+    }
+
+    @Test("a kick waits for the fan-out: a user blocked after a message's answer keeps their session until the message has gone out to it")
+    func kickWaitsForFanOut() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-fanout-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try SQLiteStore(directory: dir.path)
+        defer { try? store.close() }
+        let appId = try await store.upsertApp(appKey: "fanout-key", appSecret: "fanout-secret", name: "fanout", now: 1).id
+        let fanOut = FanOutOrder()
+        let registry = SessionRegistry()
+        // Bob is online (a session over an embedded channel).
+        let channel = EmbeddedChannel()
+        defer { _ = try? channel.finish() }
+        try channel.connect(to: try SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        let bob = ClientSession(id: "bob-phone", appId: appId, userId: "bob", platform: .iOS, deviceId: "phone", now: 0,
+                                outbound: try SessionOutbound.attached(to: channel, maxQueuedBytes: 1 << 20), maxHeldBytes: 1 << 20)
+        _ = try registry.register(bob, refuseIfClassTaken: false)
+        // The delivery of each batch waits for the test's go, then looks for bob's sessions as the
+        // fan-out does.
+        let (gate, open) = AsyncStream.makeStream(of: Void.self)
+        let reached = Locked<[String]>([])
+        let log = MessageLog(store: store, clock: SystemClock(), fanOut: fanOut) { _ in
+            for await _ in gate { break }
+            reached.withLock { $0 = registry.sessions(appId: appId, userId: "bob").map(\.id) }
+        }
+        let writer = Task { await log.runWriter() }
+        let peers = ClusterPeers(transport: nil)
+        let directory = UserDirectory(store: store, registry: registry, peers: peers,
+                                      apps: AppRegistry(store: store, peers: peers, config: ServerConfig(), logger: Logger(label: "imserver-test")),
+                                      fanOut: fanOut)
+
+        let message = StoredMessage(appId: appId, conversationType: .private, conversationKey: privateConversationKey("alice", "bob"), targetId: "bob",
+                                    senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"hi"}"#.utf8), flags: .isPersisted)
+        guard case .stored = try await log.append(message, origin: .system) else {
+            Issue.record("the message was not stored")
+            return
+        }
+        // Bob is blocked after the answer: the kick waits for the fan-out.
+        let blocking = Task { try await directory.block(appId: appId, userIds: ["bob"], minutes: 10, now: 1) }
+        try await Self.waitUntil { fanOut.waitingCount == 1 }
+        #expect(registry.sessions(appId: appId, userId: "bob").map(\.id) == ["bob-phone"], "bob's session is kept while the message is on its way")
+
+        open.yield()
+        try await blocking.value
+        #expect(reached.value == ["bob-phone"], "the fan-out reached bob's session")
+        #expect(registry.sessions(appId: appId, userId: "bob").isEmpty, "and then bob was kicked")
+        #expect(try await store.userAccess(appId: appId, userId: "bob").blockedUntil > 1)
 
         open.finish()
         log.stopWriting()
