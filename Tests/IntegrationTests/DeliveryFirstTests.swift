@@ -14,58 +14,49 @@ import Testing
 struct DeliveryFirstTests {
     @Test("stepAside waits for the messages on their way at the call (commit and fan-out), not for one appended after")
     func waitsForMessagesOnTheirWay() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("imserver-deliveryfirst-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let store = try SQLiteStore(directory: dir.path)
-        defer { try? store.close() }
-        let first = DeliveryFirst()
-        // Nothing on its way: at once.
-        #expect(first.onTheirWay == 0)
-        await first.stepAside()
+        try await withTemporaryStore("deliveryfirst") { store in
+            let first = DeliveryFirst()
+            // Nothing on its way: at once.
+            #expect(first.onTheirWay == 0)
+            await first.stepAside()
 
-        // Each batch's delivery waits for the test's go.
-        let (gate, open) = AsyncStream.makeStream(of: Void.self)
-        let delivered = Locked<[String]>([])
-        let log = MessageLog(store: store, clock: SystemClock(), deliveryFirst: first) { batch in
-            for await _ in gate { break }
-            for item in batch { if case .stored(let message) = item.outcome { delivered.withLock { $0.append(message.clientMessageId) } } }
+            let delivered = Locked<[String]>([])
+            let held = HeldDeliveryLog(store: store, deliveryFirst: first) { batch in
+                for item in batch { if case .stored(let message) = item.outcome { delivered.withLock { $0.append(message.clientMessageId) } } }
+            }
+            func message(_ id: String) -> StoredMessage {
+                StoredMessage(appId: 1, conversationType: .private, conversationKey: privateConversationKey("alice", "bob"), targetId: "bob",
+                              senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"hi"}"#.utf8), flags: .isPersisted,
+                              clientMessageId: id)
+            }
+            // m1 is answered, its fan-out held: it is still on its way.
+            _ = try await held.log.append(message("m1"), origin: .system)
+            #expect(first.onTheirWay == 1)
+            let aside = Task { await first.stepAside() }
+            try await waitUntil("a wait pending") { first.waitingCount == 1 }
+            // m2 comes after the wait began; it is answered and fanned out after m1.
+            let m2 = Task { try await held.log.append(message("m2"), origin: .system) }
+            try await waitUntil("m2 on its way") { first.onTheirWay == 2 }
+
+            // m1's fan-out goes: the wait ends although m2 is still on its way.
+            held.release()
+            try await waitUntil("the first wait ended") { first.waitingCount == 0 }
+            await aside.value
+            _ = try await m2.value
+            #expect(delivered.value == ["m1"])
+            #expect(first.onTheirWay == 1, "m2 is still on its way")
+            #expect(first.waitingCount == 0)
+
+            // A wait begun now is for m2.
+            let second = Task { await first.stepAside() }
+            try await waitUntil("a wait pending") { first.waitingCount == 1 }
+            held.release()
+            try await waitUntil("the second wait ended") { first.waitingCount == 0 }
+            await second.value
+            #expect(delivered.value == ["m1", "m2"])
+            #expect(first.onTheirWay == 0)
+            await held.stop()
         }
-        let writer = Task { await log.runWriter() }
-        func message(_ id: String) -> StoredMessage {
-            StoredMessage(appId: 1, conversationType: .private, conversationKey: privateConversationKey("alice", "bob"), targetId: "bob",
-                          senderId: "alice", objectName: "RC:TxtMsg", content: Data(#"{"content":"hi"}"#.utf8), flags: .isPersisted,
-                          clientMessageId: id)
-        }
-        // m1 is answered, its fan-out held: it is still on its way.
-        _ = try await log.append(message("m1"), origin: .system)
-        #expect(first.onTheirWay == 1)
-        let aside = Task { await first.stepAside() }
-        try await waitUntil("a wait pending") { first.waitingCount == 1 }
-        // m2 comes after the wait began; it is answered and fanned out after m1.
-        let m2 = Task { try await log.append(message("m2"), origin: .system) }
-        try await waitUntil("m2 on its way") { first.onTheirWay == 2 }
-
-        // m1's fan-out goes: the wait ends although m2 is still on its way.
-        open.yield()
-        try await waitUntil("the first wait ended") { first.waitingCount == 0 }
-        await aside.value
-        _ = try await m2.value
-        #expect(delivered.value == ["m1"])
-        #expect(first.onTheirWay == 1, "m2 is still on its way")
-        #expect(first.waitingCount == 0)
-
-        // A wait begun now is for m2.
-        let second = Task { await first.stepAside() }
-        try await waitUntil("a wait pending") { first.waitingCount == 1 }
-        open.yield()
-        try await waitUntil("the second wait ended") { first.waitingCount == 0 }
-        await second.value
-        #expect(delivered.value == ["m1", "m2"])
-        #expect(first.onTheirWay == 0)
-
-        open.finish()
-        log.stopWriting()
-        _ = await writer.value
     }
 
     @Test("a fan-out is out once each event loop has run what was queued on it before: a wait lasts until then")

@@ -811,50 +811,66 @@ struct PushDeliveryTests {
         }
     }
 
-    @Test("a decision whose write fails partway (its first transaction committed, the second refused by the push file) goes on from the first message not written: each push is written and sent once, the badges 1 and 2")
+    @Test("a decision whose write fails partway (its first transaction committed, the second refused by the push file) goes on from the first message not written: each push is written and sent once, the badges counting 1, 2, 3")
     func decisionWriteFailingPartwayGoesOnFromTheFirstMessageNotWritten() async throws {
         let lines = StructuredLogTests.Lines()
         let logger = Logger(label: "imserver-test", factory: { label in JSONLogHandler(label: label) { line in lines.lines.withLock { $0.append(line) } } })
         var options = Self.options
-        options.writeChunk = 1   // m1 and m2, one record each, in a transaction each
-        try await Self.withDirectPushService(clock: SystemClock(), options: options, logger: logger) { push, store, providers in
-            // The push file refuses m2's records (a trigger on another connection) until the trigger goes.
+        options.writeChunk = 1   // a message's one record a transaction
+        let first = DeliveryFirst()
+        try await Self.withDirectPushService(clock: SystemClock(), options: options, logger: logger, deliveryFirst: first) { push, store, providers in
+            // The push file refuses m3's records (a trigger on another connection) until the trigger goes.
             let file = try DatabaseQueue(path: store.pushPath)
             try await file.write { db in
                 try db.execute(sql: """
-                    CREATE TRIGGER refuse_m2 BEFORE INSERT ON push_batches WHEN NEW.message_uid = 'm2'
-                    BEGIN SELECT RAISE(ABORT, 'the push file refused m2'); END
+                    CREATE TRIGGER refuse_m3 BEFORE INSERT ON push_batches WHEN NEW.message_uid = 'm3'
+                    BEGIN SELECT RAISE(ABORT, 'the push file refused m3'); END
                     """)
             }
             let now = Int64(Date().timeIntervalSince1970 * 1000)
-            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self)
-            // Both committed before the decisions start: decided in one call, written m1 then m2.
-            for seq in [UInt64(1), 2] {
-                input.yield(.messageCommitted(CommittedMessageEvent(message: Self.messageToBob(seq, sentTime: now), origin: .system)))
+            // Events go to the decisions' reader one at a time: an event is taken into the stream
+            // once the reader has taken the one before it.
+            let (events, input) = AsyncStream.makeStream(of: ServerEvent.self, bufferingPolicy: .bufferingOldest(1))
+            @Sendable func hand(_ event: ServerEvent) async throws {
+                try await waitUntil("the decisions' reader took the event before") {
+                    if case .enqueued = input.yield(event) { true } else { false }
+                }
             }
+            func committed(_ seq: UInt64) -> ServerEvent {
+                .messageCommitted(CommittedMessageEvent(message: Self.messageToBob(seq, sentTime: now), origin: .system))
+            }
+            // m1's decision waits for a message on its way (as does the sender); m2 and m3 gather
+            // meanwhile, so they are decided in one call, written m2 then m3.
+            first.appended(1)
             let running = Task { await push.run(events: events) }
             defer { running.cancel() }   // on a failure below
-            // The first failure names both messages (the call's); the retry goes on from m2 alone.
-            try await waitUntil("the write was tried again for m2 alone, m1 being written") {
-                lines.all.contains { $0.contains("a decision could not be recorded") && $0.contains("m2") && !$0.contains("m1") }
+            try await hand(committed(1))
+            try await waitUntil("m1's decision and the sender wait") { first.waitingCount == 2 }
+            try await hand(committed(2))
+            try await hand(committed(3))
+            try await hand(.sessionOffline(SessionPresence(appId: 1, userId: "carol", sessionId: "carol-1", platform: "iOS", deviceId: "phone")))
+            first.finished(1)
+            try await waitUntil("m2 and m3's write failed, then was tried again for m3 alone") {
+                let failures = lines.all.filter { $0.contains("a decision could not be recorded") }
+                return failures.contains { $0.contains("m2,m3") } && failures.contains { $0.contains("m3") && !$0.contains("m2") }
             }
-            #expect(try await store.pushRecords(appId: 1, messageUid: "m1", userId: nil, limit: 10).count == 1)
-            #expect(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 10).isEmpty, "m2's transaction rolled back whole")
-            try await file.write { db in try db.execute(sql: "DROP TRIGGER refuse_m2") }
-            try await waitUntil("m1 and m2 are sent") {
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m2", userId: nil, limit: 10).count == 1)
+            #expect(try await store.pushRecords(appId: 1, messageUid: "m3", userId: nil, limit: 10).isEmpty, "m3's transaction rolled back whole")
+            try await file.write { db in try db.execute(sql: "DROP TRIGGER refuse_m3") }
+            try await waitUntil("m1, m2 and m3 are sent") {
                 var statuses: [PushStatus?] = []
-                for uid in ["m1", "m2"] { statuses.append(try await store.pushRecords(appId: 1, messageUid: uid, userId: nil, limit: 10).first?.status) }
-                return statuses == [.sent, .sent]
+                for uid in ["m1", "m2", "m3"] { statuses.append(try await store.pushRecords(appId: 1, messageUid: uid, userId: nil, limit: 10).first?.status) }
+                return statuses == [.sent, .sent, .sent]
             }
             input.finish()
             running.cancel()
             await running.value
-            for uid in ["m1", "m2"] {
+            for uid in ["m1", "m2", "m3"] {
                 #expect(try await store.pushRecords(appId: 1, messageUid: uid, userId: nil, limit: 10).count == 1, "\(uid) written once")
             }
-            // m1 decided once: had the retry decided it again, or kept the badge of the refused
-            // transaction, m2's badge would be 3.
-            #expect(Self.badges(providers, of: "bob").sorted() == [1, 2], "each sent once, the badges counting 1 then 2")
+            // m2 decided once: had the retry decided it again, or kept the badge of the refused
+            // transaction, m3's badge would be 4.
+            #expect(Self.badges(providers, of: "bob").sorted() == [1, 2, 3], "each sent once, the badges counting 1, 2, 3")
             try file.close()
         }
     }
